@@ -1,0 +1,168 @@
+/*
+ * protocol.h — memcached meta protocol: key encoding, request encoding and
+ * the in-place reply parser.
+ *
+ * Owns: everything that turns a request into bytes and bytes into a reply
+ * description.  Must not: include PostgreSQL headers, allocate memory, do
+ * I/O, or keep state between calls.  Every function works on caller-owned
+ * buffers, and the parser only returns offsets into the buffer it was given,
+ * so it can be unit-tested and fuzzed on its own.
+ */
+#ifndef MCFDW_PROTOCOL_H
+#define MCFDW_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* memcached's key limit, counted on the wire (after base64). */
+#define MC_KEY_MAX			250
+/* Longest raw key that still fits once base64-encoded: 4*ceil(186/3) = 248. */
+#define MC_KEY_MAX_B64		186
+/* Room any single request header encoded here needs (key + all options). */
+#define MC_REQ_HEADER_MAX	512
+/* A reply header line longer than this is treated as garbage. */
+#define MC_REPLY_LINE_MAX	2048
+
+/* Outcome of checking/encoding a key. */
+typedef enum McKeyStatus
+{
+	MC_KEY_OK = 0,
+	MC_KEY_EMPTY,
+	MC_KEY_TOO_LONG				/* > MC_KEY_MAX, or > MC_KEY_MAX_B64 when it needs base64 */
+} McKeyStatus;
+
+/*
+ * Bits naming meta flags: used both for the flags a request asks to be
+ * returned ("want") and for the flags a reply carried ("present").
+ */
+#define MC_F_VALUE		(1u << 0)	/* v */
+#define MC_F_FLAGS		(1u << 1)	/* f: client flags */
+#define MC_F_KEY		(1u << 2)	/* k: echo key */
+#define MC_F_CAS		(1u << 3)	/* c */
+#define MC_F_TTL		(1u << 4)	/* t: remaining ttl */
+#define MC_F_SIZE		(1u << 5)	/* s */
+#define MC_F_B64		(1u << 6)	/* b: key is base64 */
+#define MC_F_OPAQUE		(1u << 7)	/* O */
+#define MC_F_WIN		(1u << 8)	/* W (reply only) */
+#define MC_F_STALE		(1u << 9)	/* X (reply only) */
+#define MC_F_WON		(1u << 10)	/* Z (reply only) */
+
+/*
+ * Everything a request can carry besides the command and key.  Zero-init
+ * (memset or {0}) means "plain request, nothing extra".
+ */
+typedef struct McReqOpts
+{
+	unsigned	want;			/* MC_F_VALUE | MC_F_FLAGS | ... to be returned */
+	bool		quiet;			/* q */
+	bool		has_ttl;		/* T<ttl> (mg: touch; ms: expiry) */
+	int64_t		ttl;
+	bool		has_cas;		/* C<cas> compare-and-swap */
+	uint64_t	cas;
+	bool		has_client_flags;	/* F<flags> on ms */
+	uint32_t	client_flags;
+	char		mode;			/* M<mode>: ms S/E/A/P/R, ma I/D; 0 = server default */
+	bool		has_delta;		/* ma D<delta> */
+	uint64_t	delta;
+	bool		has_initial;	/* ma J<initial>, needs has_vivify_ttl */
+	uint64_t	initial;
+	bool		has_vivify_ttl; /* ma/mg N<ttl>: auto-create on miss */
+	int64_t		vivify_ttl;
+	bool		invalidate;		/* I */
+	const char *opaque;			/* O<opaque>, at most 31 bytes, no spaces */
+	size_t		opaque_len;
+} McReqOpts;
+
+/*
+ * mc_key_encode: check a raw key and write its wire form into out
+ * (capacity >= MC_KEY_MAX).  Keys with bytes <= 0x20, 0x7f or >= 0x80 are
+ * base64-encoded (*b64 = true) so they can never inject protocol.
+ */
+extern McKeyStatus mc_key_encode(const char *key, size_t len,
+								 char *out, size_t *outlen, bool *b64);
+
+/* Standard base64 (RFC 4648, with padding).  Returns bytes written. */
+extern size_t mc_b64_encode(const unsigned char *src, size_t len, char *dst);
+/* Returns bytes written, or (size_t) -1 on malformed input. */
+extern size_t mc_b64_decode(const char *src, size_t len, unsigned char *dst);
+
+/*
+ * Request encoders.  Each writes a complete header line ending in "\r\n" into
+ * dst (capacity >= MC_REQ_HEADER_MAX) and returns its length.  wkey/wlen is
+ * the wire form from mc_key_encode; b64 adds the b flag.
+ *
+ * mc_encode_request: generic; cmd is "mg", "ms", "md", "ma".  For "ms",
+ * datalen is the value length (the caller sends the data and "\r\n" after the
+ * header); pass -1 for commands without data.
+ */
+extern size_t mc_encode_request(char *dst, const char *cmd,
+								const char *wkey, size_t wlen, bool b64,
+								long datalen, const McReqOpts *opts);
+
+/* Hot path of a pipelined multi-get: "mg <key> [b] v [f] k q\r\n". */
+extern size_t mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen,
+								  bool b64, bool want_flags);
+
+/* "mn\r\n": end-of-pipeline marker, answered by "MN\r\n". */
+extern size_t mc_encode_noop(char *dst);
+
+/* Reply classification. */
+typedef enum McReplyType
+{
+	MC_REPLY_NEED_MORE = 0,		/* incomplete; McReply.need says how much more */
+	MC_REPLY_VA,				/* value follows */
+	MC_REPLY_HD,				/* success, no value (also old servers' "OK") */
+	MC_REPLY_EN,				/* miss */
+	MC_REPLY_NS,				/* not stored */
+	MC_REPLY_EX,				/* cas mismatch / exists */
+	MC_REPLY_NF,				/* not found */
+	MC_REPLY_MN,				/* end of pipeline */
+	MC_REPLY_STAT,				/* "STAT <name> <value>" (stats commands) */
+	MC_REPLY_END,				/* "END" (stats commands) */
+	MC_REPLY_ERROR,				/* "ERROR" */
+	MC_REPLY_CLIENT_ERROR,		/* "CLIENT_ERROR <msg>" */
+	MC_REPLY_SERVER_ERROR,		/* "SERVER_ERROR <msg>" */
+	MC_REPLY_BAD				/* unparseable: the stream is out of step */
+} McReplyType;
+
+/*
+ * One parsed reply.  All *_off fields are offsets into the buffer given to
+ * mc_parse_reply; nothing is copied.
+ */
+typedef struct McReply
+{
+	McReplyType type;
+	size_t		consumed;		/* whole reply: header line + value + CRLF */
+	size_t		need;			/* NEED_MORE: at least this many more bytes */
+	size_t		header_len;		/* header line including its CRLF */
+
+	size_t		value_off;		/* VA: value bytes */
+	size_t		value_len;
+
+	unsigned	present;		/* MC_F_* bits of the flags the reply carried */
+	uint32_t	client_flags;	/* f */
+	uint64_t	cas;			/* c */
+	int64_t		ttl;			/* t (-1 = never expires) */
+	uint64_t	size;			/* s */
+	size_t		key_off;		/* k: key as on the wire (base64 if MC_F_B64) */
+	size_t		key_len;
+	size_t		opaque_off;		/* O */
+	size_t		opaque_len;
+
+	/* ERROR/CLIENT_ERROR/SERVER_ERROR message; STAT name */
+	size_t		msg_off;
+	size_t		msg_len;
+	/* STAT value */
+	size_t		stat_value_off;
+	size_t		stat_value_len;
+} McReply;
+
+/*
+ * mc_parse_reply: parse the reply that starts at buf[0].  Never reads past
+ * buf[len-1], never allocates.  Returns r->type.  For NEED_MORE, r->need >= 1
+ * is the minimum number of further bytes before a retry can succeed.
+ */
+extern McReplyType mc_parse_reply(const char *buf, size_t len, McReply *r);
+
+#endif							/* MCFDW_PROTOCOL_H */
