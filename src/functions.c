@@ -1,0 +1,608 @@
+/*
+ * functions.c — the single-key SQL functions: reads, writes, atomics.
+ *
+ * Owns: argument handling (NULLs, key checks, ttl conversion), building one
+ * meta command per call, and turning its reply into a SQL value.  Must not:
+ * touch sockets directly (pool.c does) or parse bytes (protocol.c does).
+ * Every function takes an optional server name; NULL means mcfdw.server.
+ */
+#include "postgres.h"
+
+#include <time.h>
+
+#include "access/htup_details.h"
+#include "common/int.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "mcfdw.h"
+
+PG_FUNCTION_INFO_V1(mc_get);
+PG_FUNCTION_INFO_V1(mc_get_bytea);
+PG_FUNCTION_INFO_V1(mc_gets);
+PG_FUNCTION_INFO_V1(mc_gets_bytea);
+PG_FUNCTION_INFO_V1(mc_set);
+PG_FUNCTION_INFO_V1(mc_add);
+PG_FUNCTION_INFO_V1(mc_replace);
+PG_FUNCTION_INFO_V1(mc_append);
+PG_FUNCTION_INFO_V1(mc_prepend);
+PG_FUNCTION_INFO_V1(mc_cas);
+PG_FUNCTION_INFO_V1(mc_delete);
+PG_FUNCTION_INFO_V1(mc_touch);
+PG_FUNCTION_INFO_V1(mc_incr);
+PG_FUNCTION_INFO_V1(mc_decr);
+PG_FUNCTION_INFO_V1(mc_flush_all);
+
+/* memcached reads a ttl above 30 days as an absolute unix time. */
+#define MC_RELATIVE_TTL_MAX		(30 * SECS_PER_DAY)
+
+/*
+ * A key as it is routed and as it goes on the wire.  Lives on the stack:
+ * preparing a key allocates nothing.
+ */
+typedef struct McKey
+{
+	char		raw[MC_MAX_KEY_PREFIX + MC_KEY_MAX];	/* prefix + key */
+	size_t		raw_len;
+	char		wire[MC_KEY_MAX];	/* raw, or base64 of raw */
+	size_t		wire_len;
+	bool		b64;
+} McKey;
+
+/* Server name argument at position argno, or NULL for the default. */
+static const char *
+server_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	return NameStr(*PG_GETARG_NAME(argno));
+}
+
+/*
+ * Check a key and produce its routed and wire forms.  Keys with spaces,
+ * control characters or non-ASCII bytes go base64 with the b flag, so no
+ * key can inject protocol; lengths are checked here so the server never sees
+ * a request it would reject.
+ */
+static void
+prepare_key(McServer *srv, text *key, McKey *k)
+{
+	const char *data = VARDATA_ANY(key);
+	size_t		len = VARSIZE_ANY_EXHDR(key);
+	size_t		plen = srv->cfg.key_prefix_len;
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("memcached key cannot be empty")));
+	if (len + plen > MC_KEY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("memcached key is too long"),
+				 errdetail("The key is %zu bytes%s; the limit is %d bytes, or %d bytes for keys that contain spaces, control characters or non-ASCII bytes.",
+						   len + plen, plen ? " with the server's key prefix" : "",
+						   MC_KEY_MAX, MC_KEY_MAX_B64)));
+	memcpy(k->raw, srv->cfg.key_prefix, plen);
+	memcpy(k->raw + plen, data, len);
+	k->raw_len = plen + len;
+	if (mc_key_encode(k->raw, k->raw_len, k->wire, &k->wire_len, &k->b64) != MC_KEY_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("memcached key is too long"),
+				 errdetail("The key is %zu bytes%s and contains spaces, control characters or non-ASCII bytes, so it is sent base64-encoded; such keys are limited to %d bytes.",
+						   k->raw_len, plen ? " with the server's key prefix" : "",
+						   MC_KEY_MAX_B64)));
+}
+
+/*
+ * Convert a ttl interval to what memcached expects.  Months count as 30
+ * days and days as 24 hours (as EXTRACT(EPOCH) does); fractions round up so
+ * a short ttl never becomes "no expiry".  Beyond 30 days memcached wants an
+ * absolute unix time, so the conversion is done here and users can keep
+ * thinking in intervals.
+ */
+static int64
+interval_to_ttl(Interval *iv)
+{
+	int64		usecs;
+	int64		secs;
+
+	if (pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
+							USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, iv->time, &usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("ttl is out of range")));
+	if (usecs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be positive"),
+				 errhint("Pass NULL for no expiry, or use mc_delete() to remove a key.")));
+	secs = usecs / USECS_PER_SEC + (usecs % USECS_PER_SEC ? 1 : 0);
+	if (secs > MC_RELATIVE_TTL_MAX)
+	{
+		secs += (int64) time(NULL);
+		if (secs > PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("ttl is out of range"),
+					 errdetail("memcached cannot expire items after January 2038.")));
+	}
+	return secs;
+}
+
+/* Copy a value out of the read buffer into a new varlena: its one copy. */
+static struct varlena *
+make_varlena(const char *data, size_t len)
+{
+	struct varlena *v;
+
+	if (len > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("memcached value of %zu bytes is too large", len)));
+	v = (struct varlena *) palloc(len + VARHDRSZ);
+	SET_VARSIZE(v, len + VARHDRSZ);
+	memcpy(VARDATA(v), data, len);
+	return v;
+}
+
+/*
+ * A text result must be valid in the database encoding; binary values must
+ * be read with the bytea variants instead.
+ */
+static void
+check_text_value(struct varlena *v, McKey *k)
+{
+	if (!pg_verifymbstr(VARDATA(v), VARSIZE(v) - VARHDRSZ, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
+						(int) k->raw_len, k->raw, GetDatabaseEncodingName()),
+				 errhint("Use the _bytea variant of the function to read binary values.")));
+}
+
+/*
+ * Send one request for key k and read its one reply.  Returns the reply
+ * base; the caller reads what it needs, then calls McConnConsume+McConnEnd.
+ */
+static const char *
+roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
+		  const char *data, long datalen, const McReqOpts *opts, McReply *r)
+{
+	char		hdr[MC_REQ_HEADER_MAX];
+	size_t		hlen;
+
+	hlen = mc_encode_request(hdr, cmd, k->wire, k->wire_len, k->b64, datalen, opts);
+	return McConnRoundtrip(srv, McServerPick(srv, k->raw, k->raw_len), hdr, hlen,
+						   data, datalen < 0 ? 0 : (size_t) datalen, r, connp);
+}
+
+/* Shared body of mc_get / mc_get_bytea. */
+static Datum
+get_common(FunctionCallInfo fcinfo, bool as_text)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	struct varlena *result = NULL;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	srv = McServerLookup(server_arg(fcinfo, 1));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	opts.want = MC_F_VALUE;
+	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, &r);
+	if (r.type == MC_REPLY_VA)
+		result = make_varlena(base + r.value_off, r.value_len);
+	else if (r.type != MC_REPLY_EN)
+		McConnReplyError(conn, base, &r);
+	McConnConsume(conn, r.consumed);
+	McConnEnd(conn);
+	if (result == NULL)
+		PG_RETURN_NULL();
+	if (as_text)
+		check_text_value(result, &k);
+	PG_RETURN_POINTER(result);
+}
+
+/* mc_get(key text, server name) returns text: NULL on a miss. */
+Datum
+mc_get(PG_FUNCTION_ARGS)
+{
+	return get_common(fcinfo, true);
+}
+
+/* mc_get_bytea(key text, server name) returns bytea: binary-safe. */
+Datum
+mc_get_bytea(PG_FUNCTION_ARGS)
+{
+	return get_common(fcinfo, false);
+}
+
+/*
+ * Shared body of mc_gets / mc_gets_bytea: value, flags and cas token in one
+ * round trip, for optimistic read-modify-write with mc_cas.
+ */
+static Datum
+gets_common(FunctionCallInfo fcinfo, bool as_text)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	struct varlena *value = NULL;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	srv = McServerLookup(server_arg(fcinfo, 1));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	opts.want = MC_F_VALUE | MC_F_FLAGS | MC_F_CAS;
+	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, &r);
+	if (r.type == MC_REPLY_VA)
+	{
+		value = make_varlena(base + r.value_off, r.value_len);
+		values[1] = Int32GetDatum((int32) r.client_flags);
+		values[2] = Int64GetDatum((int64) r.cas);
+		nulls[1] = !(r.present & MC_F_FLAGS);
+		nulls[2] = !(r.present & MC_F_CAS);
+	}
+	else if (r.type != MC_REPLY_EN)
+		McConnReplyError(conn, base, &r);
+	McConnConsume(conn, r.consumed);
+	McConnEnd(conn);
+	if (value == NULL)
+		PG_RETURN_NULL();
+	if (as_text)
+		check_text_value(value, &k);
+	values[0] = PointerGetDatum(value);
+	tupdesc = BlessTupleDesc(tupdesc);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* mc_gets(key, server) returns (value text, flags integer, cas bigint). */
+Datum
+mc_gets(PG_FUNCTION_ARGS)
+{
+	return gets_common(fcinfo, true);
+}
+
+/* mc_gets_bytea(key, server) returns (value bytea, flags integer, cas bigint). */
+Datum
+mc_gets_bytea(PG_FUNCTION_ARGS)
+{
+	return gets_common(fcinfo, false);
+}
+
+/*
+ * Where each optional argument of a store function sits; -1 when the
+ * function has no such argument.
+ */
+typedef struct StoreArgs
+{
+	char		mode;			/* ms M<mode> */
+	int			cas_arg;
+	int			ttl_arg;
+	int			flags_arg;
+	int			server_arg;
+} StoreArgs;
+
+/*
+ * Shared body of every ms-based function.  Returns true when the server
+ * stored the value, false when the mode's condition was not met (add on an
+ * existing key, replace/append on a missing one, cas mismatch).  Values are
+ * sent as raw bytes with their length, so any byte (NUL included) is safe.
+ */
+static Datum
+store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	struct varlena *value;
+	bool		stored;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
+		(a->cas_arg >= 0 && PG_ARGISNULL(a->cas_arg)))
+		PG_RETURN_NULL();
+	srv = McServerLookup(server_arg(fcinfo, a->server_arg));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	value = PG_GETARG_VARLENA_PP(1);
+
+	opts.mode = a->mode;
+	if (a->ttl_arg >= 0 && !PG_ARGISNULL(a->ttl_arg))
+	{
+		opts.has_ttl = true;
+		opts.ttl = interval_to_ttl(PG_GETARG_INTERVAL_P(a->ttl_arg));
+	}
+	if (a->flags_arg >= 0 && !PG_ARGISNULL(a->flags_arg))
+	{
+		opts.has_client_flags = true;
+		opts.client_flags = (uint32) PG_GETARG_INT32(a->flags_arg);
+	}
+	if (a->cas_arg >= 0)
+	{
+		opts.has_cas = true;
+		opts.cas = (uint64) PG_GETARG_INT64(a->cas_arg);
+	}
+	base = roundtrip(srv, &k, &conn, "ms", VARDATA_ANY(value),
+					 (long) VARSIZE_ANY_EXHDR(value), &opts, &r);
+	switch (r.type)
+	{
+		case MC_REPLY_HD:
+			stored = true;
+			break;
+		case MC_REPLY_NS:
+		case MC_REPLY_EX:
+		case MC_REPLY_NF:
+			stored = false;
+			break;
+		default:
+			McConnReplyError(conn, base, &r);
+	}
+	McConnConsume(conn, r.consumed);
+	McConnEnd(conn);
+	PG_RETURN_BOOL(stored);
+}
+
+/* mc_set(key, value, ttl, flags, server): store unconditionally. */
+Datum
+mc_set(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'S', -1, 2, 3, 4};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_add(key, value, ttl, flags, server): store only if the key is absent. */
+Datum
+mc_add(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'E', -1, 2, 3, 4};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_replace(key, value, ttl, flags, server): store only if present. */
+Datum
+mc_replace(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'R', -1, 2, 3, 4};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_append(key, value, server): add bytes after an existing value. */
+Datum
+mc_append(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'A', -1, -1, -1, 2};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_prepend(key, value, server): add bytes before an existing value. */
+Datum
+mc_prepend(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'P', -1, -1, -1, 2};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_cas(key, value, cas, ttl, flags, server): store if cas still matches. */
+Datum
+mc_cas(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'S', 2, 3, 4, 5};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_delete(key, server) returns true if the key existed. */
+Datum
+mc_delete(PG_FUNCTION_ARGS)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	bool		found;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	srv = McServerLookup(server_arg(fcinfo, 1));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	base = roundtrip(srv, &k, &conn, "md", NULL, -1, &opts, &r);
+	if (r.type == MC_REPLY_HD)
+		found = true;
+	else if (r.type == MC_REPLY_NF)
+		found = false;
+	else
+		McConnReplyError(conn, base, &r);
+	McConnConsume(conn, r.consumed);
+	McConnEnd(conn);
+	PG_RETURN_BOOL(found);
+}
+
+/*
+ * mc_touch(key, ttl, server): reset an item's expiry without fetching it.
+ * A NULL ttl removes the expiry.  Returns true if the key existed.
+ */
+Datum
+mc_touch(PG_FUNCTION_ARGS)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	bool		found;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	srv = McServerLookup(server_arg(fcinfo, 2));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	opts.has_ttl = true;
+	opts.ttl = PG_ARGISNULL(1) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(1));
+	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, &r);
+	if (r.type == MC_REPLY_HD)
+		found = true;
+	else if (r.type == MC_REPLY_EN)
+		found = false;
+	else
+		McConnReplyError(conn, base, &r);
+	McConnConsume(conn, r.consumed);
+	McConnEnd(conn);
+	PG_RETURN_BOOL(found);
+}
+
+/*
+ * Shared body of mc_incr / mc_decr (key, delta, initial, ttl, server).
+ * memcached counters are unsigned 64-bit; decrements stop at zero and
+ * increments wrap, as the server defines.  With an initial value a missing
+ * key is created (with ttl, NULL = no expiry); without one a missing key
+ * gives NULL.
+ */
+static Datum
+arith_common(FunctionCallInfo fcinfo, bool incr)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	uint64		v = 0;
+	bool		isnull = false;
+	int64		delta;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	delta = PG_GETARG_INT64(1);
+	if (delta < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("delta must not be negative"),
+				 errhint("Use mc_%s() to move the counter the other way.",
+						 incr ? "decr" : "incr")));
+	srv = McServerLookup(server_arg(fcinfo, 4));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	opts.want = MC_F_VALUE;
+	opts.mode = incr ? 'I' : 'D';
+	opts.has_delta = true;
+	opts.delta = (uint64) delta;
+	if (!PG_ARGISNULL(2))
+	{
+		int64		initial = PG_GETARG_INT64(2);
+
+		if (initial < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("initial value must not be negative")));
+		opts.has_initial = true;
+		opts.initial = (uint64) initial;
+		opts.has_vivify_ttl = true;
+		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(3));
+	}
+	base = roundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, &r);
+	if (r.type == MC_REPLY_VA)
+	{
+		const char *p = base + r.value_off;
+
+		if (r.value_len == 0 || r.value_len > 20)
+			McConnReplyError(conn, base, &r);
+		for (size_t i = 0; i < r.value_len; i++)
+		{
+			if (p[i] < '0' || p[i] > '9')
+				McConnReplyError(conn, base, &r);
+			v = v * 10 + (p[i] - '0');
+		}
+	}
+	else if (r.type == MC_REPLY_NF || r.type == MC_REPLY_NS)
+		isnull = true;
+	else if (r.type == MC_REPLY_CLIENT_ERROR &&
+			 r.msg_len >= 11 && memmem(base + r.msg_off, r.msg_len, "non-numeric", 11))
+	{
+		/* the reply is complete and the stream in step: keep the socket */
+		McConnConsume(conn, r.consumed);
+		McConnEnd(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("cannot %s memcached key \"%.*s\": its value is not a number",
+						incr ? "increment" : "decrement", (int) k.raw_len, k.raw),
+				 errdetail("Counters must hold an unsigned decimal number of at most 20 digits.")));
+	}
+	else
+		McConnReplyError(conn, base, &r);
+	McConnConsume(conn, r.consumed);
+	McConnEnd(conn);
+	if (isnull)
+		PG_RETURN_NULL();
+	if (v > (uint64) PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("counter value %llu of memcached key \"%.*s\" is out of range for type bigint",
+						(unsigned long long) v, (int) k.raw_len, k.raw)));
+	PG_RETURN_INT64((int64) v);
+}
+
+/* mc_incr(key, delta, initial, ttl, server) returns the new value. */
+Datum
+mc_incr(PG_FUNCTION_ARGS)
+{
+	return arith_common(fcinfo, true);
+}
+
+/* mc_decr(key, delta, initial, ttl, server) returns the new value. */
+Datum
+mc_decr(PG_FUNCTION_ARGS)
+{
+	return arith_common(fcinfo, false);
+}
+
+/*
+ * mc_flush_all(server) invalidates every item on every instance of the
+ * server; returns the number of instances flushed.  Uses the text command:
+ * the meta protocol has no flush.
+ */
+Datum
+mc_flush_all(PG_FUNCTION_ARGS)
+{
+	McServer   *srv = McServerLookup(server_arg(fcinfo, 0));
+	int			n = 0;
+	static const char cmd[] = "flush_all\r\n";
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		McConn	   *conn;
+		McReply		r;
+		const char *base;
+
+		base = McConnRoundtrip(srv, i, cmd, sizeof(cmd) - 1, NULL, 0, &r, &conn);
+		if (r.type != MC_REPLY_HD)
+			McConnReplyError(conn, base, &r);
+		McConnConsume(conn, r.consumed);
+		McConnEnd(conn);
+		n++;
+	}
+	PG_RETURN_INT32(n);
+}

@@ -1,0 +1,26 @@
+/*
+ * mcfdw.c — module entry point.
+ *
+ * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c)
+ * and the per-backend pool (pool.c).  Nothing else belongs here.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "mcfdw.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/*
+ * Called once per backend when the library is loaded (at the first mcfdw
+ * call, or at start-up when preloaded).
+ */
+void
+_PG_init(void)
+{
+	McOptionsInit();
+	McPoolInit();
+}

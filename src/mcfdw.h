@@ -1,0 +1,149 @@
+/*
+ * mcfdw.h — declarations shared by the backend-side files of mcfdw.
+ *
+ * Owns: the server configuration (parsed foreign-server options), the
+ * per-backend server and connection structures, and the entry points each
+ * backend file exposes to the others.  The pure-C modules (protocol.h,
+ * ring.h, hash.h) know nothing of these.
+ */
+#ifndef MCFDW_H
+#define MCFDW_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+#include "storage/latch.h"
+
+#include "protocol.h"
+#include "ring.h"
+
+/* Defaults and limits of the foreign-server options (see options.c). */
+#define MC_DEFAULT_PORT				11211
+#define MC_DEFAULT_CONNECT_TIMEOUT	1000	/* ms */
+#define MC_DEFAULT_IO_TIMEOUT		1000	/* ms */
+#define MC_DEFAULT_FAILURE_LIMIT	2
+#define MC_DEFAULT_RETRY_DELAY		30	/* s */
+#define MC_MAX_ENDPOINTS			256
+#define MC_MAX_KEY_PREFIX			128
+#define MC_HOST_MAX					255
+
+/* One memcached instance named in the "servers" option. */
+typedef struct McEndpoint
+{
+	char		host[MC_HOST_MAX + 1];
+	int			port;
+	uint32		weight;
+} McEndpoint;
+
+/* A foreign server's options, parsed and checked. */
+typedef struct McServerConfig
+{
+	int			nendpoints;
+	McEndpoint *endpoints;
+	int			connect_timeout;	/* ms, 0 = wait forever */
+	int			io_timeout;		/* ms, 0 = wait forever */
+	McDist		distribution;
+	char	   *key_prefix;		/* "" when none */
+	int			key_prefix_len;
+	int			failure_limit;	/* consecutive failures before "dead" */
+	int			retry_delay;	/* s a dead instance is left alone */
+	bool		failover;
+} McServerConfig;
+
+/* Connection states, as the mc_servers view names them. */
+typedef enum McConnState
+{
+	MC_CONN_NEVER,				/* never used in this backend */
+	MC_CONN_IDLE,				/* was used, socket closed */
+	MC_CONN_CONNECTED			/* socket open and in step */
+} McConnState;
+
+struct McServer;
+
+/*
+ * One socket to one memcached instance.  Lives as long as the backend (or
+ * until its server's configuration changes).  "busy" is set while a request
+ * is outstanding: a connection found busy at its next use (an error or a
+ * cancel interrupted the read) is out of step and gets closed.
+ */
+typedef struct McConn
+{
+	struct McServer *server;
+	int			index;			/* endpoint index */
+	pgsocket	sock;
+	bool		connecting;		/* non-blocking connect in progress */
+	bool		busy;
+	bool		expect_wait;	/* a request was sent: wait before reading */
+	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
+	size_t		rgot;			/* reply bytes received for this request */
+	TimestampTz last_used;
+	WaitEventSet *wes;			/* latch + postmaster death + this socket */
+	int			sock_pos;		/* position of the socket event in wes */
+	uint32		cur_events;		/* socket events wes is armed for */
+	Latch	   *latch;			/* latch wes was built with */
+
+	/* unread reply bytes are rbuf[rstart, rend) */
+	char	   *rbuf;
+	size_t		rcap;
+	size_t		rstart;
+	size_t		rend;
+
+	/* pipelined request bytes not yet sent are wbuf[woff, wlen) */
+	char	   *wbuf;
+	size_t		wcap;
+	size_t		wlen;
+	size_t		woff;
+
+	/* bookkeeping shown by mc_servers */
+	uint64		requests;		/* requests sent on the current socket */
+	uint64		connects;		/* sockets opened in this backend */
+	int			failures;		/* consecutive */
+	TimestampTz dead_until;		/* 0 = not dead */
+	char		last_error[256];
+} McConn;
+
+/* A foreign server of the mcfdw wrapper, as this backend knows it. */
+typedef struct McServer
+{
+	Oid			serverid;		/* hash key */
+	bool		valid;			/* config matches the catalog */
+	uint32		hashvalue;		/* syscache hash of serverid */
+	char		name[NAMEDATALEN];
+	MemoryContext cxt;			/* config, ring; reset on rebuild */
+	McServerConfig cfg;
+	McRing	   *ring;
+	McConn	   *conns;			/* cfg.nendpoints of them */
+	int			ndead;			/* instances with dead_until set */
+	Oid			acl_ok_user;	/* last role that passed the USAGE check */
+} McServer;
+
+/* options.c */
+extern char *mc_default_server;
+extern void McOptionsInit(void);
+extern void McParseServerOptions(List *options, McServerConfig *cfg,
+								 MemoryContext cxt);
+
+/* pool.c */
+extern void McPoolInit(void);
+extern McServer *McServerLookup(const char *name);
+extern int	McServerPick(McServer *srv, const char *key, size_t len);
+extern McConn *McConnBegin(McServer *srv, int index);
+extern bool McConnSend(McConn *conn, const char *hdr, size_t hlen,
+					   const char *data, size_t dlen);
+extern const char *McConnReadReply(McConn *conn, McReply *reply);
+extern const char *McConnRoundtrip(McServer *srv, int index,
+								   const char *hdr, size_t hlen,
+								   const char *data, size_t dlen,
+								   McReply *reply, McConn **connp);
+extern void McConnConsume(McConn *conn, size_t n);
+extern void McConnEnd(McConn *conn);
+extern void McConnFail(McConn *conn, int sqlerrcode, const char *action,
+					   const char *fmt,...)
+			pg_attribute_printf(4, 5) pg_attribute_noreturn();
+extern void McConnReplyError(McConn *conn, const char *base,
+							 const McReply *reply) pg_attribute_noreturn();
+extern const char *McConnName(McConn *conn);
+
+#endif							/* MCFDW_H */

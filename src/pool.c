@@ -1,0 +1,949 @@
+/*
+ * pool.c — this backend's memcached servers and connections.
+ *
+ * Owns: the cache of mcfdw foreign servers (keyed by OID, rebuilt when the
+ * catalog changes), one non-blocking socket per memcached instance with its
+ * own WaitEventSet, interruptible sends and reads with deadlines, instance
+ * health (consecutive failures, dead-until), and closing connections that an
+ * error or a cancel left out of step.  Must not: know what commands mean
+ * (functions.c, multi_get.c do) or touch the SQL surface.
+ *
+ * Lifetime: everything here lives in "mcfdw pool", a child of
+ * TopMemoryContext, for the life of the backend.  Server entries are marked
+ * invalid by syscache callbacks (ALTER/DROP SERVER, GRANT) and rebuilt at
+ * their next use; connections to instances that are still configured survive
+ * the rebuild.
+ */
+#include "postgres.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "catalog/pg_foreign_server.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "mcfdw.h"
+
+#define RBUF_INITIAL	16384
+#define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
+#define LATCH_POS		0
+#define SOCK_POS		2
+
+static MemoryContext pool_cxt = NULL;
+static HTAB *server_hash = NULL;
+static bool sweep_needed = false;
+
+static void conn_close(McConn *conn);
+
+/*
+ * Name of a connection's instance for messages.  Only called on error and
+ * reporting paths, so the allocation does not matter.
+ */
+const char *
+McConnName(McConn *conn)
+{
+	McEndpoint *ep = &conn->server->cfg.endpoints[conn->index];
+
+	if (strchr(ep->host, ':'))
+		return psprintf("[%s]:%d", ep->host, ep->port);
+	return psprintf("%s:%d", ep->host, ep->port);
+}
+
+/*
+ * Syscache callback for pg_foreign_server: ALTER SERVER, DROP SERVER and
+ * GRANT all land here.  Only marks entries; the rebuild happens at their next
+ * use, inside a transaction where catalog access is allowed.
+ */
+static void
+server_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	McServer   *srv;
+
+	if (server_hash == NULL)
+		return;
+	hash_seq_init(&scan, server_hash);
+	while ((srv = hash_seq_search(&scan)) != NULL)
+	{
+		if (hashvalue == 0 || srv->hashvalue == hashvalue)
+		{
+			srv->valid = false;
+			srv->acl_ok_user = InvalidOid;
+			sweep_needed = true;
+		}
+	}
+}
+
+/*
+ * Role or membership changes can change the outcome of the USAGE check we
+ * cached; forget every cached success.
+ */
+static void
+acl_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	McServer   *srv;
+
+	if (server_hash == NULL)
+		return;
+	hash_seq_init(&scan, server_hash);
+	while ((srv = hash_seq_search(&scan)) != NULL)
+		srv->acl_ok_user = InvalidOid;
+}
+
+/*
+ * Close every connection an error or a cancel left in the middle of a
+ * request.  Called at (sub)transaction abort so a PL/pgSQL exception handler
+ * that swallowed a cancel cannot reuse a socket whose reply is half read;
+ * McConnBegin checks again in case anything slips past.
+ */
+static void
+close_busy_connections(void)
+{
+	HASH_SEQ_STATUS scan;
+	McServer   *srv;
+
+	if (server_hash == NULL)
+		return;
+	hash_seq_init(&scan, server_hash);
+	while ((srv = hash_seq_search(&scan)) != NULL)
+	{
+		for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
+			if (srv->conns[i].busy)
+				conn_close(&srv->conns[i]);
+	}
+}
+
+/* Transaction callback: see close_busy_connections. */
+static void
+pool_xact_cb(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		close_busy_connections();
+}
+
+/* Subtransaction callback: see close_busy_connections. */
+static void
+pool_subxact_cb(SubXactEvent event, SubTransactionId mySubid,
+				SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		close_busy_connections();
+}
+
+/* Set up the pool; called once from _PG_init. */
+void
+McPoolInit(void)
+{
+	HASHCTL		ctl;
+
+	pool_cxt = AllocSetContextCreate(TopMemoryContext, "mcfdw pool",
+									 ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(McServer);
+	ctl.hcxt = pool_cxt;
+	server_hash = hash_create("mcfdw servers", 8, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, server_inval_cb, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, acl_inval_cb, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, acl_inval_cb, (Datum) 0);
+	RegisterXactCallback(pool_xact_cb, NULL);
+	RegisterSubXactCallback(pool_subxact_cb, NULL);
+}
+
+/* Allocator handed to the pure-C ring builder. */
+static void *
+ring_alloc(void *ctx, size_t size)
+{
+	return MemoryContextAllocZero((MemoryContext) ctx, size);
+}
+
+/* Release a connection's buffers and socket for good (config change). */
+static void
+conn_discard(McConn *conn)
+{
+	conn_close(conn);
+	if (conn->rbuf)
+		pfree(conn->rbuf);
+	if (conn->wbuf)
+		pfree(conn->wbuf);
+	conn->rbuf = conn->wbuf = NULL;
+	conn->rcap = conn->wcap = 0;
+}
+
+/*
+ * Bring an entry in line with the catalog.  Connections to instances that
+ * are still listed (same host and port) are carried over, so a GRANT or a
+ * timeout change does not cost a reconnect; the others are closed.  Health
+ * starts afresh: an administrator who changed the server wants it tried.
+ */
+static void
+server_rebuild(McServer *srv)
+{
+	ForeignServer *fs = GetForeignServer(srv->serverid);
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(fs->fdwid);
+	MemoryContext cxt;
+	McServerConfig cfg;
+	McRingNode *nodes;
+	McRing	   *ring;
+	McConn	   *conns;
+	const char *err = NULL;
+
+	if (strcmp(fdw->fdwname, "mcfdw") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("foreign server \"%s\" does not use foreign-data wrapper \"mcfdw\"",
+						fs->servername)));
+
+	/* parse under the current (transaction) context: an error frees it */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw server",
+								ALLOCSET_SMALL_SIZES);
+	McParseServerOptions(fs->options, &cfg, cxt);
+	nodes = MemoryContextAlloc(cxt, sizeof(McRingNode) * cfg.nendpoints);
+	for (int i = 0; i < cfg.nendpoints; i++)
+	{
+		nodes[i].host = cfg.endpoints[i].host;
+		nodes[i].port = cfg.endpoints[i].port;
+		nodes[i].weight = cfg.endpoints[i].weight;
+	}
+	ring = mc_ring_build(cfg.distribution, nodes, cfg.nendpoints,
+						 ring_alloc, cxt, &err);
+	if (ring == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("cannot build the key ring of foreign server \"%s\"",
+						fs->servername),
+				 errdetail("%s", err ? err : "unknown error")));
+	conns = MemoryContextAllocZero(cxt, sizeof(McConn) * cfg.nendpoints);
+
+	/* nothing below can fail: commit the new state */
+	MemoryContextSetParent(cxt, pool_cxt);
+	for (int i = 0; i < cfg.nendpoints; i++)
+	{
+		McConn	   *nc = &conns[i];
+
+		nc->sock = PGINVALID_SOCKET;
+		for (int j = 0; srv->conns && j < srv->cfg.nendpoints; j++)
+		{
+			McConn	   *oc = &srv->conns[j];
+
+			if (oc->index >= 0 &&
+				srv->cfg.endpoints[j].port == cfg.endpoints[i].port &&
+				strcmp(srv->cfg.endpoints[j].host, cfg.endpoints[i].host) == 0)
+			{
+				if (oc->busy)
+					conn_close(oc);
+				*nc = *oc;
+				oc->index = -1; /* moved */
+				/* a configuration change is a fresh start for health */
+				nc->failures = 0;
+				nc->dead_until = 0;
+				break;
+			}
+		}
+		nc->index = i;
+	}
+	for (int j = 0; srv->conns && j < srv->cfg.nendpoints; j++)
+		if (srv->conns[j].index >= 0)
+			conn_discard(&srv->conns[j]);
+	if (srv->cxt)
+		MemoryContextDelete(srv->cxt);
+
+	srv->cxt = cxt;
+	srv->cfg = cfg;
+	srv->ring = ring;
+	srv->conns = conns;
+	srv->ndead = 0;
+	for (int i = 0; i < cfg.nendpoints; i++)
+		conns[i].server = srv;
+	srv->hashvalue = GetSysCacheHashValue1(FOREIGNSERVEROID,
+										   ObjectIdGetDatum(srv->serverid));
+	strlcpy(srv->name, fs->servername, sizeof(srv->name));
+	srv->valid = true;
+}
+
+/*
+ * Drop entries of servers that no longer exist, so a DROP SERVER does not
+ * leave sockets open for the rest of the session.  Runs only after an
+ * invalidation, so the catalog probes cost nothing in steady state.
+ */
+static void
+sweep_dropped_servers(void)
+{
+	HASH_SEQ_STATUS scan;
+	McServer   *srv;
+
+	sweep_needed = false;
+	hash_seq_init(&scan, server_hash);
+	while ((srv = hash_seq_search(&scan)) != NULL)
+	{
+		if (srv->valid ||
+			SearchSysCacheExists1(FOREIGNSERVEROID, ObjectIdGetDatum(srv->serverid)))
+			continue;
+		for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
+			conn_discard(&srv->conns[i]);
+		if (srv->cxt)
+			MemoryContextDelete(srv->cxt);
+		hash_search(server_hash, &srv->serverid, HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * Resolve a server name (NULL = the mcfdw.server GUC), check that the
+ * current user may use it, and return its up-to-date entry.  The USAGE check
+ * result is cached per role until a catalog change could alter it, so the
+ * hot path costs one syscache name lookup and one hash probe.
+ */
+McServer *
+McServerLookup(const char *name)
+{
+	Oid			serverid;
+	Oid			userid = GetUserId();
+	McServer   *srv;
+	bool		found;
+
+	if (name == NULL)
+		name = mc_default_server;
+	if (name == NULL || name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no memcached server was given"),
+				 errhint("Pass a server name or set mcfdw.server.")));
+	serverid = get_foreign_server_oid(name, false);
+	if (sweep_needed)
+		sweep_dropped_servers();
+	srv = hash_search(server_hash, &serverid, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset(((char *) srv) + sizeof(Oid), 0, sizeof(McServer) - sizeof(Oid));
+		srv->valid = false;
+	}
+	if (srv->acl_ok_user != userid || !srv->valid)
+	{
+		AclResult	aclresult = pg_foreign_server_aclcheck(serverid, userid, ACL_USAGE);
+
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, name);
+		if (!srv->valid)
+			server_rebuild(srv);
+		srv->acl_ok_user = userid;
+	}
+	return srv;
+}
+
+/*
+ * Is an instance dead right now?  A dead instance whose retry time has come
+ * counts as alive again: the next request to it is the probe that decides.
+ */
+static bool
+endpoint_alive(McConn *conn, TimestampTz now)
+{
+	if (conn->dead_until == 0)
+		return true;
+	if (now >= conn->dead_until)
+	{
+		conn->dead_until = 0;
+		conn->server->ndead--;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Choose the instance for a key (as routed: prefix included, before base64).
+ * Health is consulted only when some instance has been marked dead, so the
+ * normal path is one hash and one table lookup.
+ */
+int
+McServerPick(McServer *srv, const char *key, size_t len)
+{
+	bool		alive[MC_MAX_ENDPOINTS];
+	const bool *ap = NULL;
+	int			idx;
+
+	if (srv->ndead > 0)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+			alive[i] = endpoint_alive(&srv->conns[i], now);
+		ap = alive;
+	}
+	idx = mc_ring_pick(srv->ring, key, len, ap, srv->cfg.failover);
+	if (idx < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("no memcached server of foreign server \"%s\" is available",
+						srv->name),
+				 errdetail("Every server has failed %d times in a row and is waiting out its retry delay.",
+						   srv->cfg.failure_limit)));
+	return idx;
+}
+
+/* Close the socket (the buffers stay for the next connection). */
+static void
+conn_close(McConn *conn)
+{
+	if (conn->wes)
+	{
+		FreeWaitEventSet(conn->wes);
+		conn->wes = NULL;
+	}
+	if (conn->sock != PGINVALID_SOCKET)
+	{
+		closesocket(conn->sock);
+		ReleaseExternalFD();
+		conn->sock = PGINVALID_SOCKET;
+	}
+	conn->connecting = false;
+	conn->busy = false;
+	conn->rstart = conn->rend = 0;
+	conn->wlen = conn->woff = 0;
+	conn->cur_events = 0;
+}
+
+/*
+ * Record a failure against the instance: after failure_limit in a row it is
+ * marked dead for retry_delay seconds, so callers fail fast (or fail over)
+ * instead of each waiting out a timeout.
+ */
+static void
+conn_record_failure(McConn *conn, const char *msg)
+{
+	McServer   *srv = conn->server;
+
+	strlcpy(conn->last_error, msg, sizeof(conn->last_error));
+	conn->failures++;
+	if (conn->failures >= srv->cfg.failure_limit && conn->dead_until == 0)
+	{
+		conn->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   (int64) srv->cfg.retry_delay * 1000);
+		srv->ndead++;
+	}
+}
+
+/*
+ * The instance misbehaved or went away: close the socket, count the failure
+ * and raise the error.  Used for connect errors, timeouts, resets, EOF and
+ * unparseable replies — everything that says the instance is unhealthy.  The
+ * primary message names the foreign server; the detail names the instance
+ * and the cause, which is also kept for the mc_servers view.
+ */
+void
+McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...)
+{
+	char		why[200];
+	va_list		ap;
+	int			save_errno = errno;
+	const char *name = McConnName(conn);
+
+	errno = save_errno;			/* for %m */
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	conn_close(conn);
+	conn_record_failure(conn, why);
+	ereport(ERROR,
+			(errcode(sqlerrcode),
+			 errmsg("could not %s memcached server \"%s\"", action, conn->server->name),
+			 errdetail("Instance %s: %s.", name, why)));
+}
+
+/*
+ * Wait until the socket is ready for events, the latch is set (interrupts
+ * are serviced, so cancel and statement_timeout work) or timeout_ms of
+ * inactivity pass.  One WaitEventSet per connection avoids building an epoll
+ * set per wait.
+ */
+static void
+conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
+{
+	TimestampTz deadline = 0;
+
+	if (timeout_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	if (conn->latch != MyLatch)
+	{
+		ModifyWaitEvent(conn->wes, LATCH_POS, WL_LATCH_SET, MyLatch);
+		conn->latch = MyLatch;
+	}
+	if (conn->cur_events != events)
+	{
+		ModifyWaitEvent(conn->wes, conn->sock_pos, events, NULL);
+		conn->cur_events = events;
+	}
+	for (;;)
+	{
+		WaitEvent	ev;
+		long		timeout = -1;
+		int			rc;
+
+		CHECK_FOR_INTERRUPTS();
+		if (deadline)
+		{
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (timeout <= 0)
+				McConnFail(conn, ERRCODE_CONNECTION_FAILURE, action,
+						   "timed out after %d ms", timeout_ms);
+		}
+		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		if (rc == 0)
+			continue;
+		if (ev.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			continue;
+		}
+		if (ev.events & events)
+			return;
+	}
+}
+
+/*
+ * Open a non-blocking TCP connection, waiting (interruptibly) at most
+ * connect_timeout.  Host names are resolved here, at connect time, so DNS
+ * changes are picked up by the next reconnect.
+ */
+static void
+conn_connect(McConn *conn)
+{
+	McServer   *srv = conn->server;
+	McEndpoint *ep = &srv->cfg.endpoints[conn->index];
+	struct addrinfo hints;
+	struct addrinfo *res = NULL;
+	char		portstr[16];
+	int			rc;
+	int			one = 1;
+	int			soerr = 0;
+	socklen_t	slen = sizeof(soerr);
+	pgsocket	sock;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	snprintf(portstr, sizeof(portstr), "%d", ep->port);
+	rc = getaddrinfo(ep->host, portstr, &hints, &res);
+	if (rc != 0 || res == NULL)
+		McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				   "connect to", "could not resolve host name: %s", gai_strerror(rc));
+
+	if (!AcquireExternalFD())
+	{
+		freeaddrinfo(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to memcached server \"%s\"", srv->name),
+				 errdetail("There are too many open files on the local server."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+	}
+	sock = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (sock == PGINVALID_SOCKET)
+	{
+		int			save = errno;
+
+		ReleaseExternalFD();
+		freeaddrinfo(res);
+		errno = save;
+		McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				   "connect to", "could not create socket: %m");
+	}
+	conn->sock = sock;
+	(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	rc = connect(sock, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	if (rc < 0 && errno != EINPROGRESS)
+		McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				   "connect to", "%m");
+
+	conn->wes = CreateWaitEventSet(pool_cxt, 3);
+	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	conn->sock_pos = AddWaitEventToSet(conn->wes, WL_SOCKET_WRITEABLE, sock, NULL, NULL);
+	Assert(conn->sock_pos == SOCK_POS);
+	conn->cur_events = WL_SOCKET_WRITEABLE;
+	conn->latch = MyLatch;
+
+	if (rc < 0)
+	{
+		conn->connecting = true;
+		conn_wait(conn, WL_SOCKET_WRITEABLE, srv->cfg.connect_timeout, "connect to");
+		if (getsockopt(sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
+			soerr = errno;
+		conn->connecting = false;
+		if (soerr != 0)
+		{
+			errno = soerr;
+			McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					   "connect to", "%m");
+		}
+	}
+	if (conn->rbuf == NULL)
+	{
+		conn->rbuf = MemoryContextAlloc(pool_cxt, RBUF_INITIAL);
+		conn->rcap = RBUF_INITIAL;
+	}
+	conn->rstart = conn->rend = 0;
+	conn->requests = 0;
+	conn->connects++;
+}
+
+/*
+ * An idle socket may have been closed by the server (restart, idle timeout)
+ * since its last use.  Probing costs a system call, so it is done only for
+ * sockets idle for over a second; a hot loop never pays for it.
+ */
+static bool
+conn_still_open(McConn *conn)
+{
+	char		b;
+	ssize_t		n;
+
+	n = recv(conn->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return true;
+	return false;				/* EOF, error, or unexpected bytes */
+}
+
+/*
+ * Start a request on an instance: close the socket if an interrupted request
+ * left it out of step, (re)connect if needed, and mark it busy until
+ * McConnEnd.
+ */
+McConn *
+McConnBegin(McServer *srv, int index)
+{
+	McConn	   *conn = &srv->conns[index];
+	TimestampTz now;
+
+	if (conn->busy)
+		conn_close(conn);
+	now = GetCurrentTimestamp();
+	if (conn->dead_until != 0 && !endpoint_alive(conn, now))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("memcached server \"%s\" is unavailable", srv->name),
+				 errdetail("Instance %s failed %d times in a row, most recently: %s.",
+						   McConnName(conn), conn->failures, conn->last_error),
+				 errhint("It will be tried again at %s.",
+						 timestamptz_to_str(conn->dead_until))));
+	if (conn->sock != PGINVALID_SOCKET &&
+		now - conn->last_used > USECS_PER_SEC && !conn_still_open(conn))
+		conn_close(conn);
+	if (conn->sock == PGINVALID_SOCKET)
+		conn_connect(conn);
+	conn->last_used = now;
+	conn->busy = true;
+	conn->expect_wait = false;
+	conn->retryable = (conn->requests > 0);
+	conn->rgot = 0;
+	return conn;
+}
+
+/*
+ * A pooled socket that the server closed while it sat idle (a restart, an
+ * idle timeout) fails on first use with EPIPE/ECONNRESET or an EOF before any
+ * reply byte.  That says nothing about the server's health and the request
+ * never ran, so instead of raising an error the socket is closed and the
+ * caller retries once on a fresh one (see McConnRoundtrip).
+ */
+static bool
+conn_closed_while_idle(McConn *conn, int err)
+{
+	if (!conn->retryable || conn->rgot != 0)
+		return false;
+	if (err != 0 && err != EPIPE && err != ECONNRESET)
+		return false;
+	conn_close(conn);
+	return true;
+}
+
+/*
+ * Send a whole request (header, then optional data block and its CRLF) with
+ * one sendmsg in the common case, waiting for writability when the socket
+ * buffer is full.  Returns false when the socket was closed while idle.
+ */
+bool
+McConnSend(McConn *conn, const char *hdr, size_t hlen,
+		   const char *data, size_t dlen)
+{
+	struct iovec iov[3];
+	struct msghdr msg;
+	int			niov = 0;
+	static char crlf[] = "\r\n";
+
+	iov[niov].iov_base = unconstify(char *, hdr);
+	iov[niov++].iov_len = hlen;
+	if (data != NULL)
+	{
+		if (dlen > 0)
+		{
+			iov[niov].iov_base = unconstify(char *, data);
+			iov[niov++].iov_len = dlen;
+		}
+		iov[niov].iov_base = crlf;
+		iov[niov++].iov_len = 2;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = niov;
+
+	while (msg.msg_iovlen > 0)
+	{
+		ssize_t		n = sendmsg(conn->sock, &msg, MSG_NOSIGNAL);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			{
+				conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
+						  "send to");
+				continue;
+			}
+			if (conn_closed_while_idle(conn, errno))
+				return false;
+			McConnFail(conn, ERRCODE_CONNECTION_FAILURE, "send to", "%m");
+		}
+		/* drop what was written from the front of the iovec */
+		while (n > 0 && msg.msg_iovlen > 0)
+		{
+			if ((size_t) n >= msg.msg_iov->iov_len)
+			{
+				n -= msg.msg_iov->iov_len;
+				msg.msg_iov++;
+				msg.msg_iovlen--;
+			}
+			else
+			{
+				msg.msg_iov->iov_base = (char *) msg.msg_iov->iov_base + n;
+				msg.msg_iov->iov_len -= n;
+				n = 0;
+			}
+		}
+	}
+	conn->requests++;
+	conn->expect_wait = true;
+	return true;
+}
+
+/*
+ * Make room for at least need more bytes after rend: slide unread bytes to
+ * the front, then grow.  Growth is to a power of two so a stream of large
+ * values does not reallocate per reply.
+ */
+static void
+conn_reserve(McConn *conn, size_t need)
+{
+	size_t		have = conn->rend - conn->rstart;
+
+	if (conn->rcap - conn->rend >= need)
+		return;
+	if (conn->rstart > 0)
+	{
+		memmove(conn->rbuf, conn->rbuf + conn->rstart, have);
+		conn->rstart = 0;
+		conn->rend = have;
+	}
+	if (conn->rcap - conn->rend < need)
+	{
+		size_t		cap = conn->rcap;
+
+		while (cap - have < need)
+			cap *= 2;
+		if (cap > MaxAllocSize)
+			McConnFail(conn, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+					   "reply of %zu bytes is too large", have + need);
+		conn->rbuf = repalloc(conn->rbuf, cap);
+		conn->rcap = cap;
+	}
+}
+
+/*
+ * Read more reply bytes: at least "need", as many as fit.  Returns false
+ * when the socket was closed while idle (see conn_closed_while_idle).  Right after a
+ * request was sent the reply cannot be there yet, so wait first; after a
+ * read that filled the buffer there is probably more, so read first.  Either
+ * way no system call is spent on a read that is sure to fail.
+ */
+static bool
+conn_fill(McConn *conn, size_t need)
+{
+	size_t		got = 0;
+
+	conn_reserve(conn, need);
+	while (got < need)
+	{
+		ssize_t		n;
+		size_t		room;
+
+		if (conn->expect_wait)
+		{
+			conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
+					  "read from");
+			conn->expect_wait = false;
+		}
+		room = conn->rcap - conn->rend;
+		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+		if (n > 0)
+		{
+			conn->rend += n;
+			conn->rgot += n;
+			got += n;
+			conn->expect_wait = ((size_t) n < room);
+			continue;
+		}
+		if (n == 0)
+		{
+			if (conn_closed_while_idle(conn, 0))
+				return false;
+			McConnFail(conn, ERRCODE_CONNECTION_FAILURE, "read from",
+					   "the server closed the connection");
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		{
+			conn->expect_wait = true;
+			continue;
+		}
+		if (conn_closed_while_idle(conn, errno))
+			return false;
+		McConnFail(conn, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
+	}
+	return true;
+}
+
+/*
+ * Return the next complete reply, reading as much as needed.  The reply is
+ * described in place: offsets in *reply are relative to the returned
+ * pointer, which stays valid until the next read on this connection.
+ * Returns NULL when a pooled socket turned out to be closed while idle
+ * (the socket is closed; the caller may retry on a new one).
+ */
+const char *
+McConnReadReply(McConn *conn, McReply *reply)
+{
+	for (;;)
+	{
+		const char *base = conn->rbuf + conn->rstart;
+		McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, reply);
+
+		if (t == MC_REPLY_BAD)
+			McConnFail(conn, ERRCODE_PROTOCOL_VIOLATION, "read from",
+					   "the reply is not valid meta protocol");
+		if (t != MC_REPLY_NEED_MORE)
+			return base;
+		if (!conn_fill(conn, reply->need))
+			return NULL;
+	}
+}
+
+/*
+ * One request, one reply, on instance index: the common case of every
+ * single-key function.  Retries once, on a fresh socket, when a pooled one
+ * turns out to have been closed by the server while idle.  On return the
+ * connection is busy and the reply is described by *reply (offsets relative
+ * to the returned pointer); finish with McConnConsume + McConnEnd.
+ */
+const char *
+McConnRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
+				const char *data, size_t dlen, McReply *reply, McConn **connp)
+{
+	for (;;)
+	{
+		McConn	   *conn = McConnBegin(srv, index);
+		const char *base;
+
+		*connp = conn;
+		if (McConnSend(conn, hdr, hlen, data, dlen) &&
+			(base = McConnReadReply(conn, reply)) != NULL)
+			return base;
+		/* closed while idle: the retry uses a new socket, not retryable */
+	}
+}
+
+/* Mark n reply bytes as used. */
+void
+McConnConsume(McConn *conn, size_t n)
+{
+	Assert(n <= conn->rend - conn->rstart);
+	conn->rstart += n;
+	if (conn->rstart == conn->rend)
+		conn->rstart = conn->rend = 0;
+}
+
+/*
+ * The request is complete.  Bytes left unread mean the stream is out of
+ * step, so the socket is closed rather than trusted; a buffer that grew for a
+ * big value is given back so an idle backend stays small.
+ */
+void
+McConnEnd(McConn *conn)
+{
+	conn->busy = false;
+	conn->failures = 0;
+	if (conn->rstart != conn->rend)
+		conn_close(conn);
+	conn->rstart = conn->rend = 0;
+	if (conn->rcap > RBUF_KEEP)
+	{
+		pfree(conn->rbuf);
+		conn->rbuf = MemoryContextAlloc(pool_cxt, RBUF_INITIAL);
+		conn->rcap = RBUF_INITIAL;
+	}
+}
+
+/*
+ * The server answered with an error of its own, or with a reply that does
+ * not fit the request.  The instance is not unhealthy, but the stream can no
+ * longer be trusted, so the socket is closed before the error is raised.
+ */
+void
+McConnReplyError(McConn *conn, const char *base, const McReply *reply)
+{
+	const char *name = McConnName(conn);
+	size_t		len = reply->header_len >= 2 ? reply->header_len - 2 : 0;
+	char	   *line;
+
+	/* the line is the server's, not ours: keep it short and printable */
+	len = Min(len, 200);
+	line = pnstrdup(base, len);
+	for (char *p = line; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			*p = '?';
+	conn_close(conn);
+	if (reply->type == MC_REPLY_SERVER_ERROR &&
+		strstr(line, "object too large") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("value is too large for memcached server \"%s\"", conn->server->name),
+				 errdetail_internal("Instance %s replied: %s", name, line),
+				 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
+	if (reply->type == MC_REPLY_SERVER_ERROR || reply->type == MC_REPLY_CLIENT_ERROR ||
+		reply->type == MC_REPLY_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("memcached server \"%s\" reported an error", conn->server->name),
+				 errdetail_internal("Instance %s replied: %s", name, line)));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("unexpected reply from memcached server \"%s\"", conn->server->name),
+			 errdetail_internal("Instance %s replied: %s", name, line)));
+}
