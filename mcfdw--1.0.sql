@@ -140,3 +140,29 @@ CREATE FUNCTION mc_flush_all(server name DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mc_flush_all'
 LANGUAGE C VOLATILE;
+
+-- Multi-get -----------------------------------------------------------------
+
+CREATE FUNCTION mc_get_multi(keys text[], server name DEFAULT NULL)
+RETURNS TABLE (key text, value text, flags integer)
+AS 'MODULE_PATHNAME', 'mc_get_multi'
+LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION mc_get_multi_bytea(keys text[], server name DEFAULT NULL)
+RETURNS TABLE (key text, value bytea, flags integer)
+AS 'MODULE_PATHNAME', 'mc_get_multi_bytea'
+LANGUAGE C VOLATILE ROWS 100;
+
+-- Pool and ring state -------------------------------------------------------
+
+CREATE FUNCTION mc_servers(
+    OUT server name, OUT host text, OUT port integer, OUT weight integer,
+    OUT distribution text, OUT points integer, OUT state text,
+    OUT failures integer, OUT last_error text, OUT dead_until timestamptz,
+    OUT connections bigint, OUT requests bigint, OUT instance integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_servers'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_servers AS SELECT * FROM mc_servers();
+GRANT SELECT ON mc_servers TO PUBLIC;

@@ -74,6 +74,7 @@ typedef struct McConn
 	int			index;			/* endpoint index */
 	pgsocket	sock;
 	bool		connecting;		/* non-blocking connect in progress */
+	TimestampTz connect_started;
 	bool		busy;
 	bool		expect_wait;	/* a request was sent: wait before reading */
 	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
@@ -81,6 +82,8 @@ typedef struct McConn
 	TimestampTz last_used;
 	WaitEventSet *wes;			/* latch + postmaster death + this socket */
 	int			sock_pos;		/* position of the socket event in wes */
+	int			mpos;			/* position in the server's mwes, -1 if absent */
+	uint32		mevents;		/* socket events mwes is armed for */
 	uint32		cur_events;		/* socket events wes is armed for */
 	Latch	   *latch;			/* latch wes was built with */
 
@@ -99,6 +102,7 @@ typedef struct McConn
 	/* bookkeeping shown by mc_servers */
 	uint64		requests;		/* requests sent on the current socket */
 	uint64		connects;		/* sockets opened in this backend */
+	uint64		total_requests; /* requests sent in this backend */
 	int			failures;		/* consecutive */
 	TimestampTz dead_until;		/* 0 = not dead */
 	char		last_error[256];
@@ -114,22 +118,40 @@ typedef struct McServer
 	MemoryContext cxt;			/* config, ring; reset on rebuild */
 	McServerConfig cfg;
 	McRing	   *ring;
+	MemoryContext live_cxt;		/* the live-instances ring (ketama failover) */
+	McRing	   *live;
+	bool	   *live_alive;		/* the health map live was built for */
 	McConn	   *conns;			/* cfg.nendpoints of them */
 	int			ndead;			/* instances with dead_until set */
+	uint64		sock_gen;		/* bumped whenever a socket opens or closes */
+	WaitEventSet *mwes;			/* multi-get wait set over all open sockets */
+	uint64		mwes_gen;		/* sock_gen mwes was built for */
+	Latch	   *mwes_latch;
 	Oid			acl_ok_user;	/* last role that passed the USAGE check */
 } McServer;
 
 /* options.c */
 extern char *mc_default_server;
 extern void McOptionsInit(void);
+extern const char *McDistName(McDist dist);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
 
 /* pool.c */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
+extern McServer *McServerGet(Oid serverid);
 extern int	McServerPick(McServer *srv, const char *key, size_t len);
+extern const bool *McServerAliveMap(McServer *srv, bool *buf);
+extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
+							 const bool *alive);
+extern void McConnDropIdle(McConn *conn);
 extern McConn *McConnBegin(McServer *srv, int index);
+extern McConn *McConnPrepare(McServer *srv, int index, bool soft);
+extern bool McConnFinishConnect(McConn *conn, bool soft);
+extern bool McConnFailSoft(McConn *conn, bool soft, int sqlerrcode,
+						   const char *action, const char *fmt,...)
+			pg_attribute_printf(5, 6);
 extern bool McConnSend(McConn *conn, const char *hdr, size_t hlen,
 					   const char *data, size_t dlen);
 extern const char *McConnReadReply(McConn *conn, McReply *reply);
@@ -138,6 +160,11 @@ extern const char *McConnRoundtrip(McServer *srv, int index,
 								   const char *data, size_t dlen,
 								   McReply *reply, McConn **connp);
 extern void McConnConsume(McConn *conn, size_t n);
+extern WaitEventSet *McServerWaitSet(McServer *srv);
+extern void McConnArm(McConn *conn, uint32 events);
+extern ssize_t McConnSendSome(McConn *conn, bool soft);
+extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool soft);
+extern char *McConnWriteSpace(McConn *conn, size_t n);
 extern void McConnEnd(McConn *conn);
 extern void McConnFail(McConn *conn, int sqlerrcode, const char *action,
 					   const char *fmt,...)

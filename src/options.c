@@ -37,6 +37,35 @@ static const char *const server_options[] = {
 	"key_prefix", "failure_limit", "retry_delay", "failover", NULL
 };
 
+/*
+ * Distribution names: each reproduces one client family's routing (see
+ * ring.h for which client setting each matches).
+ */
+static const struct
+{
+	const char *name;
+	McDist		dist;
+}			distributions[] =
+{
+	{"ketama", MC_DIST_KETAMA},
+	{"ketama_md5", MC_DIST_KETAMA_MD5},
+	{"ketama_weighted", MC_DIST_KETAMA_WEIGHTED},
+	{"ketama_weighted_oat", MC_DIST_KETAMA_WEIGHTED_OAT},
+	{"dalli", MC_DIST_DALLI},
+	{"modula", MC_DIST_MODULA},
+	{NULL, MC_DIST_KETAMA}
+};
+
+/* Name of a distribution, for the mc_servers view. */
+const char *
+McDistName(McDist dist)
+{
+	for (int i = 0; distributions[i].name; i++)
+		if (distributions[i].dist == dist)
+			return distributions[i].name;
+	return "?";
+}
+
 /* Set up the GUCs; called once from _PG_init. */
 void
 McOptionsInit(void)
@@ -304,17 +333,17 @@ McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 		}
 		else if (strcmp(name, "distribution") == 0)
 		{
-			if (strcmp(value, "ketama") == 0)
-				cfg->distribution = MC_DIST_KETAMA;
-			else if (strcmp(value, "dalli") == 0)
-				cfg->distribution = MC_DIST_DALLI;
-			else if (strcmp(value, "modula") == 0)
-				cfg->distribution = MC_DIST_MODULA;
-			else
+			int			i;
+
+			for (i = 0; distributions[i].name; i++)
+				if (strcmp(value, distributions[i].name) == 0)
+					break;
+			if (distributions[i].name == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("invalid value for option \"distribution\": \"%s\"", value),
-						 errhint("Valid values are \"ketama\", \"dalli\" and \"modula\".")));
+						 errhint("Valid values are \"ketama\", \"ketama_md5\", \"ketama_weighted\", \"ketama_weighted_oat\", \"dalli\" and \"modula\".")));
+			cfg->distribution = distributions[i].dist;
 		}
 		else if (strcmp(name, "key_prefix") == 0)
 		{

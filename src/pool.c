@@ -41,6 +41,7 @@
 
 #define RBUF_INITIAL	16384
 #define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
+#define WBUF_INITIAL	16384
 #define LATCH_POS		0
 #define SOCK_POS		2
 
@@ -265,12 +266,15 @@ server_rebuild(McServer *srv)
 		MemoryContextDelete(srv->cxt);
 
 	srv->cxt = cxt;
+	srv->live_cxt = NULL;		/* was a child of the old context */
+	srv->live = NULL;
 	srv->cfg = cfg;
 	srv->ring = ring;
 	srv->conns = conns;
 	srv->ndead = 0;
 	for (int i = 0; i < cfg.nendpoints; i++)
 		conns[i].server = srv;
+	srv->sock_gen++;			/* the multi-get wait set points at old conns */
 	srv->hashvalue = GetSysCacheHashValue1(FOREIGNSERVEROID,
 										   ObjectIdGetDatum(srv->serverid));
 	strlcpy(srv->name, fs->servername, sizeof(srv->name));
@@ -297,6 +301,8 @@ sweep_dropped_servers(void)
 			continue;
 		for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
 			conn_discard(&srv->conns[i]);
+		if (srv->mwes)
+			FreeWaitEventSet(srv->mwes);
 		if (srv->cxt)
 			MemoryContextDelete(srv->cxt);
 		hash_search(server_hash, &srv->serverid, HASH_REMOVE, NULL);
@@ -312,11 +318,6 @@ sweep_dropped_servers(void)
 McServer *
 McServerLookup(const char *name)
 {
-	Oid			serverid;
-	Oid			userid = GetUserId();
-	McServer   *srv;
-	bool		found;
-
 	if (name == NULL)
 		name = mc_default_server;
 	if (name == NULL || name[0] == '\0')
@@ -324,7 +325,17 @@ McServerLookup(const char *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("no memcached server was given"),
 				 errhint("Pass a server name or set mcfdw.server.")));
-	serverid = get_foreign_server_oid(name, false);
+	return McServerGet(get_foreign_server_oid(name, false));
+}
+
+/* McServerLookup by OID: the entry of an existing server, checked for USAGE. */
+McServer *
+McServerGet(Oid serverid)
+{
+	Oid			userid = GetUserId();
+	McServer   *srv;
+	bool		found;
+
 	if (sweep_needed)
 		sweep_dropped_servers();
 	srv = hash_search(server_hash, &serverid, HASH_ENTER, &found);
@@ -338,7 +349,8 @@ McServerLookup(const char *name)
 		AclResult	aclresult = pg_foreign_server_aclcheck(serverid, userid, ACL_USAGE);
 
 		if (aclresult != ACLCHECK_OK)
-			aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, name);
+			aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER,
+						   GetForeignServer(serverid)->servername);
 		if (!srv->valid)
 			server_rebuild(srv);
 		srv->acl_ok_user = userid;
@@ -365,26 +377,82 @@ endpoint_alive(McConn *conn, TimestampTz now)
 }
 
 /*
- * Choose the instance for a key (as routed: prefix included, before base64).
- * Health is consulted only when some instance has been marked dead, so the
- * normal path is one hash and one table lookup.
+ * Health of every instance, for routing: NULL when none is marked dead (the
+ * common case, which costs nothing), else buf filled with alive flags.
+ */
+const bool *
+McServerAliveMap(McServer *srv, bool *buf)
+{
+	TimestampTz now;
+
+	if (srv->ndead == 0)
+		return NULL;
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+		buf[i] = endpoint_alive(&srv->conns[i], now);
+	return srv->ndead == 0 ? NULL : buf;
+}
+
+/* The libmemcached (ketama) family of distributions. */
+static bool
+is_ketama(McDist dist)
+{
+	return dist == MC_DIST_KETAMA || dist == MC_DIST_KETAMA_MD5 ||
+		dist == MC_DIST_KETAMA_WEIGHTED || dist == MC_DIST_KETAMA_WEIGHTED_OAT;
+}
+
+/*
+ * The continuum of the live instances only.  libmemcached with auto-eject
+ * rebuilds its continuum without the ejected servers, and with weights the
+ * surviving servers' point counts change, so walking the full continuum to
+ * the next live point would route some keys differently.  Rebuilt only when
+ * the set of live instances changes.
+ */
+static McRing *
+live_ring(McServer *srv, const bool *alive)
+{
+	int			n = srv->cfg.nendpoints;
+	McRingNode *nodes;
+	const char *err = NULL;
+
+	if (srv->live && memcmp(srv->live_alive, alive, n * sizeof(bool)) == 0)
+		return srv->live;
+	if (srv->live_cxt == NULL)
+		srv->live_cxt = AllocSetContextCreate(srv->cxt, "mcfdw live ring",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(srv->live_cxt);
+	srv->live = NULL;
+	nodes = MemoryContextAlloc(srv->live_cxt, sizeof(McRingNode) * n);
+	srv->live_alive = MemoryContextAlloc(srv->live_cxt, sizeof(bool) * n);
+	memcpy(srv->live_alive, alive, sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		nodes[i].host = srv->cfg.endpoints[i].host;
+		nodes[i].port = srv->cfg.endpoints[i].port;
+		nodes[i].weight = srv->cfg.endpoints[i].weight;
+	}
+	srv->live = mc_ring_build_live(srv->cfg.distribution, nodes, n, alive,
+								   ring_alloc, srv->live_cxt, &err);
+	if (srv->live == NULL)
+		elog(ERROR, "could not build the live ring: %s", err ? err : "?");
+	return srv->live;
+}
+
+/*
+ * Choose the instance for a key (as routed: prefix included, before base64)
+ * given a health map from McServerAliveMap.
  */
 int
-McServerPick(McServer *srv, const char *key, size_t len)
+McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 {
-	bool		alive[MC_MAX_ENDPOINTS];
-	const bool *ap = NULL;
 	int			idx;
 
-	if (srv->ndead > 0)
-	{
-		TimestampTz now = GetCurrentTimestamp();
+	if (alive != NULL && srv->cfg.failover && is_ketama(srv->cfg.distribution))
+		idx = mc_ring_lookup(live_ring(srv, alive),
+							 mc_ring_key_hash(srv->ring, key, len));
+	else
+		idx = mc_ring_pick(srv->ring, key, len, alive, srv->cfg.failover);
 
-		for (int i = 0; i < srv->cfg.nendpoints; i++)
-			alive[i] = endpoint_alive(&srv->conns[i], now);
-		ap = alive;
-	}
-	idx = mc_ring_pick(srv->ring, key, len, ap, srv->cfg.failover);
 	if (idx < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -393,6 +461,15 @@ McServerPick(McServer *srv, const char *key, size_t len)
 				 errdetail("Every server has failed %d times in a row and is waiting out its retry delay.",
 						   srv->cfg.failure_limit)));
 	return idx;
+}
+
+/* McServerPickWith for a single key: the normal path is one hash and one lookup. */
+int
+McServerPick(McServer *srv, const char *key, size_t len)
+{
+	bool		alive[MC_MAX_ENDPOINTS];
+
+	return McServerPickWith(srv, key, len, McServerAliveMap(srv, alive));
 }
 
 /* Close the socket (the buffers stay for the next connection). */
@@ -409,6 +486,7 @@ conn_close(McConn *conn)
 		closesocket(conn->sock);
 		ReleaseExternalFD();
 		conn->sock = PGINVALID_SOCKET;
+		conn->server->sock_gen++;
 	}
 	conn->connecting = false;
 	conn->busy = false;
@@ -442,36 +520,65 @@ conn_record_failure(McConn *conn, const char *msg)
  * and raise the error.  Used for connect errors, timeouts, resets, EOF and
  * unparseable replies — everything that says the instance is unhealthy.  The
  * primary message names the foreign server; the detail names the instance
- * and the cause, which is also kept for the mc_servers view.
+ * and the cause, which is also kept for the mc_servers view.  With soft set
+ * (a multi-get with failover on) nothing is raised: the caller drops the
+ * instance from the batch and goes on, and false is returned.
  */
-void
-McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...)
+static bool
+conn_fail_v(McConn *conn, bool soft, int sqlerrcode, const char *action,
+			const char *fmt, va_list ap)
 {
 	char		why[200];
-	va_list		ap;
 	int			save_errno = errno;
 	const char *name = McConnName(conn);
 
 	errno = save_errno;			/* for %m */
-	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
 	conn_close(conn);
 	conn_record_failure(conn, why);
+	if (soft)
+		return false;
 	ereport(ERROR,
 			(errcode(sqlerrcode),
 			 errmsg("could not %s memcached server \"%s\"", action, conn->server->name),
 			 errdetail("Instance %s: %s.", name, why)));
+	return false;				/* not reached */
+}
+
+/* conn_fail_v that may return (soft) or raise. */
+bool
+McConnFailSoft(McConn *conn, bool soft, int sqlerrcode, const char *action,
+			   const char *fmt,...)
+{
+	va_list		ap;
+	bool		r;
+
+	va_start(ap, fmt);
+	r = conn_fail_v(conn, soft, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* conn_fail_v that always raises. */
+void
+McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	conn_fail_v(conn, false, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	pg_unreachable();
 }
 
 /*
  * Wait until the socket is ready for events, the latch is set (interrupts
  * are serviced, so cancel and statement_timeout work) or timeout_ms of
  * inactivity pass.  One WaitEventSet per connection avoids building an epoll
- * set per wait.
+ * set per wait.  Returns false only on a soft timeout.
  */
-static void
-conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
+static bool
+conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool soft)
 {
 	TimestampTz deadline = 0;
 
@@ -498,8 +605,8 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 		{
 			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 			if (timeout <= 0)
-				McConnFail(conn, ERRCODE_CONNECTION_FAILURE, action,
-						   "timed out after %d ms", timeout_ms);
+				return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
+									  "timed out after %d ms", timeout_ms);
 		}
 		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
 		if (rc == 0)
@@ -510,17 +617,18 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 			continue;
 		}
 		if (ev.events & events)
-			return;
+			return true;
 	}
 }
 
 /*
- * Open a non-blocking TCP connection, waiting (interruptibly) at most
- * connect_timeout.  Host names are resolved here, at connect time, so DNS
- * changes are picked up by the next reconnect.
+ * Start a non-blocking TCP connection.  Host names are resolved here, at
+ * connect time, so DNS changes are picked up by the next reconnect.  The
+ * connect itself completes in conn_connect_finish, so a multi-get can have
+ * the handshakes with all its instances in flight at once.
  */
-static void
-conn_connect(McConn *conn)
+static bool
+conn_connect_start(McConn *conn, bool soft)
 {
 	McServer   *srv = conn->server;
 	McEndpoint *ep = &srv->cfg.endpoints[conn->index];
@@ -529,8 +637,6 @@ conn_connect(McConn *conn)
 	char		portstr[16];
 	int			rc;
 	int			one = 1;
-	int			soerr = 0;
-	socklen_t	slen = sizeof(soerr);
 	pgsocket	sock;
 
 	memset(&hints, 0, sizeof(hints));
@@ -540,8 +646,9 @@ conn_connect(McConn *conn)
 	snprintf(portstr, sizeof(portstr), "%d", ep->port);
 	rc = getaddrinfo(ep->host, portstr, &hints, &res);
 	if (rc != 0 || res == NULL)
-		McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-				   "connect to", "could not resolve host name: %s", gai_strerror(rc));
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "could not resolve host name: %s",
+							  gai_strerror(rc));
 
 	if (!AcquireExternalFD())
 	{
@@ -560,16 +667,17 @@ conn_connect(McConn *conn)
 		ReleaseExternalFD();
 		freeaddrinfo(res);
 		errno = save;
-		McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-				   "connect to", "could not create socket: %m");
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "could not create socket: %m");
 	}
 	conn->sock = sock;
+	srv->sock_gen++;
 	(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	rc = connect(sock, res->ai_addr, res->ai_addrlen);
 	freeaddrinfo(res);
 	if (rc < 0 && errno != EINPROGRESS)
-		McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-				   "connect to", "%m");
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "%m");
 
 	conn->wes = CreateWaitEventSet(pool_cxt, 3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
@@ -578,29 +686,53 @@ conn_connect(McConn *conn)
 	Assert(conn->sock_pos == SOCK_POS);
 	conn->cur_events = WL_SOCKET_WRITEABLE;
 	conn->latch = MyLatch;
+	conn->connecting = (rc < 0);
+	conn->connect_started = GetCurrentTimestamp();
 
-	if (rc < 0)
-	{
-		conn->connecting = true;
-		conn_wait(conn, WL_SOCKET_WRITEABLE, srv->cfg.connect_timeout, "connect to");
-		if (getsockopt(sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
-			soerr = errno;
-		conn->connecting = false;
-		if (soerr != 0)
-		{
-			errno = soerr;
-			McConnFail(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-					   "connect to", "%m");
-		}
-	}
 	if (conn->rbuf == NULL)
 	{
 		conn->rbuf = MemoryContextAlloc(pool_cxt, RBUF_INITIAL);
 		conn->rcap = RBUF_INITIAL;
 	}
 	conn->rstart = conn->rend = 0;
+	conn->wlen = conn->woff = 0;
 	conn->requests = 0;
 	conn->connects++;
+	return true;
+}
+
+/*
+ * Wait (interruptibly, within connect_timeout counted from the start) for a
+ * connect begun by conn_connect_start, and check its outcome.
+ */
+static bool
+conn_connect_finish(McConn *conn, bool soft)
+{
+	int			soerr = 0;
+	socklen_t	slen = sizeof(soerr);
+	int			timeout = conn->server->cfg.connect_timeout;
+
+	if (!conn->connecting)
+		return true;
+	if (timeout > 0)
+	{
+		long		elapsed = TimestampDifferenceMilliseconds(conn->connect_started,
+															  GetCurrentTimestamp());
+
+		timeout = Max(1, timeout - (int) elapsed);
+	}
+	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to", soft))
+		return false;
+	if (getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
+		soerr = errno;
+	conn->connecting = false;
+	if (soerr != 0)
+	{
+		errno = soerr;
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "%m");
+	}
+	return true;
 }
 
 /*
@@ -621,12 +753,14 @@ conn_still_open(McConn *conn)
 }
 
 /*
- * Start a request on an instance: close the socket if an interrupted request
- * left it out of step, (re)connect if needed, and mark it busy until
- * McConnEnd.
+ * Get an instance ready for a request without waiting: close the socket if
+ * an interrupted request left it out of step, refuse a dead instance, probe
+ * a long-idle socket, and start a connect if there is no socket.  The
+ * connection is marked busy until McConnEnd.  Returns NULL (soft) when the
+ * instance is dead or the connect could not even start.
  */
 McConn *
-McConnBegin(McServer *srv, int index)
+McConnPrepare(McServer *srv, int index, bool soft)
 {
 	McConn	   *conn = &srv->conns[index];
 	TimestampTz now;
@@ -635,6 +769,9 @@ McConnBegin(McServer *srv, int index)
 		conn_close(conn);
 	now = GetCurrentTimestamp();
 	if (conn->dead_until != 0 && !endpoint_alive(conn, now))
+	{
+		if (soft)
+			return NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("memcached server \"%s\" is unavailable", srv->name),
@@ -642,16 +779,37 @@ McConnBegin(McServer *srv, int index)
 						   McConnName(conn), conn->failures, conn->last_error),
 				 errhint("It will be tried again at %s.",
 						 timestamptz_to_str(conn->dead_until))));
+	}
 	if (conn->sock != PGINVALID_SOCKET &&
 		now - conn->last_used > USECS_PER_SEC && !conn_still_open(conn))
 		conn_close(conn);
-	if (conn->sock == PGINVALID_SOCKET)
-		conn_connect(conn);
+	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn, soft))
+		return NULL;
 	conn->last_used = now;
 	conn->busy = true;
 	conn->expect_wait = false;
 	conn->retryable = (conn->requests > 0);
 	conn->rgot = 0;
+	return conn;
+}
+
+/* Complete a connect McConnPrepare started; false on a soft failure. */
+bool
+McConnFinishConnect(McConn *conn, bool soft)
+{
+	return conn_connect_finish(conn, soft);
+}
+
+/*
+ * Start a request on an instance and wait for its connection: the
+ * single-key path, where every failure is an error.
+ */
+McConn *
+McConnBegin(McServer *srv, int index)
+{
+	McConn	   *conn = McConnPrepare(srv, index, false);
+
+	conn_connect_finish(conn, false);
 	return conn;
 }
 
@@ -714,7 +872,7 @@ McConnSend(McConn *conn, const char *hdr, size_t hlen,
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 			{
 				conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
-						  "send to");
+						  "send to", false);
 				continue;
 			}
 			if (conn_closed_while_idle(conn, errno))
@@ -739,6 +897,7 @@ McConnSend(McConn *conn, const char *hdr, size_t hlen,
 		}
 	}
 	conn->requests++;
+	conn->total_requests++;
 	conn->expect_wait = true;
 	return true;
 }
@@ -796,7 +955,7 @@ conn_fill(McConn *conn, size_t need)
 		if (conn->expect_wait)
 		{
 			conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
-					  "read from");
+					  "read from", false);
 			conn->expect_wait = false;
 		}
 		room = conn->rcap - conn->rend;
@@ -946,4 +1105,168 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("unexpected reply from memcached server \"%s\"", conn->server->name),
 			 errdetail_internal("Instance %s replied: %s", name, line)));
+}
+
+/*
+ * The multi-get wait set of a server: latch, postmaster death and every
+ * open socket of the server, armed for reading.  It lives as long as the
+ * set of open sockets does (sock_gen), so a multi-get pays for no epoll
+ * set construction in steady state.  Idle sockets stay in it: one that
+ * becomes readable is a socket the server closed, found and dropped by the
+ * caller.
+ */
+WaitEventSet *
+McServerWaitSet(McServer *srv)
+{
+	if (srv->mwes != NULL && srv->mwes_gen == srv->sock_gen)
+	{
+		if (srv->mwes_latch != MyLatch)
+		{
+			ModifyWaitEvent(srv->mwes, LATCH_POS, WL_LATCH_SET, MyLatch);
+			srv->mwes_latch = MyLatch;
+		}
+		return srv->mwes;
+	}
+	if (srv->mwes != NULL)
+		FreeWaitEventSet(srv->mwes);
+	srv->mwes = CreateWaitEventSet(pool_cxt, srv->cfg.nendpoints + 2);
+	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	srv->mwes_latch = MyLatch;
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		McConn	   *conn = &srv->conns[i];
+
+		conn->mpos = -1;
+		if (conn->sock == PGINVALID_SOCKET || conn->connecting)
+			continue;
+		conn->mpos = AddWaitEventToSet(srv->mwes, WL_SOCKET_READABLE, conn->sock,
+									   NULL, conn);
+		conn->mevents = WL_SOCKET_READABLE;
+	}
+	srv->mwes_gen = srv->sock_gen;
+	return srv->mwes;
+}
+
+/* Arm conn's entry in the multi-get wait set for events, if not already. */
+void
+McConnArm(McConn *conn, uint32 events)
+{
+	if (conn->mpos >= 0 && conn->mevents != events)
+	{
+		ModifyWaitEvent(conn->server->mwes, conn->mpos, events, NULL);
+		conn->mevents = events;
+	}
+}
+
+/*
+ * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
+ * when the socket buffer is full), -1 after a soft failure, -2 when a pooled
+ * socket turned out to be closed while idle (closed; the caller may retry).
+ */
+ssize_t
+McConnSendSome(McConn *conn, bool soft)
+{
+	ssize_t		n;
+
+	for (;;)
+	{
+		n = send(conn->sock, conn->wbuf + conn->woff, conn->wlen - conn->woff,
+				 MSG_NOSIGNAL);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (conn_closed_while_idle(conn, errno))
+			return -2;
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to", "%m");
+		return -1;
+	}
+	conn->woff += n;
+	if (conn->woff == conn->wlen)
+		conn->woff = conn->wlen = 0;
+	return n;
+}
+
+/*
+ * Receive what the socket has, without waiting, making room for at least
+ * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 after
+ * a soft failure, -2 for a pooled socket closed while idle.  expect_wait
+ * tells the caller whether the socket was drained.
+ */
+ssize_t
+McConnRecvSome(McConn *conn, size_t need, bool soft)
+{
+	ssize_t		n;
+	size_t		room;
+
+	conn_reserve(conn, Max(need, RBUF_INITIAL / 2));
+	room = conn->rcap - conn->rend;
+	for (;;)
+	{
+		n = recv(conn->sock, conn->rbuf + conn->rend, conn->rcap - conn->rend, 0);
+		if (n > 0)
+			break;
+		if (n == 0)
+		{
+			if (conn_closed_while_idle(conn, 0))
+				return -2;
+			McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from",
+						   "the server closed the connection");
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (conn_closed_while_idle(conn, errno))
+			return -2;
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
+		return -1;
+	}
+	conn->rend += n;
+	conn->rgot += n;
+	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
+	return n;
+}
+
+/*
+ * An idle pooled socket became readable: the server closed it (or sent
+ * something unasked).  Either way it is useless; close it now.
+ */
+void
+McConnDropIdle(McConn *conn)
+{
+	if (!conn->busy)
+		conn_close(conn);
+}
+
+/*
+ * Make room for n more request bytes in wbuf (sent bytes are slid out
+ * first).  The multi-get refills wbuf in slices, so it stays small however
+ * many keys a batch has.
+ */
+char *
+McConnWriteSpace(McConn *conn, size_t n)
+{
+	if (conn->wbuf == NULL)
+	{
+		conn->wcap = Max(WBUF_INITIAL, n);
+		conn->wbuf = MemoryContextAlloc(pool_cxt, conn->wcap);
+	}
+	if (conn->wcap - conn->wlen < n && conn->woff > 0)
+	{
+		memmove(conn->wbuf, conn->wbuf + conn->woff, conn->wlen - conn->woff);
+		conn->wlen -= conn->woff;
+		conn->woff = 0;
+	}
+	if (conn->wcap - conn->wlen < n)
+	{
+		while (conn->wcap - conn->wlen < n)
+			conn->wcap *= 2;
+		conn->wbuf = repalloc(conn->wbuf, conn->wcap);
+	}
+	return conn->wbuf + conn->wlen;
 }

@@ -1,0 +1,690 @@
+/*
+ * multi_get.c — mc_get_multi / mc_get_multi_bytea: many keys, one round.
+ *
+ * Owns: the batch engine.  Keys are checked, de-duplicated and routed once;
+ * each instance gets one pipeline ("mg <key> v f O<pos> q" per key, then
+ * "mn") written before any reply is awaited; replies are read from whichever
+ * socket is ready (the server's persistent multi-get wait set), parsed in
+ * place, matched to their key by the echoed opaque token, and each value is
+ * copied once, into the tuple that SQL receives.
+ *
+ * Why O and not k: memcached echoes k as the key was stored, and an item a
+ * binary-protocol client (Dalli) stored under a key with spaces comes back
+ * as "k<key with spaces>", which no parser can split.  The opaque token is
+ * ours, always parseable, and shorter on the wire than most keys.  Requests are encoded in slices so
+ * memory stays bounded however large the batch; rows go to a tuplestore,
+ * which spills to disk past work_mem.  Must not: open sockets or wait on its
+ * own (pool.c does), or allocate per key or per reply.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/wait_event.h"
+
+#include "mcfdw.h"
+
+PG_FUNCTION_INFO_V1(mc_get_multi);
+PG_FUNCTION_INFO_V1(mc_get_multi_bytea);
+
+/* Keep at most this much encoded request text queued per instance. */
+#define MG_WRITE_SLICE		(32 * 1024)
+
+/* One distinct key of the batch. */
+typedef struct MgKey
+{
+	Datum		datum;			/* the array element, returned as "key" */
+	const char *data;			/* its bytes (no prefix) */
+	uint32		len;
+	int			server;			/* instance index */
+} MgKey;
+
+/* One instance's share of the batch. */
+typedef struct MgServer
+{
+	McConn	   *conn;			/* NULL: dropped (soft failure) or unused */
+	int		   *keys;			/* indexes into the key array, request order */
+	int			nkeys;
+	int			next_send;		/* keys encoded so far */
+	int			next_match;		/* keys answered or passed over as misses */
+	bool		mn_queued;
+	bool		active;			/* waiting for MN */
+	bool		retried;
+	TimestampTz last_progress;
+} MgServer;
+
+/* Everything a batch needs, allocated once per call. */
+typedef struct MgBatch
+{
+	McServer   *srv;
+	bool		as_text;
+	bool		soft;			/* failover on: a failing instance's keys are misses */
+	MgKey	   *keys;
+	int			nkeys;
+	MgServer   *servers;		/* one per configured instance */
+	Tuplestorestate *tupstore;
+	TupleDesc	tupdesc;
+	char	   *scratch;		/* for values whose header cannot be written in place */
+	size_t		scratch_len;
+} MgBatch;
+
+/*
+ * Open-addressing set of key indexes, to ask each distinct key once.  Sized
+ * once for the batch; no allocation per key.
+ */
+typedef struct KeySet
+{
+	int		   *slots;			/* -1 = empty */
+	uint32		mask;
+} KeySet;
+
+/* Insert key i unless an equal key is already there; true if inserted. */
+static bool
+keyset_add(KeySet *set, MgKey *keys, int i)
+{
+	uint32		h = hash_bytes((const unsigned char *) keys[i].data, keys[i].len);
+
+	for (uint32 pos = h & set->mask;; pos = (pos + 1) & set->mask)
+	{
+		int			j = set->slots[pos];
+
+		if (j < 0)
+		{
+			set->slots[pos] = i;
+			return true;
+		}
+		if (keys[j].len == keys[i].len &&
+			memcmp(keys[j].data, keys[i].data, keys[i].len) == 0)
+			return false;
+	}
+}
+
+/*
+ * Check one key the way the single-key functions do, so a bad key fails
+ * the call before anything is sent; and give the routed form (prefix + key).
+ */
+static const char *
+check_key(McServer *srv, const char *data, size_t len, char *buf, size_t *rawlen)
+{
+	char		wire[MC_KEY_MAX];
+	size_t		wlen;
+	bool		b64;
+	size_t		plen = srv->cfg.key_prefix_len;
+	const char *raw = data;
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("memcached key cannot be empty")));
+	if (len + plen > MC_KEY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("memcached key is too long"),
+				 errdetail("The key is %zu bytes%s; the limit is %d bytes, or %d bytes for keys that contain spaces, control characters or non-ASCII bytes.",
+						   len + plen, plen ? " with the server's key prefix" : "",
+						   MC_KEY_MAX, MC_KEY_MAX_B64)));
+	if (plen > 0)
+	{
+		memcpy(buf, srv->cfg.key_prefix, plen);
+		memcpy(buf + plen, data, len);
+		raw = buf;
+	}
+	*rawlen = plen + len;
+	if (*rawlen > MC_KEY_MAX_B64 &&
+		mc_key_encode(raw, *rawlen, wire, &wlen, &b64) != MC_KEY_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("memcached key is too long"),
+				 errdetail("The key is %zu bytes%s and contains spaces, control characters or non-ASCII bytes, so it is sent base64-encoded; such keys are limited to %d bytes.",
+						   *rawlen, plen ? " with the server's key prefix" : "",
+						   MC_KEY_MAX_B64)));
+	return raw;
+}
+
+/*
+ * Read the key array: skip NULLs, check, de-duplicate, route.  Then group
+ * the keys by instance (a counting sort), keeping their order.
+ */
+static void
+collect_keys(MgBatch *b, ArrayType *arr)
+{
+	McServer   *srv = b->srv;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	KeySet		set;
+	uint32		cap = 16;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McServerAliveMap(srv, alivebuf);
+	int		   *counts;
+	int		   *slots;
+	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	while (cap < (uint32) n * 2)
+		cap <<= 1;
+	set.slots = palloc(sizeof(int) * cap);
+	memset(set.slots, -1, sizeof(int) * cap);
+	set.mask = cap - 1;
+	b->keys = palloc(sizeof(MgKey) * Max(n, 1));
+	b->nkeys = 0;
+	counts = palloc0(sizeof(int) * srv->cfg.nendpoints);
+
+	for (int i = 0; i < n; i++)
+	{
+		MgKey	   *k = &b->keys[b->nkeys];
+		size_t		rawlen;
+		const char *raw;
+
+		if (nulls[i])
+			continue;
+		k->datum = elems[i];
+		k->data = VARDATA_ANY(DatumGetPointer(elems[i]));
+		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
+		raw = check_key(srv, k->data, k->len, rawbuf, &rawlen);
+		if (!keyset_add(&set, b->keys, b->nkeys))
+			continue;
+		k->server = McServerPickWith(srv, raw, rawlen, alive);
+		counts[k->server]++;
+		b->nkeys++;
+	}
+
+	/* group by instance: each server's keys become a slice of one array */
+	slots = palloc(sizeof(int) * Max(b->nkeys, 1));
+	b->servers = palloc0(sizeof(MgServer) * srv->cfg.nendpoints);
+	for (int s = 0, off = 0; s < srv->cfg.nendpoints; s++)
+	{
+		b->servers[s].keys = slots + off;
+		off += counts[s];
+	}
+	for (int i = 0; i < b->nkeys; i++)
+	{
+		MgServer   *ms = &b->servers[b->keys[i].server];
+
+		ms->keys[ms->nkeys++] = i;
+	}
+}
+
+/*
+ * Drop an instance from the batch after a soft failure: its unanswered keys
+ * are misses, as Dalli and libmemcached treat keys of a failing server in a
+ * multi-get with failover.
+ */
+static void
+drop_server(MgServer *ms)
+{
+	ms->conn = NULL;
+	ms->active = false;
+}
+
+/*
+ * Connect to every instance of the batch: all connects are started before
+ * any is waited for, so they proceed in parallel.
+ */
+static void
+connect_all(MgBatch *b)
+{
+	int			n = b->srv->cfg.nendpoints;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int s = 0; s < n; s++)
+	{
+		MgServer   *ms = &b->servers[s];
+
+		if (ms->nkeys == 0)
+			continue;
+		ms->conn = McConnPrepare(b->srv, s, b->soft);
+		ms->active = (ms->conn != NULL);
+		ms->last_progress = now;
+	}
+	for (int s = 0; s < n; s++)
+	{
+		MgServer   *ms = &b->servers[s];
+
+		if (ms->active && !McConnFinishConnect(ms->conn, b->soft))
+			drop_server(ms);
+	}
+}
+
+/* TEMPORARY: moves to protocol.c once that module's owner is done. */
+static size_t
+mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
+					 bool want_flags, uint32 opaque)
+{
+	char	   *p = dst;
+	char		digits[10];
+	int			nd = 0;
+
+	memcpy(p, "mg ", 3);
+	p += 3;
+	memcpy(p, wkey, wlen);
+	p += wlen;
+	if (b64)
+	{
+		memcpy(p, " b", 2);
+		p += 2;
+	}
+	memcpy(p, " v", 2);
+	p += 2;
+	if (want_flags)
+	{
+		memcpy(p, " f", 2);
+		p += 2;
+	}
+	memcpy(p, " O", 2);
+	p += 2;
+	do
+	{
+		digits[nd++] = '0' + opaque % 10;
+		opaque /= 10;
+	} while (opaque);
+	while (nd)
+		*p++ = digits[--nd];
+	memcpy(p, " q\r\n", 4);
+	p += 4;
+	return p - dst;
+}
+
+/*
+ * Queue more requests for an instance, up to one slice of unsent text, and
+ * the closing "mn" once every key is queued.
+ */
+static void
+fill_requests(MgBatch *b, MgServer *ms)
+{
+	McConn	   *conn = ms->conn;
+	size_t		plen = b->srv->cfg.key_prefix_len;
+	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+
+	if (plen > 0)
+		memcpy(rawbuf, b->srv->cfg.key_prefix, plen);
+	while (ms->next_send < ms->nkeys && conn->wlen - conn->woff < MG_WRITE_SLICE)
+	{
+		MgKey	   *k = &b->keys[ms->keys[ms->next_send++]];
+		char	   *dst = McConnWriteSpace(conn, MC_REQ_HEADER_MAX);
+		char		wire[MC_KEY_MAX];
+		size_t		wlen;
+		bool		b64;
+		const char *raw = k->data;
+
+		if (plen > 0)
+		{
+			memcpy(rawbuf + plen, k->data, k->len);
+			raw = rawbuf;
+		}
+		(void) mc_key_encode(raw, plen + k->len, wire, &wlen, &b64);
+		conn->wlen += mc_encode_get_opaque(dst, wire, wlen, b64, true,
+										   (uint32) (ms->next_send - 1));
+	}
+	if (ms->next_send == ms->nkeys && !ms->mn_queued)
+	{
+		char	   *dst = McConnWriteSpace(conn, 8);
+
+		conn->wlen += mc_encode_noop(dst);
+		ms->mn_queued = true;
+		conn->requests++;		/* the socket has now carried a request */
+		conn->total_requests += ms->nkeys;
+	}
+}
+
+/*
+ * Which of the instance's keys a reply answers: the opaque token carries the
+ * key's position in the instance's pipeline.  Returns -1 if the reply has no
+ * such token or names a position already passed (replies come in request
+ * order, so positions only grow; keys passed over were misses).
+ */
+static int
+reply_position(const char *base, const McReply *r, const MgServer *ms)
+{
+	uint32		pos = 0;
+
+	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
+		return -1;
+	for (size_t i = 0; i < r->opaque_len; i++)
+	{
+		char		c = base[r->opaque_off + i];
+
+		if (c < '0' || c > '9')
+			return -1;
+		pos = pos * 10 + (c - '0');
+	}
+	if (pos < (uint32) ms->next_match || pos >= (uint32) ms->nkeys)
+		return -1;
+	return (int) pos;
+}
+
+/*
+ * Turn a VA reply into a row.  The value is copied once, by the tuple
+ * builder: a varlena header is written over the already-parsed header line
+ * just before the value, so the value is used where it lies in the read
+ * buffer.
+ */
+static void
+emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	char	   *v = base + r->value_off;
+	size_t		len = r->value_len;
+	char	   *p;
+
+	if (b->as_text && !pg_verifymbstr(v, (int) len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
+						(int) k->len, k->data, GetDatabaseEncodingName()),
+				 errhint("Use mc_get_multi_bytea() to read binary values.")));
+	if (len + VARHDRSZ_SHORT <= VARATT_SHORT_MAX)
+	{
+		p = v - VARHDRSZ_SHORT;
+		SET_VARSIZE_SHORT(p, len + VARHDRSZ_SHORT);
+	}
+	else if (len <= MaxAllocSize - VARHDRSZ &&
+			 (((uintptr_t) (v - VARHDRSZ)) % sizeof(int32)) == 0)
+	{
+		p = v - VARHDRSZ;
+		SET_VARSIZE(p, len + VARHDRSZ);
+	}
+	else
+	{
+		/* a 4-byte header must be aligned: use the scratch buffer */
+		if (len > MaxAllocSize - VARHDRSZ)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("memcached value of %zu bytes is too large", len)));
+		if (b->scratch_len < len + VARHDRSZ)
+		{
+			b->scratch_len = Max(len + VARHDRSZ, 2 * b->scratch_len);
+			b->scratch = b->scratch ? repalloc(b->scratch, b->scratch_len)
+				: palloc(b->scratch_len);
+		}
+		p = b->scratch;
+		SET_VARSIZE(p, len + VARHDRSZ);
+		memcpy(VARDATA(p), v, len);
+	}
+	values[0] = k->datum;
+	values[1] = PointerGetDatum(p);
+	values[2] = Int32GetDatum((int32) r->client_flags);
+	nulls[2] = !(r->present & MC_F_FLAGS);
+	tuplestore_putvalues(b->tupstore, b->tupdesc, values, nulls);
+}
+
+/*
+ * Parse and handle every complete reply buffered for an instance.  Returns
+ * false if the instance had to be dropped (soft failure).
+ */
+static bool
+handle_replies(MgBatch *b, MgServer *ms)
+{
+	McConn	   *conn = ms->conn;
+
+	while (ms->active)
+	{
+		char	   *base = conn->rbuf + conn->rstart;
+		McReply		r;
+		McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, &r);
+
+		if (t == MC_REPLY_NEED_MORE)
+			return true;
+		if (t == MC_REPLY_VA)
+		{
+			int			j = reply_position(base, &r, ms);
+
+			if (j < 0)
+			{
+				if (!McConnFailSoft(conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+									"a reply does not match any outstanding request"))
+					return false;
+			}
+			emit_row(b, base, &r, &b->keys[ms->keys[j]]);
+			ms->next_match = j + 1;
+		}
+		else if (t == MC_REPLY_MN)
+		{
+			ms->next_match = ms->nkeys;
+			ms->active = false;
+			McConnConsume(conn, r.consumed);
+			McConnEnd(conn);
+			return true;
+		}
+		else if (t == MC_REPLY_EN)
+		{
+			/* not sent under q, but harmless: a miss */
+		}
+		else if (t == MC_REPLY_BAD)
+		{
+			if (!McConnFailSoft(conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								"the reply is not valid meta protocol"))
+				return false;
+		}
+		else
+		{
+			if (b->soft)
+			{
+				McConnFailSoft(conn, true, ERRCODE_FDW_ERROR, "read from",
+							   "unexpected reply");
+				return false;
+			}
+			McConnReplyError(conn, base, &r);
+		}
+		McConnConsume(conn, r.consumed);
+	}
+	return true;
+}
+
+/*
+ * A pooled socket turned out closed while idle before any reply came: start
+ * that instance over once on a fresh socket.  Returns false if it cannot.
+ */
+static bool
+restart_server(MgBatch *b, MgServer *ms, int s)
+{
+	if (ms->retried || ms->next_match > 0)
+		return McConnFailSoft(ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+							  "read from", "the server closed the connection");
+	ms->retried = true;
+	ms->next_send = 0;
+	ms->mn_queued = false;
+	ms->conn = McConnPrepare(b->srv, s, b->soft);
+	if (ms->conn == NULL || !McConnFinishConnect(ms->conn, b->soft))
+		return false;
+	ms->conn->wlen = ms->conn->woff = 0;
+	return true;
+}
+
+/* Send and receive on one instance until it would block. */
+static void
+pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
+{
+	ssize_t		n;
+
+	if (!ms->active)
+		return;
+	fill_requests(b, ms);
+	while (ms->conn->wlen > ms->conn->woff)
+	{
+		n = McConnSendSome(ms->conn, b->soft);
+		if (n == -2 && restart_server(b, ms, s))
+		{
+			fill_requests(b, ms);
+			continue;
+		}
+		if (n < 0)
+		{
+			drop_server(ms);
+			return;
+		}
+		if (n == 0)
+			break;
+		ms->last_progress = now;
+		fill_requests(b, ms);
+	}
+	while (readable && ms->active)
+	{
+		McReply		r;
+		size_t		need = 1;
+
+		if (mc_parse_reply(ms->conn->rbuf + ms->conn->rstart,
+						   ms->conn->rend - ms->conn->rstart, &r) == MC_REPLY_NEED_MORE)
+			need = r.need;
+		n = McConnRecvSome(ms->conn, need, b->soft);
+		if (n == -2 && restart_server(b, ms, s))
+			return;
+		if (n < 0)
+		{
+			drop_server(ms);
+			return;
+		}
+		if (n == 0)
+			break;
+		ms->last_progress = now;
+		if (!handle_replies(b, ms))
+		{
+			drop_server(ms);
+			return;
+		}
+		/* a short read means the socket is drained: wait rather than retry */
+		if (ms->active && ms->conn->expect_wait)
+			break;
+	}
+}
+
+/*
+ * The wait loop: write every pipeline, then serve whichever socket is ready
+ * until every instance has answered "MN".  Waits are interruptible and
+ * bounded by each instance's io_timeout of inactivity.
+ */
+static void
+run_batch(MgBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			n = srv->cfg.nendpoints;
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int s = 0; s < n; s++)
+		pump_server(b, &b->servers[s], s, false, now);
+
+	for (;;)
+	{
+		WaitEventSet *wes;
+		long		timeout = -1;
+		int			nev;
+		int			pending = 0;
+
+		now = GetCurrentTimestamp();
+		wes = McServerWaitSet(srv);
+		for (int s = 0; s < n; s++)
+		{
+			MgServer   *ms = &b->servers[s];
+			int			io_timeout = srv->cfg.io_timeout;
+
+			if (!ms->active)
+				continue;
+			if (io_timeout > 0)
+			{
+				long		left = TimestampDifferenceMilliseconds(now,
+																   TimestampTzPlusMilliseconds(ms->last_progress, io_timeout));
+
+				if (left <= 0)
+				{
+					McConnFailSoft(ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+								   "read from", "timed out after %d ms", io_timeout);
+					drop_server(ms);
+					continue;
+				}
+				if (timeout < 0 || left < timeout)
+					timeout = left;
+			}
+			McConnArm(ms->conn, WL_SOCKET_READABLE |
+					  (ms->conn->wlen > ms->conn->woff ? WL_SOCKET_WRITEABLE : 0));
+			pending++;
+		}
+		if (pending == 0)
+			break;
+
+		CHECK_FOR_INTERRUPTS();
+		nev = WaitEventSetWait(wes, timeout, events, n + 2, PG_WAIT_EXTENSION);
+		now = GetCurrentTimestamp();
+		for (int e = 0; e < nev; e++)
+		{
+			McConn	   *conn = (McConn *) events[e].user_data;
+			MgServer   *ms;
+
+			if (events[e].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			if (conn == NULL)
+				continue;
+			ms = &b->servers[conn->index];
+			if (!ms->active || ms->conn != conn)
+			{
+				/* an idle socket became readable: the server closed it */
+				McConnDropIdle(conn);
+				continue;
+			}
+			pump_server(b, ms, conn->index,
+						(events[e].events & WL_SOCKET_READABLE) != 0, now);
+		}
+	}
+}
+
+/* Shared body of the two SQL functions. */
+static Datum
+get_multi_common(FunctionCallInfo fcinfo, bool as_text)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MgBatch		b;
+	MemoryContext work;
+	MemoryContext old;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+		return (Datum) 0;
+
+	memset(&b, 0, sizeof(b));
+	b.srv = McServerLookup(PG_ARGISNULL(1) ? NULL : NameStr(*PG_GETARG_NAME(1)));
+	b.as_text = as_text;
+	b.soft = b.srv->cfg.failover;
+	b.tupstore = rsinfo->setResult;
+	b.tupdesc = rsinfo->setDesc;
+
+	/* per-call work memory, freed at the end (or with the query on error) */
+	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw multi-get",
+								 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+	collect_keys(&b, PG_GETARG_ARRAYTYPE_P(0));
+	if (b.nkeys > 0)
+	{
+		connect_all(&b);
+		run_batch(&b);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(work);
+	return (Datum) 0;
+}
+
+/* mc_get_multi(keys text[], server name) returns (key text, value text, flags integer). */
+Datum
+mc_get_multi(PG_FUNCTION_ARGS)
+{
+	return get_multi_common(fcinfo, true);
+}
+
+/* mc_get_multi_bytea(keys text[], server name) returns (key text, value bytea, flags integer). */
+Datum
+mc_get_multi_bytea(PG_FUNCTION_ARGS)
+{
+	return get_multi_common(fcinfo, false);
+}

@@ -1,0 +1,112 @@
+/*
+ * servers.c — the mc_servers view: this backend's picture of its servers.
+ *
+ * Owns: the SRF behind mc_servers, one row per memcached instance of every
+ * mcfdw foreign server the current user may use, with its place on the
+ * ring and the pool's state for it.  Must not: connect or send anything;
+ * it reports, it does not probe.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_foreign_server.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "mcfdw.h"
+
+PG_FUNCTION_INFO_V1(mc_servers);
+
+#define MC_SERVERS_COLS 13
+
+/* The state word of an instance, as documented for the view. */
+static const char *
+conn_state(McConn *conn, TimestampTz now)
+{
+	if (conn->dead_until != 0 && now < conn->dead_until)
+		return "dead";
+	if (conn->sock != PGINVALID_SOCKET)
+		return "connected";
+	if (conn->connects > 0)
+		return "idle";
+	return "never used";
+}
+
+/*
+ * mc_servers() returns one row per instance.  Servers the user has no USAGE
+ * on are left out rather than raising an error, so a dashboard sees what it
+ * may see.
+ */
+Datum
+mc_servers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			fdwid = get_foreign_data_wrapper_oid("mcfdw", false);
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *servers = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	/* collect first: building an entry may read the catalog itself */
+	rel = table_open(ForeignServerRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_foreign_server f = (Form_pg_foreign_server) GETSTRUCT(tup);
+
+		if (f->srvfdw == fdwid &&
+			pg_foreign_server_aclcheck(f->oid, GetUserId(), ACL_USAGE) == ACLCHECK_OK)
+			servers = lappend_oid(servers, f->oid);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	foreach(lc, servers)
+	{
+		McServer   *srv = McServerGet(lfirst_oid(lc));
+
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+		{
+			McConn	   *conn = &srv->conns[i];
+			McEndpoint *ep = &srv->cfg.endpoints[i];
+			Datum		values[MC_SERVERS_COLS];
+			bool		nulls[MC_SERVERS_COLS] = {0};
+			bool		dead = conn->dead_until != 0 && now < conn->dead_until;
+
+			values[0] = DirectFunctionCall1(namein, CStringGetDatum(srv->name));
+			values[1] = CStringGetTextDatum(ep->host);
+			values[2] = Int32GetDatum(ep->port);
+			values[3] = Int32GetDatum((int32) ep->weight);
+			values[4] = CStringGetTextDatum(McDistName(srv->cfg.distribution));
+			values[5] = Int32GetDatum(srv->ring->points_per_server ?
+									  (int32) srv->ring->points_per_server[i] : 0);
+			values[6] = CStringGetTextDatum(conn_state(conn, now));
+			values[7] = Int32GetDatum(conn->failures);
+			if (conn->last_error[0])
+				values[8] = CStringGetTextDatum(conn->last_error);
+			else
+				nulls[8] = true;
+			if (dead)
+				values[9] = TimestampTzGetDatum(conn->dead_until);
+			else
+				nulls[9] = true;
+			values[10] = Int64GetDatum((int64) conn->connects);
+			values[11] = Int64GetDatum((int64) conn->total_requests);
+			values[12] = Int32GetDatum(i + 1);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
