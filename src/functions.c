@@ -176,8 +176,8 @@ roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
 	size_t		hlen;
 
 	hlen = mc_encode_request(hdr, cmd, k->wire, k->wire_len, k->b64, datalen, opts);
-	return McConnRoundtrip(srv, McServerPick(srv, k->raw, k->raw_len), hdr, hlen,
-						   data, datalen < 0 ? 0 : (size_t) datalen, r, connp);
+	return McRoundtripKey(srv, k->raw, k->raw_len, hdr, hlen,
+						  data, datalen < 0 ? 0 : (size_t) datalen, r, connp);
 }
 
 /* Shared body of mc_get / mc_get_bytea. */
@@ -597,7 +597,7 @@ mc_flush_all(PG_FUNCTION_ARGS)
 		McReply		r;
 		const char *base;
 
-		base = McConnRoundtrip(srv, i, cmd, sizeof(cmd) - 1, NULL, 0, &r, &conn);
+		base = McConnRoundtrip(srv, i, cmd, sizeof(cmd) - 1, NULL, 0, &r, &conn, false);
 		if (r.type != MC_REPLY_HD)
 			McConnReplyError(conn, base, &r);
 		McConnConsume(conn, r.consumed);

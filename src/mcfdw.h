@@ -141,30 +141,35 @@ extern void McParseServerOptions(List *options, McServerConfig *cfg,
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGet(Oid serverid);
-extern int	McServerPick(McServer *srv, const char *key, size_t len);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern void McConnDropIdle(McConn *conn);
-extern McConn *McConnBegin(McServer *srv, int index);
 extern McConn *McConnPrepare(McServer *srv, int index, bool soft);
 extern bool McConnFinishConnect(McConn *conn, bool soft);
 extern bool McConnFailSoft(McConn *conn, bool soft, int sqlerrcode,
 						   const char *action, const char *fmt,...)
 			pg_attribute_printf(5, 6);
-extern bool McConnSend(McConn *conn, const char *hdr, size_t hlen,
-					   const char *data, size_t dlen);
-extern const char *McConnReadReply(McConn *conn, McReply *reply);
 extern const char *McConnRoundtrip(McServer *srv, int index,
 								   const char *hdr, size_t hlen,
 								   const char *data, size_t dlen,
-								   McReply *reply, McConn **connp);
+								   McReply *reply, McConn **connp, bool soft);
+extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
+								  const char *hdr, size_t hlen,
+								  const char *data, size_t dlen,
+								  McReply *reply, McConn **connp);
 extern void McConnConsume(McConn *conn, size_t n);
 extern WaitEventSet *McServerWaitSet(McServer *srv);
 extern void McConnArm(McConn *conn, uint32 events);
 extern ssize_t McConnSendSome(McConn *conn, bool soft);
 extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool soft);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
+
+/* One "STAT name value" line of a stats reply (pointers into the read buffer). */
+typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
+							  const char *value, size_t valuelen);
+extern bool McConnStatLines(McServer *srv, int index, const char *cmd,
+							McStatLineFn cb, void *arg, bool soft);
 extern void McConnEnd(McConn *conn);
 extern void McConnFail(McConn *conn, int sqlerrcode, const char *action,
 					   const char *fmt,...)

@@ -49,6 +49,14 @@ static MemoryContext pool_cxt = NULL;
 static HTAB *server_hash = NULL;
 static bool sweep_needed = false;
 
+/* Outcome of a socket operation that may fail softly. */
+typedef enum McIoStatus
+{
+	MC_IO_OK,
+	MC_IO_RETRY,				/* pooled socket was closed while idle: retry */
+	MC_IO_FAILED				/* soft failure, recorded against the instance */
+} McIoStatus;
+
 static void conn_close(McConn *conn);
 
 /*
@@ -111,7 +119,7 @@ acl_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
  * Close every connection an error or a cancel left in the middle of a
  * request.  Called at (sub)transaction abort so a PL/pgSQL exception handler
  * that swallowed a cancel cannot reuse a socket whose reply is half read;
- * McConnBegin checks again in case anything slips past.
+ * McConnPrepare checks again in case anything slips past.
  */
 static void
 close_busy_connections(void)
@@ -463,15 +471,6 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 	return idx;
 }
 
-/* McServerPickWith for a single key: the normal path is one hash and one lookup. */
-int
-McServerPick(McServer *srv, const char *key, size_t len)
-{
-	bool		alive[MC_MAX_ENDPOINTS];
-
-	return McServerPickWith(srv, key, len, McServerAliveMap(srv, alive));
-}
-
 /* Close the socket (the buffers stay for the next connection). */
 static void
 conn_close(McConn *conn)
@@ -801,19 +800,6 @@ McConnFinishConnect(McConn *conn, bool soft)
 }
 
 /*
- * Start a request on an instance and wait for its connection: the
- * single-key path, where every failure is an error.
- */
-McConn *
-McConnBegin(McServer *srv, int index)
-{
-	McConn	   *conn = McConnPrepare(srv, index, false);
-
-	conn_connect_finish(conn, false);
-	return conn;
-}
-
-/*
  * A pooled socket that the server closed while it sat idle (a restart, an
  * idle timeout) fails on first use with EPIPE/ECONNRESET or an EOF before any
  * reply byte.  That says nothing about the server's health and the request
@@ -834,11 +820,11 @@ conn_closed_while_idle(McConn *conn, int err)
 /*
  * Send a whole request (header, then optional data block and its CRLF) with
  * one sendmsg in the common case, waiting for writability when the socket
- * buffer is full.  Returns false when the socket was closed while idle.
+ * buffer is full.
  */
-bool
-McConnSend(McConn *conn, const char *hdr, size_t hlen,
-		   const char *data, size_t dlen)
+static McIoStatus
+conn_send(McConn *conn, const char *hdr, size_t hlen,
+		  const char *data, size_t dlen, bool soft)
 {
 	struct iovec iov[3];
 	struct msghdr msg;
@@ -871,13 +857,15 @@ McConnSend(McConn *conn, const char *hdr, size_t hlen,
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 			{
-				conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
-						  "send to", false);
+				if (!conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
+							   "send to", soft))
+					return MC_IO_FAILED;
 				continue;
 			}
 			if (conn_closed_while_idle(conn, errno))
-				return false;
-			McConnFail(conn, ERRCODE_CONNECTION_FAILURE, "send to", "%m");
+				return MC_IO_RETRY;
+			return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to",
+								  "%m") ? MC_IO_OK : MC_IO_FAILED;
 		}
 		/* drop what was written from the front of the iovec */
 		while (n > 0 && msg.msg_iovlen > 0)
@@ -899,7 +887,7 @@ McConnSend(McConn *conn, const char *hdr, size_t hlen,
 	conn->requests++;
 	conn->total_requests++;
 	conn->expect_wait = true;
-	return true;
+	return MC_IO_OK;
 }
 
 /*
@@ -935,14 +923,13 @@ conn_reserve(McConn *conn, size_t need)
 }
 
 /*
- * Read more reply bytes: at least "need", as many as fit.  Returns false
- * when the socket was closed while idle (see conn_closed_while_idle).  Right after a
+ * Read more reply bytes: at least "need", as many as fit.  Right after a
  * request was sent the reply cannot be there yet, so wait first; after a
  * read that filled the buffer there is probably more, so read first.  Either
  * way no system call is spent on a read that is sure to fail.
  */
-static bool
-conn_fill(McConn *conn, size_t need)
+static McIoStatus
+conn_fill(McConn *conn, size_t need, bool soft)
 {
 	size_t		got = 0;
 
@@ -954,8 +941,9 @@ conn_fill(McConn *conn, size_t need)
 
 		if (conn->expect_wait)
 		{
-			conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
-					  "read from", false);
+			if (!conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
+						   "read from", soft))
+				return MC_IO_FAILED;
 			conn->expect_wait = false;
 		}
 		room = conn->rcap - conn->rend;
@@ -971,9 +959,10 @@ conn_fill(McConn *conn, size_t need)
 		if (n == 0)
 		{
 			if (conn_closed_while_idle(conn, 0))
-				return false;
-			McConnFail(conn, ERRCODE_CONNECTION_FAILURE, "read from",
-					   "the server closed the connection");
+				return MC_IO_RETRY;
+			McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from",
+						   "the server closed the connection");
+			return MC_IO_FAILED;
 		}
 		if (errno == EINTR)
 			continue;
@@ -983,21 +972,22 @@ conn_fill(McConn *conn, size_t need)
 			continue;
 		}
 		if (conn_closed_while_idle(conn, errno))
-			return false;
-		McConnFail(conn, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
+			return MC_IO_RETRY;
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
+		return MC_IO_FAILED;
 	}
-	return true;
+	return MC_IO_OK;
 }
 
 /*
  * Return the next complete reply, reading as much as needed.  The reply is
  * described in place: offsets in *reply are relative to the returned
  * pointer, which stays valid until the next read on this connection.
- * Returns NULL when a pooled socket turned out to be closed while idle
- * (the socket is closed; the caller may retry on a new one).
+ * Returns NULL with *st set when the socket failed (soft) or turned out to
+ * be closed while idle (retry).
  */
-const char *
-McConnReadReply(McConn *conn, McReply *reply)
+static const char *
+conn_read_reply(McConn *conn, McReply *reply, bool soft, McIoStatus *st)
 {
 	for (;;)
 	{
@@ -1005,36 +995,86 @@ McConnReadReply(McConn *conn, McReply *reply)
 		McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, reply);
 
 		if (t == MC_REPLY_BAD)
-			McConnFail(conn, ERRCODE_PROTOCOL_VIOLATION, "read from",
-					   "the reply is not valid meta protocol");
+		{
+			McConnFailSoft(conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+						   "the reply is not valid meta protocol");
+			*st = MC_IO_FAILED;
+			return NULL;
+		}
 		if (t != MC_REPLY_NEED_MORE)
 			return base;
-		if (!conn_fill(conn, reply->need))
+		if ((*st = conn_fill(conn, reply->need, soft)) != MC_IO_OK)
 			return NULL;
 	}
 }
 
 /*
- * One request, one reply, on instance index: the common case of every
- * single-key function.  Retries once, on a fresh socket, when a pooled one
- * turns out to have been closed by the server while idle.  On return the
- * connection is busy and the reply is described by *reply (offsets relative
- * to the returned pointer); finish with McConnConsume + McConnEnd.
+ * One request, one reply, on instance index.  Retries once, on a fresh
+ * socket, when a pooled one turns out to have been closed by the server
+ * while idle.  On success the connection is busy and the reply is described
+ * by *reply (offsets relative to the returned pointer); finish with
+ * McConnConsume + McConnEnd.  With soft set, a failing instance gives NULL
+ * instead of an error.
  */
 const char *
 McConnRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
-				const char *data, size_t dlen, McReply *reply, McConn **connp)
+				const char *data, size_t dlen, McReply *reply, McConn **connp,
+				bool soft)
 {
 	for (;;)
 	{
-		McConn	   *conn = McConnBegin(srv, index);
-		const char *base;
+		McConn	   *conn = McConnPrepare(srv, index, soft);
+		const char *base = NULL;
+		McIoStatus	st;
 
 		*connp = conn;
-		if (McConnSend(conn, hdr, hlen, data, dlen) &&
-			(base = McConnReadReply(conn, reply)) != NULL)
+		if (conn == NULL || !conn_connect_finish(conn, soft))
+			return NULL;
+		st = conn_send(conn, hdr, hlen, data, dlen, soft);
+		if (st == MC_IO_OK)
+			base = conn_read_reply(conn, reply, soft, &st);
+		if (base != NULL)
 			return base;
+		if (st == MC_IO_FAILED)
+			return NULL;
 		/* closed while idle: the retry uses a new socket, not retryable */
+	}
+}
+
+/*
+ * McConnRoundtrip for a key, choosing its instance.  With failover on, an
+ * instance that fails the request is skipped for the rest of this call and
+ * the key goes where the client family would send it with that instance
+ * down (as Dalli does on the spot); each failure still counts towards
+ * failure_limit.  With failover off the key's instance is the only one, and
+ * its failure is the caller's error.
+ */
+const char *
+McRoundtripKey(McServer *srv, const char *key, size_t keylen,
+			   const char *hdr, size_t hlen, const char *data, size_t dlen,
+			   McReply *reply, McConn **connp)
+{
+	bool		buf[MC_MAX_ENDPOINTS];
+	const bool *alive = McServerAliveMap(srv, buf);
+
+	if (!srv->cfg.failover)
+		return McConnRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
+							   hdr, hlen, data, dlen, reply, connp, false);
+	if (alive == NULL)
+	{
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+			buf[i] = true;
+		alive = buf;
+	}
+	for (;;)
+	{
+		int			idx = McServerPickWith(srv, key, keylen, buf);
+		const char *base = McConnRoundtrip(srv, idx, hdr, hlen, data, dlen,
+										   reply, connp, true);
+
+		if (base != NULL)
+			return base;
+		buf[idx] = false;		/* McServerPickWith errors once none is left */
 	}
 }
 
@@ -1269,4 +1309,61 @@ McConnWriteSpace(McConn *conn, size_t n)
 		conn->wbuf = repalloc(conn->wbuf, conn->wcap);
 	}
 	return conn->wbuf + conn->wlen;
+}
+
+/*
+ * Run a text-protocol command answered by "STAT <name> <value>" lines and
+ * "END" ("stats", "stats slabs", "stats items", "stats settings") on one
+ * instance, handing each line to cb.  With soft set, a failing instance
+ * does not raise: false is returned and the cause is in conn->last_error
+ * (or the instance is dead), so a stats view can show one row per
+ * unreachable instance instead of failing as a whole.  Cancels and timeouts
+ * of the statement are never swallowed.
+ */
+bool
+McConnStatLines(McServer *srv, int index, const char *cmd,
+				McStatLineFn cb, void *arg, bool soft)
+{
+	size_t		len = strlen(cmd);
+
+	for (;;)					/* at most twice: see conn_closed_while_idle */
+	{
+		McConn	   *conn = McConnPrepare(srv, index, soft);
+		McIoStatus	st;
+
+		if (conn == NULL || !conn_connect_finish(conn, soft))
+			return false;
+		st = conn_send(conn, cmd, len, NULL, 0, soft);
+		while (st == MC_IO_OK)
+		{
+			McReply		r;
+			char	   *base = conn->rbuf + conn->rstart;
+			McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, &r);
+
+			if (t == MC_REPLY_NEED_MORE)
+				st = conn_fill(conn, r.need, soft);
+			else if (t == MC_REPLY_STAT)
+			{
+				cb(arg, base + r.msg_off, r.msg_len,
+				   base + r.stat_value_off, r.stat_value_len);
+				McConnConsume(conn, r.consumed);
+			}
+			else if (t == MC_REPLY_END)
+			{
+				McConnConsume(conn, r.consumed);
+				McConnEnd(conn);
+				return true;
+			}
+			else if (t == MC_REPLY_BAD)
+				return McConnFailSoft(conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+									  "the reply is not valid meta protocol");
+			else if (soft)
+				return McConnFailSoft(conn, true, ERRCODE_PROTOCOL_VIOLATION, "read from",
+									  "unexpected reply to a stats command");
+			else
+				McConnReplyError(conn, base, &r);
+		}
+		if (st == MC_IO_FAILED)
+			return false;
+	}
 }
