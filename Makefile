@@ -1,0 +1,107 @@
+# mcfdw — memcached for PostgreSQL 15.
+#
+#   make run          install what is missing, build, install, start a private
+#                     memcached + PostgreSQL, open psql (or run the demo)
+#   make test         the same set-up with four memcacheds, then every suite;
+#                     TESTS=unit,scripts,regress,integration or file paths
+#   make unit         build and run the C unit tests only (no servers)
+#   make deps         install the missing Debian packages (test/rig/packages.txt)
+#   make / make install / make installcheck   the usual PGXS targets
+#
+# run/test/unit/deps work before PostgreSQL's development files exist: they
+# install them first and then call $(MAKE) again for the PGXS part.
+
+# pg_regress tests (sql/NAME.sql, expected/NAME.out), in the order they run.
+REGRESS_TESTS = setup get set delete bytea keys options privileges cancel errors counters invalidation multi_get ring
+
+MODULE_big = mcfdw
+OBJS = \
+	src/mcfdw.o \
+	src/options.o \
+	src/pool.o \
+	src/functions.o \
+	src/multi_get.o \
+	src/servers.o \
+	src/protocol.o \
+	src/ring.o \
+	src/hash.o
+EXTENSION = mcfdw
+DATA = mcfdw--1.0.sql
+PGFILEDESC = "mcfdw - memcached for SQL"
+
+REGRESS = $(REGRESS_TESTS)
+# UTF8 database, C collation: the same answers on every machine.
+REGRESS_OPTS = --encoding=UTF8 --no-locale
+
+# -Wno-unused-parameter: PostgreSQL 15's own headers (ilist.h, bufpage.h,
+# fmgr.h's PG_FUNCTION_ARGS) trip -Wextra's unused-parameter with gcc 12 and
+# clang 14; no other -Wextra warning comes from them.
+PG_CPPFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter
+
+EXTRA_CLEAN = test/unit/bin
+
+# Debian's PostgreSQL 15 unless PG_CONFIG is given.
+PG_CONFIG_DEFAULT = /usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG ?= $(if $(wildcard $(PG_CONFIG_DEFAULT)),$(PG_CONFIG_DEFAULT),pg_config)
+
+# PGXS only once postgresql-server-dev-15 is there (pg_config alone comes
+# with the client package; pgxs.mk does not).
+PGXS := $(wildcard $(shell $(PG_CONFIG) --pgxs 2>/dev/null))
+
+.DEFAULT_GOAL := all
+
+ifneq ($(PGXS),)
+include $(PGXS)
+else
+all install installcheck:
+	@echo "PGXS not found ($(PG_CONFIG) --pgxs): run 'make deps' as root," \
+	      "or set PG_CONFIG to a PostgreSQL 15 pg_config" >&2
+	@exit 1
+endif
+
+# ---- C unit tests -------------------------------------------------------
+# Each test/unit/test_X.c is one TAP program, linked with the pure modules
+# (no PostgreSQL headers) that exist so far.
+UNIT_PURE = $(wildcard src/protocol.c src/ring.c src/hash.c)
+UNIT_SRCS = $(wildcard test/unit/test_*.c)
+UNIT_BINS = $(patsubst test/unit/%.c,test/unit/bin/%,$(UNIT_SRCS))
+UNIT_CC ?= cc
+# -Wno-unused-function: tap.h defines plain static functions, and a test
+# that calls only some of them would not build otherwise.
+UNIT_CFLAGS ?= -O2 -g -Wall -Wextra -Werror -Wno-unused-function
+UNIT_LDLIBS ?=
+
+test/unit/bin/%: test/unit/%.c $(UNIT_PURE) $(wildcard src/*.h) test/unit/tap.h
+	@mkdir -p $(@D)
+	$(UNIT_CC) $(UNIT_CFLAGS) -Isrc -Itest/unit -o $@ $< $(UNIT_PURE) $(UNIT_LDLIBS)
+
+.PHONY: unit-build
+unit-build: $(UNIT_BINS)
+
+# ---- the rig ------------------------------------------------------------
+# Environment handed to test/rig/*.sh (PG_CONFIG, TESTS and the MCFDW_*
+# knobs reach them through the environment when the user sets them).
+RIG_ENV = MAKE='$(MAKE)' \
+	MCFDW_REGRESS='$(REGRESS)' MCFDW_REGRESS_OPTS='$(REGRESS_OPTS)' \
+	MCFDW_TESTS='$(TESTS)'
+
+.PHONY: deps run test unit
+
+deps:
+	@test/rig/deps.sh
+
+# The build runs in a new make: this one may have started before PGXS was
+# installed.  PGXS's install builds first.
+run: deps
+	@$(MAKE) --no-print-directory install
+	@$(RIG_ENV) test/rig/run.sh
+
+test: deps
+	@$(MAKE) --no-print-directory install || \
+	  { echo ""; echo "build or install failed"; echo "0 passed, 1 failed"; exit 1; }
+	@$(RIG_ENV) test/rig/test.sh
+
+unit: deps
+	@$(RIG_ENV) MCFDW_TESTS=unit test/rig/test.sh
+
+# `make bench` (test/bench/) is added separately; keep it out of `make test`.

@@ -1,0 +1,287 @@
+"""mcrig — helpers for mcfdw's integration tests (stdlib + psycopg2).
+
+`make test` runs every test/integration/*.py with /usr/bin/python3 and this
+directory on PYTHONPATH, inside the rig (test/rig/lib.sh), whose environment
+says where things are: PGHOST/PGPORT/PGUSER/PGDATABASE, MCFDW_MC_PORTS (the
+four rig memcacheds), MCFDW_HANG_PORT (accepts, never answers), MCFDW_RIG
+(the rig's temp dir), MCFDW_MEMCACHED, MCFDW_SRC.
+
+A test prints TAP and exits non-zero on failure:
+
+    import mcrig
+    t = mcrig.TAP()
+    mc = mcrig.start_memcached("-m", "8")      # a private one; stopped at exit
+    conn = mcrig.pg_connect()
+    t.is_(mc.stats()["curr_items"], "0", "starts empty")
+    t.done()
+
+The rig's own memcacheds are shared by all tests: don't stop them; start a
+private one when a test needs to kill, restart or fill a server.
+"""
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+__all__ = ["TAP", "free_port", "start_memcached", "Memcached", "stats",
+           "mc_command", "rig_ports", "hang_port", "pg_connect", "wait_for",
+           "wait_port"]
+
+HOST = "127.0.0.1"
+
+
+class TAP:
+    """TAP on stdout: ok/is_/skip/diag, then done() prints the plan and exits."""
+
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, name="", *diag):
+        """Record one test point; returns cond so a test can stop early."""
+        self.n += 1
+        if not cond:
+            self.failed += 1
+        print("%sok %d - %s" % ("" if cond else "not ", self.n, name), flush=True)
+        if not cond:
+            for d in diag:
+                self.diag(d)
+        return bool(cond)
+
+    def is_(self, got, want, name=""):
+        """ok(got == want), showing both when they differ."""
+        return self.ok(got == want, name,
+                       "     got: %r" % (got,), "expected: %r" % (want,))
+
+    def skip(self, name, reason):
+        self.n += 1
+        print("ok %d - %s # SKIP %s" % (self.n, name, reason), flush=True)
+
+    def diag(self, msg):
+        for line in str(msg).splitlines() or [""]:
+            print("# " + line, flush=True)
+
+    def done(self):
+        """Print the plan and exit: status 1 if anything failed."""
+        print("1..%d" % self.n, flush=True)
+        sys.exit(1 if self.failed else 0)
+
+
+def free_port():
+    """A loopback port nobody listens on right now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def rig_ports():
+    """Ports of the rig's memcacheds, as ints (four under `make test`)."""
+    return [int(p) for p in os.environ["MCFDW_MC_PORTS"].split(",") if p]
+
+
+def hang_port():
+    """Port of the rig's listener that accepts and never answers."""
+    return int(os.environ["MCFDW_HANG_PORT"])
+
+
+def wait_for(pred, timeout=10.0, interval=0.02, what="condition"):
+    """Poll pred() until it returns something true; return it, or raise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def wait_port(port, timeout=10.0):
+    """Wait until something accepts TCP connections on HOST:port."""
+    def accepts():
+        try:
+            socket.create_connection((HOST, port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+    wait_for(accepts, timeout, what="port %d" % port)
+
+
+def _reply_complete(buf, end):
+    if not buf.endswith(b"\r\n"):
+        return False
+    if buf.endswith(tuple(end)):
+        return True
+    last = buf[:-2].rsplit(b"\r\n", 1)[-1]
+    return last == b"ERROR" or last.startswith((b"CLIENT_ERROR", b"SERVER_ERROR"))
+
+
+def mc_command(port, command, end=(b"END\r\n",), timeout=5.0):
+    """Send one raw text-protocol command and return the raw reply.
+
+    Reads until the reply ends with one of `end` or with an error line, or
+    the server closes.  For stats and simple commands, not for values that
+    may contain the end marker.  E.g. mc_command(p, "flush_all", end=(b"OK\r\n",)).
+    """
+    if isinstance(command, str):
+        command = command.encode()
+    if not command.endswith(b"\r\n"):
+        command += b"\r\n"
+    with socket.create_connection((HOST, port), timeout=timeout) as s:
+        s.sendall(command)
+        buf = b""
+        while not _reply_complete(buf, end):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+
+
+def stats(port, group=""):
+    """`stats [group]` of any memcached, as a dict of strings."""
+    raw = mc_command(port, ("stats " + group).strip())
+    out = {}
+    for line in raw.decode("latin-1").splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0] == "STAT":
+            out[parts[1]] = parts[2]
+    return out
+
+
+_started = []
+
+
+class Memcached:
+    """A private memcached on a free port; see start_memcached()."""
+
+    def __init__(self, args, port=None):
+        self.args = list(args)
+        self.port = port or free_port()
+        self.proc = None
+        self.pidfile = None
+        rig = os.environ.get("MCFDW_RIG")
+        rig_tmp = os.path.join(rig, "tmp") if rig else None
+        self.log = tempfile.NamedTemporaryFile(
+            prefix="memcached-%d-" % self.port, suffix=".log",
+            dir=rig_tmp if rig_tmp and os.path.isdir(rig_tmp) else None, delete=False)
+
+    @property
+    def addr(self):
+        """"127.0.0.1:PORT", the form a servers option takes."""
+        return "%s:%d" % (HOST, self.port)
+
+    def start(self, timeout=10.0):
+        binary = os.environ.get("MCFDW_MEMCACHED", "/usr/bin/memcached")
+        cmd = [binary, "-l", HOST, "-p", str(self.port), "-U", "0", "-m", "64"]
+        if os.geteuid() == 0:
+            cmd += ["-u", "nobody"]
+        cmd += self.args            # later flags win, e.g. -m 8
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self._record_pid()
+        try:
+            wait_for(lambda: self.proc.poll() is not None or self._answers(),
+                     timeout, what="memcached on port %d" % self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+        if self.proc.poll() is not None:
+            raise RuntimeError("memcached on port %d exited: %s"
+                               % (self.port, self._log_text()))
+        return self
+
+    def _answers(self):
+        try:
+            return mc_command(self.port, b"version", end=(b"\r\n",), timeout=1).startswith(b"VERSION")
+        except OSError:
+            return False
+
+    def _log_text(self):
+        try:
+            with open(self.log.name, errors="replace") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+
+    def _record_pid(self):
+        # The rig kills whatever is recorded here if this process dies first.
+        rig = os.environ.get("MCFDW_RIG")
+        if rig and os.path.isdir(os.path.join(rig, "pids")):
+            self.pidfile = os.path.join(rig, "pids", "mcrig-%d.pid" % self.proc.pid)
+            with open(self.pidfile, "w") as f:
+                f.write("%d\n" % self.proc.pid)
+
+    def stop(self, sig=signal.SIGKILL):
+        """Stop it (SIGKILL by default: memcached keeps nothing to save)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.pidfile:
+            try:
+                os.unlink(self.pidfile)
+            except OSError:
+                pass
+            self.pidfile = None
+
+    def restart(self):
+        """Stop and start again on the same port, empty."""
+        self.stop()
+        return self.start()
+
+    def stats(self, group=""):
+        return stats(self.port, group)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start_memcached(*extra_args, port=None):
+    """Start a private memcached (extra args are appended to the defaults
+    `-l 127.0.0.1 -p PORT -U 0 -m 64 [-u nobody]`); it is stopped at exit."""
+    m = Memcached(extra_args, port)
+    _started.append(m)
+    return m.start()
+
+
+def pg_connect(dbname=None, autocommit=True, **kw):
+    """psycopg2 connection to the rig's cluster (PG* from the environment)."""
+    import psycopg2     # here, so tests that need no PostgreSQL don't need it
+    params = dict(host=os.environ.get("PGHOST", HOST),
+                  port=os.environ.get("PGPORT", "5432"),
+                  user=os.environ.get("PGUSER", "postgres"),
+                  dbname=dbname or os.environ.get("PGDATABASE", "postgres"))
+    params.update(kw)
+    conn = psycopg2.connect(**params)
+    conn.autocommit = autocommit
+    return conn
+
+
+def _cleanup():
+    for m in _started:
+        m.stop()
+        try:
+            os.unlink(m.log.name)
+        except OSError:
+            pass
+
+
+def _on_term(signum, frame):
+    sys.exit(128 + signum)      # runs atexit, so _cleanup too
+
+
+atexit.register(_cleanup)
+if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _on_term)

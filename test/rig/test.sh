@@ -1,0 +1,317 @@
+#!/bin/bash
+# test.sh — `make test` (and `make unit`): bring the rig up, run every suite,
+# count TAP, and end with the line "N passed, N failed".
+#
+# Suites, in order (MCFDW_TESTS / `make test TESTS=...` picks some):
+#   unit         test/unit/test_*.c, built by `make test/unit/bin/test_X`
+#   scripts      test/unit/*.sh, then test/fuzz/run_fuzz.sh when present
+#   regress      pg_regress over MCFDW_REGRESS against the private cluster
+#   integration  test/integration/*.py|*.rb|*.sh
+# MCFDW_TESTS takes suite names and/or file paths (comma or space separated):
+# "unit,regress", "test/integration/pool.py", "none" (just the rig).
+#
+# Counting: every TAP "ok"/"not ok" line counts (a "not ok ... # TODO" does
+# not fail); a program that exits non-zero with no "not ok" counts one
+# failure, one that prints no test line counts one failure, one that prints a
+# plan it did not meet counts one failure; each pg_regress test counts once.
+set -euo pipefail
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RIG_SRC"
+
+MAKE=${MAKE:-make}
+# make passes these; when run by hand, read them from the Makefile.
+MCFDW_REGRESS=${MCFDW_REGRESS:-$(sed -n 's/^REGRESS_TESTS *= *//p' Makefile)}
+MCFDW_REGRESS_OPTS=${MCFDW_REGRESS_OPTS:-$(sed -n 's/^REGRESS_OPTS *= *//p' Makefile)}
+MCFDW_TESTS=${MCFDW_TESTS:-}
+export MCFDW_FUZZ_SECONDS=${MCFDW_FUZZ_SECONDS:-20}
+export MCFDW_RUBY=${MCFDW_RUBY:-/usr/bin/ruby}
+export MCFDW_PYTHON MCFDW_MEMCACHED MCFDW_SRC="$RIG_SRC"
+export PYTHONPATH="$RIG_SRC/test/lib${PYTHONPATH:+:$PYTHONPATH}"
+export RUBYLIB="$RIG_SRC/test/lib${RUBYLIB:+:$RUBYLIB}"
+export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# Per-program time limits, seconds.
+LIMIT_UNIT=${MCFDW_LIMIT_UNIT:-120}
+LIMIT_SCRIPT=${MCFDW_LIMIT_SCRIPT:-300}
+LIMIT_REGRESS=${MCFDW_LIMIT_REGRESS:-600}
+LIMIT_INTEGRATION=${MCFDW_LIMIT_INTEGRATION:-300}
+
+PASSED=0
+FAILED=0
+SKIPPED=0
+FAILED_NAMES=()
+SUMMARY_DONE=0
+CUR_BASE=""
+
+# ---- what to run ---------------------------------------------------------
+WANT_SUITES=()
+WANT_FILES=()
+for w in ${MCFDW_TESTS//,/ }; do
+	case "$w" in
+	all) WANT_SUITES+=(unit scripts regress integration) ;;
+	unit | scripts | regress | integration | none) WANT_SUITES+=("$w") ;;
+	tap) WANT_SUITES+=(scripts) ;;
+	*)
+		[ -e "$w" ] || { echo "test.sh: no suite or file named '$w'" >&2; exit 2; }
+		WANT_FILES+=("$w")
+		;;
+	esac
+done
+[ ${#WANT_SUITES[@]} -eq 0 ] && [ ${#WANT_FILES[@]} -eq 0 ] &&
+	WANT_SUITES=(unit scripts regress integration)
+
+want_suite() {
+	local s
+	for s in "${WANT_SUITES[@]}"; do [ "$s" = "$1" ] && return 0; done
+	return 1
+}
+
+# Files of a suite to run: all of them when the suite is wanted, else the
+# ones named in MCFDW_TESTS.
+pick() {
+	local suite=$1 f w
+	shift
+	for f in "$@"; do
+		[ -e "$f" ] || continue
+		if want_suite "$suite"; then
+			echo "$f"
+			continue
+		fi
+		for w in "${WANT_FILES[@]}"; do
+			[ "$(realpath "$w")" = "$(realpath "$f")" ] && echo "$f"
+		done
+	done
+	return 0
+}
+
+shopt -s nullglob
+mapfile -t UNIT_FILES < <(pick unit test/unit/test_*.c)
+mapfile -t SCRIPT_FILES < <(pick scripts test/unit/*.sh test/fuzz/run_fuzz.sh)
+mapfile -t INTEGRATION_FILES < <(pick integration test/integration/*.py \
+	test/integration/*.rb test/integration/*.sh | LC_ALL=C sort)
+shopt -u nullglob
+RUN_REGRESS=0
+want_suite regress && [ -n "$MCFDW_REGRESS" ] && RUN_REGRESS=1
+NEED_RIG=0
+{ [ $RUN_REGRESS -eq 1 ] || [ ${#INTEGRATION_FILES[@]} -gt 0 ] || want_suite none; } && NEED_RIG=1
+
+# ---- bookkeeping ---------------------------------------------------------
+summary() {
+	[ "$SUMMARY_DONE" -eq 1 ] && return 0
+	SUMMARY_DONE=1
+	echo ""
+	if [ ${#FAILED_NAMES[@]} -gt 0 ]; then
+		echo "failed:"
+		printf '    %s\n' "${FAILED_NAMES[@]}"
+	fi
+	[ "$SKIPPED" -gt 0 ] && echo "($SKIPPED of the passed tests were skips)"
+	echo "$PASSED passed, $FAILED failed"
+}
+
+# Kill the test program that is running, if any (its whole process group).
+stop_current() {
+	[ -n "$CUR_BASE" ] && [ -f "$CUR_BASE.pid" ] || return 0
+	local pg
+	pg=$(cat "$CUR_BASE.pid")
+	kill -TERM -- "-$pg" 2>/dev/null || return 0
+	local n
+	for ((n = 0; n < 40; n++)); do
+		kill -0 -- "-$pg" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -KILL -- "-$pg" 2>/dev/null || true
+	CUR_BASE=""
+}
+
+on_exit() {
+	local rc=$?
+	set +e
+	trap '' INT TERM
+	stop_current
+	if [ "$SUMMARY_DONE" -eq 0 ]; then
+		# Left early: a signal or a rig failure.  Count it, show the logs.
+		FAILED=$((FAILED + 1))
+		FAILED_NAMES+=("test.sh stopped early (status $rc)")
+		rig_teardown 1
+		rm -rf "$WORK"
+		summary
+		[ "$rc" -eq 0 ] && rc=1
+		exit "$rc"
+	fi
+	rig_teardown 0
+	rm -rf "$WORK"
+	exit "$rc"
+}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcfdw-test.XXXXXX")	# outputs of the programs
+trap on_exit EXIT
+trap 'echo; echo "${0##*/}: interrupted"; exit 130' INT
+trap 'echo "${0##*/}: terminated"; exit 143' TERM
+
+header() { printf '\n===== %s =====\n' "$*"; }
+
+# run_prog LIMIT CMD... — run CMD in its own process group, stream its output,
+# leave RUN_OUT (the captured output) and RUN_RC (124 when it timed out).
+RUN_SEQ=0
+run_prog() {
+	local limit=$1
+	shift
+	RUN_SEQ=$((RUN_SEQ + 1))
+	CUR_BASE="$WORK/run.$RUN_SEQ"
+	# run-one.sh ends by killing its own group; the 2>/dev/null keeps the
+	# shell's "Killed" job notice out of the output (the test's own stderr
+	# is already folded into its stdout).
+	{ setsid "$RIG_SRC/test/rig/run-one.sh" "$CUR_BASE" "$limit" "$@" | tee "$CUR_BASE.out"; } 2>/dev/null &
+	wait $! || true
+	RUN_OUT="$CUR_BASE.out"
+	if [ -f "$CUR_BASE.rc" ]; then
+		RUN_RC=$(cat "$CUR_BASE.rc")
+	elif [ -f "$CUR_BASE.timeout" ]; then
+		echo "# rig: $(cat "$CUR_BASE.timeout")"
+		RUN_RC=124
+	else
+		RUN_RC=255
+	fi
+	CUR_BASE=""
+}
+
+# count_tap NAME — add RUN_OUT's TAP lines to the totals.
+count_tap() {
+	local name=$1 p f s plan bail
+	read -r p f s plan bail < <(awk '
+		/^ok([ \t]|$)/      { p++; if (tolower($0) ~ /#[ \t]*skip/) s++; next }
+		/^not ok([ \t]|$)/  { if (tolower($0) ~ /#[ \t]*todo/) p++; else f++; next }
+		/^1\.\.[0-9]+/      { plan = substr($1, 4) + 0 }
+		/^Bail out!/        { bail = 1 }
+		END { printf "%d %d %d %d %d\n", p, f, s, (plan == "" ? -1 : plan), bail }
+	' "$RUN_OUT")
+	local extra=""
+	if [ "$bail" -eq 1 ] && [ "$f" -eq 0 ]; then
+		extra="bailed out"
+	elif [ "$RUN_RC" -ne 0 ] && [ "$f" -eq 0 ]; then
+		extra="exited with status $RUN_RC"
+	elif [ $((p + f)) -eq 0 ]; then
+		extra="printed no test result"
+	elif [ "$plan" -ge 0 ] && [ "$plan" -ne $((p + f)) ] && [ "$f" -eq 0 ]; then
+		extra="planned $plan tests, ran $((p + f))"
+	fi
+	if [ -n "$extra" ]; then
+		echo "# rig: $name $extra: counted as a failure"
+		f=$((f + 1))
+	fi
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	SKIPPED=$((SKIPPED + s))
+	[ "$f" -eq 0 ] || FAILED_NAMES+=("$name ($f)")
+	return 0
+}
+
+fail_one() {
+	echo "not ok - $1"
+	FAILED=$((FAILED + 1))
+	FAILED_NAMES+=("$1")
+}
+
+# ---- the rig ---------------------------------------------------------------
+if [ $NEED_RIG -eq 1 ]; then
+	header "rig"
+	rig_start 4
+	if ! rig_setup_extension; then
+		fail_one "rig: CREATE EXTENSION mcfdw / ALTER SERVER memcached"
+	fi
+fi
+
+# ---- 1. C unit tests -------------------------------------------------------
+if [ ${#UNIT_FILES[@]} -gt 0 ]; then
+	header "unit: test/unit/test_*.c"
+	for src in "${UNIT_FILES[@]}"; do
+		name=$(basename "$src" .c)
+		bin="test/unit/bin/$name"
+		echo "# $name"
+		if ! "$MAKE" --no-print-directory -s "$bin"; then
+			fail_one "build $bin"
+			continue
+		fi
+		if [ "${MCFDW_VALGRIND:-0}" = "1" ]; then
+			run_prog "$LIMIT_UNIT" valgrind -q --error-exitcode=99 --leak-check=full "$bin"
+		else
+			run_prog "$LIMIT_UNIT" "$bin"
+		fi
+		count_tap "$name"
+	done
+fi
+
+# ---- 2. TAP scripts --------------------------------------------------------
+if [ ${#SCRIPT_FILES[@]} -gt 0 ]; then
+	header "scripts: test/unit/*.sh, test/fuzz/run_fuzz.sh"
+	for f in "${SCRIPT_FILES[@]}"; do
+		echo "# $f"
+		run_prog "$LIMIT_SCRIPT" bash "$f"
+		count_tap "$f"
+	done
+fi
+
+# ---- 3. pg_regress ---------------------------------------------------------
+if [ $RUN_REGRESS -eq 1 ]; then
+	header "regress: pg_regress $MCFDW_REGRESS"
+	pg_regress="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress"
+	# PGXS appends its own --dbname to REGRESS_OPTS; the rig names the database.
+	opts=()
+	for o in $MCFDW_REGRESS_OPTS; do
+		[[ $o == --dbname=* ]] || opts+=("$o")
+	done
+	outdir="$RIG/regress"
+	mkdir -p "$outdir"
+	# shellcheck disable=SC2086  # the option and test lists are word lists
+	run_prog "$LIMIT_REGRESS" "$pg_regress" --inputdir=. --outputdir="$outdir" \
+		--bindir="$RIG_PGBIN" --host=127.0.0.1 --port="$PGPORT" --user=postgres \
+		--dbname=contrib_regression "${opts[@]}" $MCFDW_REGRESS
+	read -r p f < <(awk '
+		/^ok[ \t]/ || /\.\.\. ok([ \t]|$)/                     { p++; next }
+		/\.\.\. failed \(ignored\)/                            { p++; next }
+		/^not ok[ \t]/ || /\.\.\. (FAILED|failed)([ \t]|$)/    { f++; next }
+		END { printf "%d %d\n", p, f }
+	' "$RUN_OUT")
+	if [ "$RUN_RC" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "# rig: pg_regress exited with status $RUN_RC: counted as a failure"
+		f=1
+	fi
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	if [ "$f" -ne 0 ]; then
+		FAILED_NAMES+=("pg_regress ($f)")
+		if [ -s "$outdir/regression.diffs" ]; then
+			echo "----- regression.diffs -----"
+			head -n 2000 "$outdir/regression.diffs"
+			[ "$(wc -l <"$outdir/regression.diffs")" -le 2000 ] ||
+				echo "(regression.diffs cut at 2000 lines)"
+			echo "----- end of regression.diffs -----"
+		fi
+		# Keep them where PGXS would have put them (both are gitignored).
+		rm -rf "$RIG_SRC/results"
+		cp -r "$outdir/results" "$RIG_SRC/results" 2>/dev/null || true
+		cp "$outdir/regression.diffs" "$outdir/regression.out" "$RIG_SRC/" 2>/dev/null || true
+		echo "# rig: results/, regression.diffs and regression.out copied to $RIG_SRC"
+	fi
+fi
+
+# ---- 4. integration tests --------------------------------------------------
+if [ ${#INTEGRATION_FILES[@]} -gt 0 ]; then
+	header "integration: test/integration/*"
+	for f in "${INTEGRATION_FILES[@]}"; do
+		echo "# $f"
+		case "$f" in
+		*.py) run_prog "$LIMIT_INTEGRATION" "$MCFDW_PYTHON" "$f" ;;
+		*.rb) run_prog "$LIMIT_INTEGRATION" "$MCFDW_RUBY" "$f" ;;
+		*.sh) run_prog "$LIMIT_INTEGRATION" bash "$f" ;;
+		esac
+		count_tap "$f"
+	done
+fi
+
+# ---- done ----------------------------------------------------------------
+rig_keep_if_asked
+status=0
+[ "$FAILED" -eq 0 ] || status=1
+rig_teardown "$status"
+summary
+exit "$status"
