@@ -671,6 +671,10 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 		run_batch(&b);
 	}
 	MemoryContextSwitchTo(old);
+	/* what a batch costs in work memory, for the allocation budget test */
+	if (message_level_is_interesting(DEBUG1))
+		elog(DEBUG1, "mcfdw: mc_get_multi of %d keys used %zu bytes of work memory",
+			 b.nkeys, MemoryContextMemAllocated(work, true));
 	MemoryContextDelete(work);
 	return (Datum) 0;
 }
