@@ -94,13 +94,26 @@ extern size_t mc_b64_decode(const char *src, size_t len, unsigned char *dst);
  *
  * mc_encode_request: generic; cmd is "mg", "ms", "md", "ma".  For "ms",
  * datalen is the value length (the caller sends the data and "\r\n" after the
- * header); pass -1 for commands without data.
+ * header); pass -1 for commands without data.  opts may be NULL.  Flags are
+ * always written in this order:
+ *     <cmd> <key> [<datalen>] [b] [T<ttl>] [N<ttl>] [C<cas>] [F<flags>]
+ *     [M<mode>] [D<delta>] [J<initial>] [I] [v] [f] [k] [c] [t] [s]
+ *     [O<opaque>] [q]
+ * (T before t matters: memcached applies flags left to right, so "T99 t"
+ * returns the new TTL and "t T99" the old one.)  Numbers are decimal; T and
+ * N may be negative.  Returns 0, writing nothing useful, if cmd is longer
+ * than 2 bytes, wlen > MC_KEY_MAX, opaque_len > 31 or mode is not a
+ * printable character: those are the only inputs that could overflow
+ * MC_REQ_HEADER_MAX.
  */
 extern size_t mc_encode_request(char *dst, const char *cmd,
 								const char *wkey, size_t wlen, bool b64,
 								long datalen, const McReqOpts *opts);
 
-/* Hot path of a pipelined multi-get: "mg <key> [b] v [f] k q\r\n". */
+/*
+ * Hot path of a pipelined multi-get: "mg <key> [b] v [f] k q\r\n".  Three
+ * fixed copies, no formatting.  Returns 0 if wlen > MC_KEY_MAX.
+ */
 extern size_t mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen,
 								  bool b64, bool want_flags);
 
@@ -162,7 +175,40 @@ typedef struct McReply
  * mc_parse_reply: parse the reply that starts at buf[0].  Never reads past
  * buf[len-1], never allocates.  Returns r->type.  For NEED_MORE, r->need >= 1
  * is the minimum number of further bytes before a retry can succeed.
+ *
+ * Details of the contract (test/unit/test_protocol.c checks each):
+ *  - Fields a reply does not set are 0: flag values whose MC_F_* bit is not
+ *    in present, msg_* except for errors and STAT, and so on.  BAD leaves
+ *    everything 0 but type.
+ *  - NEED_MORE with header_len == 0: the header line is incomplete; need is
+ *    1 if buf ends in CR, else 2.  NEED_MORE with header_len != 0: a VA
+ *    header is complete and all its fields are filled (value_off/value_len
+ *    included), and need is exactly the number of bytes still missing, so
+ *    the caller can read straight to the end of the value.
+ *  - The header line, CRLF included, must fit in MC_REPLY_LINE_MAX bytes;
+ *    a lone "\n" or a line starting with anything but a known reply code is
+ *    BAD at once.
+ *  - Known flags must be well-formed: c f s t need a decimal number that
+ *    fits (f: uint32, c s: uint64, t: int64, may be negative) followed by a
+ *    space or the CR; b W X Z must stand alone.  Anything else after those
+ *    letters ("f12x", "f", "c-1", "bx", an overflow) makes the reply BAD.
+ *    k and O take any token, possibly empty.  Tokens starting with other
+ *    letters are skipped (new server flags, h, l), and so are empty tokens
+ *    from doubled or trailing spaces.  A repeated flag: the first wins.
+ *  - VA size: decimal, at most 2^31; the data block must be followed by
+ *    CRLF.  "OK" (servers before 1.6.10) is HD.  STAT's value and the error
+ *    message are the rest of the line and may contain spaces.
  */
 extern McReplyType mc_parse_reply(const char *buf, size_t len, McReply *r);
+
+/*
+ * (Addition to the lead's contract.)
+ * mc_reply_key_matches: does the key echoed by reply r (parsed from buf)
+ * equal the raw key?  Decodes base64 when the reply carries b.  Needed
+ * because memcached echoes k in the form the item was *stored* with: an item
+ * stored under a printable key comes back raw even when fetched with b.
+ */
+extern bool mc_reply_key_matches(const char *buf, const McReply *r,
+								 const char *key, size_t keylen);
 
 #endif							/* MCFDW_PROTOCOL_H */

@@ -1,0 +1,1069 @@
+/*
+ * protocol.c — memcached meta protocol: key encoding, request encoding and
+ * the in-place reply parser.
+ *
+ * Owns: the byte-level wire format, and nothing else.  Must not: include
+ * PostgreSQL headers, allocate, do I/O, or keep mutable state between calls.
+ * Every entry point works on caller-owned buffers, so this file can be unit
+ * tested, fuzzed and benchmarked on its own and linked into the extension
+ * unchanged.
+ *
+ * Parser rules (see mc_parse_reply):
+ *	- a reply is one header line ending in "\r\n" (a lone "\n" is BAD), at
+ *	  most MC_REPLY_LINE_MAX bytes including the CRLF, then for VA the data
+ *	  block and "\r\n";
+ *	- flag letters the parser knows must be well-formed: c f s t need a
+ *	  decimal number in range (t may be negative) that ends at a space or the
+ *	  CR, and b W X Z must stand alone.  "f12x", "f", "c-1", "bq" or a number
+ *	  too big for its field make the whole reply BAD, because memcached never
+ *	  sends them and the stream can no longer be trusted;
+ *	- k and O take any token (possibly empty); tokens starting with any
+ *	  other letter are skipped, so new server flags do not break us;
+ *	- when a flag repeats, the first occurrence wins (later ones are still
+ *	  checked for well-formedness).
+ *
+ * Parser layout: parse_general is the reference for every reply (memchr for
+ * the LF, then one pass over the line with its CR as a sentinel).  On
+ * x86-64, parse_va_fast first tries the multi-get's VA reply from a SIMD
+ * mask of the header's delimiters; it accepts only replies it fully
+ * understands and hands everything else, unchanged, to parse_general.
+ */
+#include "protocol.h"
+
+#include <string.h>
+
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
+
+/* Worst-case header mc_encode_request can produce; must fit the contract. */
+#define MC_REQ_WORST (2 + 1 + MC_KEY_MAX	/* cmd, space, key */ \
+					  + 21				/* " <datalen>" */ \
+					  + 2				/* " b" */ \
+					  + 2 * 22			/* " T<i64>", " N<i64>" */ \
+					  + 3 * 22			/* " C<u64>", " D<u64>", " J<u64>" */ \
+					  + 12				/* " F<u32>" */ \
+					  + 3 + 2			/* " M<m>", " I" */ \
+					  + 6 * 2			/* " v f k c t s" */ \
+					  + 2 + 31			/* " O<opaque>" */ \
+					  + 2 + 2)			/* " q", CRLF */
+
+/* C99 has no static_assert: a negative array size stops the build instead. */
+typedef char mc_req_worst_fits[(MC_REQ_WORST <= MC_REQ_HEADER_MAX) ? 1 : -1];
+
+#define MC_OPAQUE_MAX	31
+#define MC_VA_SIZE_MAX	(UINT64_C(1) << 31)
+
+/* ---------------------------------------------------------------------
+ * Base64 and keys
+ * --------------------------------------------------------------------- */
+
+static const char b64_alphabet[] =
+"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/*
+ * Plain RFC 4648 with padding: memcached 1.6.18 rejects unpadded keys with
+ * "CLIENT_ERROR error decoding key", so padding is not optional here.
+ */
+size_t
+mc_b64_encode(const unsigned char *src, size_t len, char *dst)
+{
+	char	   *d = dst;
+	size_t		i = 0;
+
+	for (; i + 3 <= len; i += 3)
+	{
+		uint32_t	v = ((uint32_t) src[i] << 16) |
+			((uint32_t) src[i + 1] << 8) | src[i + 2];
+
+		d[0] = b64_alphabet[v >> 18];
+		d[1] = b64_alphabet[(v >> 12) & 63];
+		d[2] = b64_alphabet[(v >> 6) & 63];
+		d[3] = b64_alphabet[v & 63];
+		d += 4;
+	}
+	if (len - i == 1)
+	{
+		uint32_t	v = (uint32_t) src[i] << 16;
+
+		d[0] = b64_alphabet[v >> 18];
+		d[1] = b64_alphabet[(v >> 12) & 63];
+		d[2] = '=';
+		d[3] = '=';
+		d += 4;
+	}
+	else if (len - i == 2)
+	{
+		uint32_t	v = ((uint32_t) src[i] << 16) | ((uint32_t) src[i + 1] << 8);
+
+		d[0] = b64_alphabet[v >> 18];
+		d[1] = b64_alphabet[(v >> 12) & 63];
+		d[2] = b64_alphabet[(v >> 6) & 63];
+		d[3] = '=';
+		d += 4;
+	}
+	return (size_t) (d - dst);
+}
+
+/*
+ * A switch instead of a 256-entry table keeps the file free of large
+ * initialisers; decoding only runs on echoed keys, never per value byte.
+ */
+static int
+b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/*
+ * Strict on purpose: anything that is not the canonical encoding (wrong
+ * length, stray '=', non-zero pad bits) is refused, because a key that does
+ * not round-trip must never be matched against a request.
+ */
+size_t
+mc_b64_decode(const char *src, size_t len, unsigned char *dst)
+{
+	const unsigned char *s = (const unsigned char *) src;
+	unsigned char *d = dst;
+	size_t		i;
+
+	if (len % 4 != 0)
+		return (size_t) -1;
+	for (i = 0; i < len; i += 4)
+	{
+		int			a = b64_value(s[i]);
+		int			b = b64_value(s[i + 1]);
+		int			c;
+		int			e;
+		bool		last = (i + 4 == len);
+
+		if (a < 0 || b < 0)
+			return (size_t) -1;
+		if (last && s[i + 2] == '=' && s[i + 3] == '=')
+		{
+			if (b & 15)
+				return (size_t) -1;
+			*d++ = (unsigned char) ((a << 2) | (b >> 4));
+			break;
+		}
+		c = b64_value(s[i + 2]);
+		if (c < 0)
+			return (size_t) -1;
+		if (last && s[i + 3] == '=')
+		{
+			if (c & 3)
+				return (size_t) -1;
+			*d++ = (unsigned char) ((a << 2) | (b >> 4));
+			*d++ = (unsigned char) (((b & 15) << 4) | (c >> 2));
+			break;
+		}
+		e = b64_value(s[i + 3]);
+		if (e < 0)
+			return (size_t) -1;
+		*d++ = (unsigned char) ((a << 2) | (b >> 4));
+		*d++ = (unsigned char) (((b & 15) << 4) | (c >> 2));
+		*d++ = (unsigned char) (((c & 3) << 6) | e);
+	}
+	return (size_t) (d - dst);
+}
+
+/*
+ * Printable keys go raw so they stay readable (and reachable with a plain
+ * text-protocol "get"); anything memcached would split or choke on is sent
+ * base64 so no key can ever inject protocol.
+ */
+McKeyStatus
+mc_key_encode(const char *key, size_t len, char *out, size_t *outlen,
+			  bool *b64)
+{
+	const unsigned char *k = (const unsigned char *) key;
+	size_t		i;
+
+	*outlen = 0;
+	*b64 = false;
+	if (len == 0)
+		return MC_KEY_EMPTY;
+	for (i = 0; i < len; i++)
+	{
+		if ((unsigned char) (k[i] - 0x21) > (0x7e - 0x21))
+			break;
+	}
+	if (i == len)
+	{
+		if (len > MC_KEY_MAX)
+			return MC_KEY_TOO_LONG;
+		memcpy(out, key, len);
+		*outlen = len;
+		return MC_KEY_OK;
+	}
+	if (len > MC_KEY_MAX_B64)
+		return MC_KEY_TOO_LONG;
+	*outlen = mc_b64_encode(k, len, out);
+	*b64 = true;
+	return MC_KEY_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Request encoders
+ * --------------------------------------------------------------------- */
+
+/* snprintf is slow and locale-aware; request headers need neither. */
+static char *
+put_u64(char *d, uint64_t v)
+{
+	char		tmp[20];
+	int			n = 0;
+
+	do
+	{
+		tmp[n++] = (char) ('0' + (int) (v % 10));
+		v /= 10;
+	} while (v != 0);
+	while (n > 0)
+		*d++ = tmp[--n];
+	return d;
+}
+
+/* TTLs may be negative (T-1 expires at once), so they need their own sign. */
+static char *
+put_i64(char *d, int64_t v)
+{
+	if (v < 0)
+	{
+		*d++ = '-';
+		return put_u64(d, (uint64_t) 0 - (uint64_t) v);
+	}
+	return put_u64(d, (uint64_t) v);
+}
+
+/* Every flag starts with a space and a letter; keeps the encoder readable. */
+static char *
+put_flag(char *d, char letter)
+{
+	d[0] = ' ';
+	d[1] = letter;
+	return d + 2;
+}
+
+/*
+ * One generic encoder keeps the flag order in one place.  The order is
+ * fixed: b, then the modifiers T N C F M D J I, then the return flags
+ * v f k c t s, then O and q.  T must come before t: memcached 1.6.18
+ * processes flags left to right, so "t T99" reports the old TTL while
+ * "T99 t" reports the new one.  The only checks are the ones that bound the
+ * output to MC_REQ_HEADER_MAX (command, key, opaque and mode sizes); on such
+ * a violation nothing useful can be sent, so 0 is returned.
+ */
+size_t
+mc_encode_request(char *dst, const char *cmd, const char *wkey, size_t wlen,
+				  bool b64, long datalen, const McReqOpts *opts)
+{
+	static const McReqOpts none;
+	char	   *d = dst;
+	size_t		cmdlen = strlen(cmd);
+	unsigned	want;
+
+	if (opts == NULL)
+		opts = &none;
+	if (cmdlen == 0 || cmdlen > 2 || wlen > MC_KEY_MAX ||
+		(opts->opaque != NULL && opts->opaque_len > MC_OPAQUE_MAX) ||
+		(opts->mode != 0 &&
+		 (unsigned char) (opts->mode - 0x21) > (0x7e - 0x21)))
+		return 0;
+
+	memcpy(d, cmd, cmdlen);
+	d += cmdlen;
+	*d++ = ' ';
+	memcpy(d, wkey, wlen);
+	d += wlen;
+	if (datalen >= 0)
+	{
+		*d++ = ' ';
+		d = put_u64(d, (uint64_t) datalen);
+	}
+	if (b64)
+		d = put_flag(d, 'b');
+	if (opts->has_ttl)
+		d = put_i64(put_flag(d, 'T'), opts->ttl);
+	if (opts->has_vivify_ttl)
+		d = put_i64(put_flag(d, 'N'), opts->vivify_ttl);
+	if (opts->has_cas)
+		d = put_u64(put_flag(d, 'C'), opts->cas);
+	if (opts->has_client_flags)
+		d = put_u64(put_flag(d, 'F'), opts->client_flags);
+	if (opts->mode != 0)
+	{
+		d = put_flag(d, 'M');
+		*d++ = opts->mode;
+	}
+	if (opts->has_delta)
+		d = put_u64(put_flag(d, 'D'), opts->delta);
+	if (opts->has_initial)
+		d = put_u64(put_flag(d, 'J'), opts->initial);
+	if (opts->invalidate)
+		d = put_flag(d, 'I');
+
+	want = opts->want;
+	if (want & MC_F_VALUE)
+		d = put_flag(d, 'v');
+	if (want & MC_F_FLAGS)
+		d = put_flag(d, 'f');
+	if (want & MC_F_KEY)
+		d = put_flag(d, 'k');
+	if (want & MC_F_CAS)
+		d = put_flag(d, 'c');
+	if (want & MC_F_TTL)
+		d = put_flag(d, 't');
+	if (want & MC_F_SIZE)
+		d = put_flag(d, 's');
+
+	if (opts->opaque != NULL)
+	{
+		d = put_flag(d, 'O');
+		memcpy(d, opts->opaque, opts->opaque_len);
+		d += opts->opaque_len;
+	}
+	if (opts->quiet)
+		d = put_flag(d, 'q');
+	d[0] = '\r';
+	d[1] = '\n';
+	return (size_t) (d + 2 - dst);
+}
+
+/*
+ * The multi-get writes one of these per key, so it is three fixed-size
+ * copies: no formatting, no branches on flags beyond picking a suffix.
+ */
+size_t
+mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen, bool b64,
+					bool want_flags)
+{
+	static const char suffix[4][16] = {
+		" v k q\r\n", " v f k q\r\n", " b v k q\r\n", " b v f k q\r\n"
+	};
+	static const unsigned char suffix_len[4] = {8, 10, 10, 12};
+	int			i = (b64 ? 2 : 0) + (want_flags ? 1 : 0);
+
+	if (wlen > MC_KEY_MAX)
+		return 0;
+	memcpy(dst, "mg ", 3);
+	memcpy(dst + 3, wkey, wlen);
+	memcpy(dst + 3 + wlen, suffix[i], 16);
+	return 3 + wlen + suffix_len[i];
+}
+
+/* Kept as a function so callers never spell the marker themselves. */
+size_t
+mc_encode_noop(char *dst)
+{
+	memcpy(dst, "mn\r\n", 4);
+	return 4;
+}
+
+/* ---------------------------------------------------------------------
+ * Reply parser
+ * --------------------------------------------------------------------- */
+
+/*
+ * Small helpers of the hot path must really be inlined (a call costs more
+ * than the work), and the rare paths must stay out of line so they do not
+ * cost the hot path registers.
+ */
+#if defined(__GNUC__)
+#define MC_ALWAYS_INLINE inline __attribute__((always_inline))
+#define MC_NOINLINE __attribute__((noinline))
+#else
+#define MC_ALWAYS_INLINE inline
+#define MC_NOINLINE
+#endif
+
+#define SWAR_ONES	UINT64_C(0x0101010101010101)
+#define SWAR_HIGH	UINT64_C(0x8080808080808080)
+
+/*
+ * Tokens end at the first byte <= 0x20: a space, the line's CR (which the
+ * caller has already located, so every scan stops there at the latest), or
+ * a control byte that makes the reply BAD.  Keys are the long tokens of a
+ * hot reply, so test eight bytes per step while eight bytes remain in the
+ * buffer: (w - 0x21..) & ~w & 0x80.. flags exactly the bytes below 0x21,
+ * and the lowest flag is the first such byte because borrows only travel
+ * upwards.
+ */
+static inline const unsigned char *
+scan_token(const unsigned char *p, const unsigned char *bufend)
+{
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && \
+	__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (bufend - p >= 8)
+	{
+		uint64_t	w;
+		uint64_t	m;
+
+		memcpy(&w, p, 8);
+		m = (w - SWAR_ONES * 0x21) & ~w & SWAR_HIGH;
+		if (m != 0)
+			return p + (__builtin_ctzll(m) >> 3);
+		p += 8;
+	}
+#else
+	(void) bufend;
+#endif
+	while (*p > ' ')
+		p++;
+	return p;
+}
+
+/*
+ * The CR ends every digit run, so no bounds check is needed.  The sum may
+ * wrap for 20+ digit runs; callers re-check those with exact_u64, so the
+ * common short number costs one multiply-add per digit and nothing else.
+ */
+static inline const unsigned char *
+scan_digits(const unsigned char *p, uint64_t *out)
+{
+	uint64_t	v = 0;
+	unsigned	d;
+
+	while ((d = (unsigned) *p - '0') < 10)
+	{
+		v = v * 10 + d;
+		p++;
+	}
+	*out = v;
+	return p;
+}
+
+/* Slow path for long digit runs: overflow must be BAD, never a wrap. */
+static bool
+exact_u64(const unsigned char *p, const unsigned char *q, uint64_t *out)
+{
+	uint64_t	v = 0;
+
+	for (; p < q; p++)
+	{
+		if (v > (UINT64_MAX - (uint64_t) (*p - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t) (*p - '0');
+	}
+	*out = v;
+	return true;
+}
+
+/*
+ * A number is good when it has at least one digit and fits 64 bits; the
+ * 20-digit test keeps exact_u64 off the hot path.
+ */
+static inline bool
+number_ok(const unsigned char *p, const unsigned char *q, uint64_t *v)
+{
+	return q != p && (q - p < 20 || exact_u64(p, q, v));
+}
+
+/*
+ * Meta flags: " <letter>[<token>]" repeated.  Returns where the flag list
+ * stopped (the caller requires the CR there: junk after a number or after
+ * a bare flag stops the list early and makes the reply BAD), or NULL for a
+ * malformed number.  Safe without bounds checks: p only ever moves onto
+ * bytes up to the line's CR, which stops every scan.
+ */
+static const unsigned char *
+parse_flags(const unsigned char *p, const unsigned char *b,
+			const unsigned char *bufend, McReply *r, unsigned *presentp)
+{
+	unsigned	present = 0;
+	const unsigned char *q;
+	uint64_t	v;
+
+	while (*p == ' ')
+	{
+		unsigned char c = p[1];
+		unsigned	bit;
+
+		p += 2;
+		switch (c)
+		{
+			case 'f':
+			case 'c':
+			case 's':
+				q = scan_digits(p, &v);
+				if (!number_ok(p, q, &v) || (c == 'f' && v > UINT32_MAX))
+					return NULL;
+				bit = c == 'f' ? MC_F_FLAGS : c == 'c' ? MC_F_CAS : MC_F_SIZE;
+				if (!(present & bit))
+				{
+					present |= bit;
+					if (c == 'f')
+						r->client_flags = (uint32_t) v;
+					else if (c == 'c')
+						r->cas = v;
+					else
+						r->size = v;
+				}
+				p = q;
+				break;
+			case 't':
+				{
+					bool		neg = (*p == '-');
+
+					p += neg;
+					q = scan_digits(p, &v);
+					if (!number_ok(p, q, &v) ||
+						v > (uint64_t) INT64_MAX + (neg ? 1 : 0))
+						return NULL;
+					if (!(present & MC_F_TTL))
+					{
+						present |= MC_F_TTL;
+						/* two's complement negation; exact for INT64_MIN */
+						r->ttl = neg ? (int64_t) (0 - v) : (int64_t) v;
+					}
+					p = q;
+				}
+				break;
+			case 'k':
+			case 'O':
+				q = scan_token(p, bufend);
+				bit = c == 'k' ? MC_F_KEY : MC_F_OPAQUE;
+				if (!(present & bit))
+				{
+					present |= bit;
+					if (c == 'k')
+					{
+						r->key_off = (size_t) (p - b);
+						r->key_len = (size_t) (q - p);
+					}
+					else
+					{
+						r->opaque_off = (size_t) (p - b);
+						r->opaque_len = (size_t) (q - p);
+					}
+				}
+				p = q;
+				break;
+			case 'b':
+				present |= MC_F_B64;
+				break;
+			case 'W':
+				present |= MC_F_WIN;
+				break;
+			case 'X':
+				present |= MC_F_STALE;
+				break;
+			case 'Z':
+				present |= MC_F_WON;
+				break;
+			default:
+				/* unknown flag or junk token (or a trailing space): skip */
+				p = scan_token(p - 1, bufend);
+				break;
+		}
+	}
+	*presentp = present;
+	return p;
+}
+
+/*
+ * A stream that is out of step should be noticed as soon as two bytes
+ * arrive, not after MC_REPLY_LINE_MAX bytes of waiting for a CRLF: every
+ * reply starts with one of these two-letter codes.
+ */
+static bool
+plausible_start(const unsigned char *b, size_t len)
+{
+	if (len == 0)
+		return true;
+	if (len == 1)
+		return memchr("VHOENMSC", b[0], 8) != NULL;
+	switch ((b[0] << 8) | b[1])
+	{
+		case ('V' << 8) | 'A':
+		case ('H' << 8) | 'D':
+		case ('O' << 8) | 'K':
+		case ('E' << 8) | 'N':
+		case ('N' << 8) | 'S':
+		case ('E' << 8) | 'X':
+		case ('N' << 8) | 'F':
+		case ('M' << 8) | 'N':
+		case ('S' << 8) | 'T':
+		case ('E' << 8) | 'R':
+		case ('C' << 8) | 'L':
+		case ('S' << 8) | 'E':
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Rare outcomes reset the whole reply, so a NEED_MORE or BAD result never
+ * carries half-parsed fields.
+ */
+static MC_NOINLINE McReplyType
+finish_short(const unsigned char *b, size_t len, McReply *r, bool bad)
+{
+	memset(r, 0, sizeof(*r));
+	if (bad)
+	{
+		r->type = MC_REPLY_BAD;
+		return MC_REPLY_BAD;
+	}
+	/* Nothing succeeds without a CRLF; if the CR is here, one byte may do. */
+	r->type = MC_REPLY_NEED_MORE;
+	r->need = (len > 0 && b[len - 1] == '\r') ? 1 : 2;
+	return MC_REPLY_NEED_MORE;
+}
+
+#if defined(__SSE2__) && defined(__GNUC__)
+#define MC_FAST_VA 1
+
+/*
+ * Bit i set when buf[i] <= 0x20, for the first 32 bytes: every token end of
+ * a short header at once, so the fast path needs no per-byte scanning
+ * except for digits.  SSE2 is part of x86-64, so no runtime check is needed.
+ */
+static inline uint32_t
+delim_mask32(const unsigned char *b)
+{
+	const __m128i lim = _mm_set1_epi8(0x20);
+	__m128i		x0 = _mm_loadu_si128((const __m128i *) b);
+	__m128i		x1 = _mm_loadu_si128((const __m128i *) (b + 16));
+	uint32_t	m0 = (uint32_t) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x0, lim), x0));
+	uint32_t	m1 = (uint32_t) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x1, lim), x1));
+
+	return m0 | (m1 << 16);
+}
+
+/*
+ * Value of the n (1..10) decimal digits ending just before q, or -1 when
+ * one is not a digit or n is out of range.  The length is already known
+ * from the delimiter mask, so only the digits themselves are checked.
+ */
+static inline int64_t
+digits_known_len(const unsigned char *q, uint32_t n)
+{
+	const unsigned char *p = q - n;
+	int64_t		v = 0;
+
+	if (n - 1 > 9)
+		return -1;
+	for (; p < q; p++)
+	{
+		unsigned	d = (unsigned) *p - '0';
+
+		if (d > 9)
+			return -1;
+		v = v * 10 + d;
+	}
+	return v;
+}
+
+/*
+ * Value of the n (1..4) digits ending just before q, or -1, in one 32-bit
+ * word: XOR with '0' turns digits into 0..9, the bytes before the number
+ * are masked to zero, ((z + 0x76) | z) & 0x80 flags any byte that is not
+ * a digit, and two multiply-add steps combine the digits pairwise.  The
+ * caller guarantees q - 4 is inside the buffer.  Little-endian only, like
+ * the rest of the fast path.
+ */
+static MC_ALWAYS_INLINE int64_t
+digits_upto4(const unsigned char *q, uint32_t n)
+{
+	uint32_t	z;
+
+	memcpy(&z, q - 4, 4);
+	z = (z ^ 0x30303030u) & (0xffffffffu << (32 - 8 * n));
+	if (((z + 0x76767676u) | z) & 0x80808080u)
+		return -1;
+	z = (z * 10 + (z >> 8)) & 0x00ff00ffu;
+	z = (z * 100 + (z >> 16)) & 0xffffu;
+	return (int64_t) z;
+}
+
+/*
+ * Store what every fast-path VA result has in common, once the data block
+ * is known to be complete; returns false (general parser decides) if not.
+ * e is the header's CR.
+ */
+static MC_ALWAYS_INLINE bool
+finish_va_fast(const unsigned char *b, size_t len, McReply *r, uint32_t e,
+			   unsigned present)
+{
+	size_t		vend;
+
+	if (b[e] != '\r' || b[e + 1] != '\n')
+		return false;
+	vend = e + 2 + r->value_len;
+	if (len < vend + 2 || b[vend] != '\r' || b[vend + 1] != '\n')
+		return false;
+	r->need = 0;
+	r->cas = 0;
+	r->ttl = 0;
+	r->size = 0;
+	r->opaque_off = 0;
+	r->opaque_len = 0;
+	r->msg_off = 0;
+	r->msg_len = 0;
+	r->stat_value_off = 0;
+	r->stat_value_len = 0;
+	r->present = present;
+	r->header_len = e + 2;
+	r->value_off = e + 2;
+	r->consumed = vend + 2;
+	r->type = MC_REPLY_VA;
+	return true;
+}
+
+/*
+ * The flag loop of the fast path, for VA headers of other shapes (any mix
+ * of f, k and b, headers up to 64 bytes).  Out of line so that its
+ * registers are not paid for by the straight-line shapes.  dm holds the
+ * delimiters after e, the end of the size token.
+ */
+static MC_NOINLINE bool
+parse_va_fast_loop(const unsigned char *b, size_t len, McReply *r,
+				   uint64_t dm, uint32_t e)
+{
+	uint32_t	s;
+	int64_t		v;
+	unsigned	present = 0;
+	bool		extended = false;
+
+	while (b[e] == ' ')
+	{
+		unsigned char c;
+
+		s = e + 1;
+		dm &= dm - 1;
+		if (dm == 0)
+		{
+			/* header longer than 32 bytes: look at the next 32 once */
+			if (extended || len <= 64)
+				return false;
+			dm = (uint64_t) delim_mask32(b + 32) << 32;
+			extended = true;
+			if (dm == 0)
+				return false;
+		}
+		e = (uint32_t) __builtin_ctzll(dm);
+		c = b[s];
+		if (c == 'k')
+		{
+			if (!(present & MC_F_KEY))
+			{
+				present |= MC_F_KEY;
+				r->key_off = s + 1;
+				r->key_len = e - s - 1;
+			}
+		}
+		else if (c == 'f')
+		{
+			v = digits_known_len(b + e, e - s - 1);
+			if (v < 0 || (uint64_t) v > UINT32_MAX)
+				return false;
+			if (!(present & MC_F_FLAGS))
+			{
+				present |= MC_F_FLAGS;
+				r->client_flags = (uint32_t) v;
+			}
+		}
+		else if (c == 'b' && e == s + 1)
+			present |= MC_F_B64;
+		else
+			return false;
+	}
+	/* e < 32 and len > 32, or e < 64 and len > 64: b[e + 1] is readable */
+	return finish_va_fast(b, len, r, e, present);
+}
+
+/*
+ * The multi-get's reply, parsed from a mask of the delimiters in its first
+ * 32 bytes.  It accepts only what it fully understands (flags f, k and b,
+ * well-formed, and a complete data block) and returns false for anything
+ * else, even a valid reply: the general parser then decides, so the two
+ * can never disagree.  The two shapes mc_encode_get_quiet asks for,
+ * "VA <n> f<digit> k<key>" and "VA <n> k<key>" with the key ending inside
+ * the first 32 bytes, are matched straight-line; other mixes go through
+ * parse_va_fast_loop.
+ */
+static MC_ALWAYS_INLINE bool
+parse_va_fast(const unsigned char *b, size_t len, McReply *r)
+{
+	uint64_t	dm;
+	uint64_t	m;
+	uint32_t	e;
+	uint32_t	ek;
+	int64_t		v;
+	unsigned	d;
+	uint32_t	head;
+
+	if (len <= 32)
+		return false;
+	/* "VA " in one compare (this code is x86-64 only, so little-endian) */
+	memcpy(&head, b, 4);
+	if ((head & 0xffffff) != ('V' | ('A' << 8) | (' ' << 16)))
+		return false;
+	/* a size token running past byte 31 has too many digits anyway */
+	dm = delim_mask32(b) & ~UINT32_C(7);
+	if (dm == 0)
+		return false;
+	e = (uint32_t) __builtin_ctzll(dm);
+	/* 1..4 digits: e >= 4, so the 4-byte window ending at e is in the buffer */
+	if (e - 4u < 4u)
+		v = digits_upto4(b + e, e - 3);
+	else
+		v = digits_known_len(b + e, e - 3);
+	if (v < 0 || (uint64_t) v > MC_VA_SIZE_MAX)
+		return false;
+	r->value_len = (size_t) v;
+	r->key_off = 0;
+	r->key_len = 0;
+	r->client_flags = 0;
+	if (b[e] != ' ')
+		return parse_va_fast_loop(b, len, r, dm, e);
+
+	/* e <= 31 and len > 32: b[e + 1] and b[ek + 1] are inside the buffer */
+	m = dm & (dm - 1);
+	ek = e;
+	if (b[e + 1] == 'f' && m != 0 &&
+		(uint32_t) __builtin_ctzll(m) == e + 3 &&
+		(d = (unsigned) b[e + 2] - '0') <= 9 && b[e + 3] == ' ')
+	{
+		r->client_flags = d;
+		ek = e + 3;
+		m &= m - 1;
+	}
+	if (b[ek + 1] == 'k' && m != 0)
+	{
+		uint32_t	e2 = (uint32_t) __builtin_ctzll(m);
+
+		if (b[e2] == '\r')
+		{
+			r->key_off = ek + 2;
+			r->key_len = e2 - ek - 2;
+			return finish_va_fast(b, len, r, e2,
+								  ek != e ? MC_F_FLAGS | MC_F_KEY : MC_F_KEY);
+		}
+	}
+	r->client_flags = 0;
+	return parse_va_fast_loop(b, len, r, dm, e);
+}
+#endif
+
+/*
+ * Everything but VA: rare next to value replies, so it lives out of line
+ * where it cannot cost the hot path registers.  The line [b, cr) is known
+ * to end in CRLF and to hold at least two bytes.
+ */
+static MC_NOINLINE McReplyType
+parse_other(const unsigned char *b, size_t len, const unsigned char *cr,
+			McReply *r)
+{
+	const unsigned char *p = b + 2;
+	const unsigned char *q;
+	McReplyType type;
+	unsigned	present = 0;
+
+	switch ((b[0] << 8) | b[1])
+	{
+		case ('H' << 8) | 'D':
+		case ('O' << 8) | 'K':
+			type = MC_REPLY_HD;
+			break;
+		case ('E' << 8) | 'N':
+			if (cr - p == 1 && *p == 'D')
+			{
+				type = MC_REPLY_END;
+				p++;
+				goto done;
+			}
+			type = MC_REPLY_EN;
+			break;
+		case ('N' << 8) | 'S':
+			type = MC_REPLY_NS;
+			break;
+		case ('E' << 8) | 'X':
+			type = MC_REPLY_EX;
+			break;
+		case ('N' << 8) | 'F':
+			type = MC_REPLY_NF;
+			break;
+		case ('M' << 8) | 'N':
+			type = MC_REPLY_MN;
+			break;
+		case ('S' << 8) | 'T':
+			if (cr - p < 4 || memcmp(p, "AT ", 3) != 0)
+				goto bad;
+			p += 3;
+			q = scan_token(p, b + len);
+			if (q == p)
+				goto bad;
+			r->msg_off = (size_t) (p - b);
+			r->msg_len = (size_t) (q - p);
+			if (*q == ' ')
+			{
+				r->stat_value_off = (size_t) (q + 1 - b);
+				r->stat_value_len = (size_t) (cr - q - 1);
+				q = cr;
+			}
+			p = q;
+			type = MC_REPLY_STAT;
+			goto done;
+		case ('E' << 8) | 'R':
+			if (cr - p < 3 || memcmp(p, "ROR", 3) != 0)
+				goto bad;
+			p += 3;
+			type = MC_REPLY_ERROR;
+			goto message;
+		case ('C' << 8) | 'L':
+			if (cr - p < 10 || memcmp(p, "IENT_ERROR", 10) != 0)
+				goto bad;
+			p += 10;
+			type = MC_REPLY_CLIENT_ERROR;
+			goto message;
+		case ('S' << 8) | 'E':
+			if (cr - p < 10 || memcmp(p, "RVER_ERROR", 10) != 0)
+				goto bad;
+			p += 10;
+			type = MC_REPLY_SERVER_ERROR;
+			goto message;
+		default:
+			goto bad;
+	}
+
+	/* HD EN NS EX NF MN: flags only */
+	p = parse_flags(p, b, b + len, r, &present);
+	r->present = present;
+	goto done;
+
+message:
+	/* optional free text after one space, up to the final CRLF */
+	if (*p == ' ')
+	{
+		r->msg_off = (size_t) (p + 1 - b);
+		r->msg_len = (size_t) (cr - p - 1);
+		p = cr;
+	}
+
+done:
+	if (p != cr)
+		goto bad;
+	r->type = type;
+	r->consumed = (size_t) (cr + 2 - b);
+	return type;
+
+bad:
+	return finish_short(b, len, r, true);
+}
+
+/*
+ * The reference parser for every shape.  It finds the header's end first
+ * (memchr is vectorised), then parses the line with its CR as a sentinel:
+ * every inner loop stops on it, so none of them needs a bounds check.  VA
+ * is parsed right here; everything else goes to parse_other.
+ */
+static MC_NOINLINE McReplyType
+parse_general(const unsigned char *b, size_t len, McReply *r)
+{
+	const unsigned char *nl;
+	const unsigned char *p;
+	const unsigned char *q;
+	unsigned	present = 0;
+	uint64_t	vsize;
+	size_t		hl;
+	size_t		vend;
+
+	/* every field not set below reads as zero */
+	memset(r, 0, sizeof(*r));
+
+	nl = memchr(b, '\n', len < MC_REPLY_LINE_MAX ? len : MC_REPLY_LINE_MAX);
+	if (nl == NULL)
+		return finish_short(b, len, r, len >= MC_REPLY_LINE_MAX ||
+							!plausible_start(b, len));
+	/* memcached always sends CRLF; a lone LF means we are out of step */
+	if (nl - b < 3 || nl[-1] != '\r')
+		return finish_short(b, len, r, true);
+	hl = (size_t) (nl + 1 - b);
+	r->header_len = hl;
+
+	/* the line holds at least 2 bytes before its CR: b[2] is at most the CR */
+	if (b[0] != 'V' || b[1] != 'A' || b[2] != ' ')
+		return parse_other(b, len, nl - 1, r);
+
+	p = b + 3;
+	q = scan_digits(p, &vsize);
+	if (!number_ok(p, q, &vsize) || vsize > MC_VA_SIZE_MAX)
+		goto bad;
+	p = parse_flags(q, b, b + len, r, &present);
+	if (p != nl - 1)
+		goto bad;
+	r->present = present;
+	r->value_off = hl;
+	r->value_len = (size_t) vsize;
+	/* vsize <= 2^31 and hl <= MC_REPLY_LINE_MAX: this cannot overflow */
+	vend = hl + (size_t) vsize;
+	if (len < vend + 2)
+	{
+		if (len > vend && b[vend] != '\r')
+			goto bad;
+		r->type = MC_REPLY_NEED_MORE;
+		r->need = vend + 2 - len;
+		r->consumed = 0;
+		return MC_REPLY_NEED_MORE;
+	}
+	if (b[vend] != '\r' || b[vend + 1] != '\n')
+		goto bad;
+	r->type = MC_REPLY_VA;
+	r->consumed = vend + 2;
+	return MC_REPLY_VA;
+
+bad:
+	return finish_short(b, len, r, true);
+}
+
+/*
+ * The public entry: the short-VA fast path when the CPU allows it, the
+ * general parser (the reference for every shape) otherwise.
+ */
+McReplyType
+mc_parse_reply(const char *buf, size_t len, McReply *r)
+{
+	const unsigned char *b = (const unsigned char *) buf;
+
+#ifdef MC_FAST_VA
+	if (parse_va_fast(b, len, r))
+		return MC_REPLY_VA;
+#endif
+	return parse_general(b, len, r);
+}
+
+/*
+ * The key a reply echoes is base64 only if the item was stored under a
+ * binary key: memcached 1.6.18 answers "mg Zm9v b k" for an item stored as
+ * plain "foo" with "kfoo" and no b.  So compare raw bytes, decoding first
+ * when the reply says b.
+ */
+bool
+mc_reply_key_matches(const char *buf, const McReply *r, const char *key,
+					 size_t keylen)
+{
+	unsigned char raw[MC_KEY_MAX];
+	size_t		n;
+
+	if (!(r->present & MC_F_KEY))
+		return false;
+	if (!(r->present & MC_F_B64))
+		return r->key_len == keylen && memcmp(buf + r->key_off, key, keylen) == 0;
+	if (r->key_len > MC_KEY_MAX)
+		return false;
+	n = mc_b64_decode(buf + r->key_off, r->key_len, raw);
+	return n == keylen && memcmp(raw, key, keylen) == 0;
+}
