@@ -254,10 +254,10 @@ gets_common(FunctionCallInfo fcinfo, bool as_text)
 	if (r.type == MC_REPLY_VA)
 	{
 		value = make_varlena(base + r.value_off, r.value_len);
-		values[1] = Int32GetDatum((int32) r.client_flags);
-		values[2] = Int64GetDatum((int64) r.cas);
 		nulls[1] = !(r.present & MC_F_FLAGS);
 		nulls[2] = !(r.present & MC_F_CAS);
+		values[1] = Int32GetDatum(nulls[1] ? 0 : (int32) r.client_flags);
+		values[2] = Int64GetDatum(nulls[2] ? 0 : (int64) r.cas);
 	}
 	else if (r.type != MC_REPLY_EN)
 		McConnReplyError(conn, base, &r);

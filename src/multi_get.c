@@ -254,45 +254,6 @@ connect_all(MgBatch *b)
 	}
 }
 
-/* TEMPORARY: moves to protocol.c once that module's owner is done. */
-static size_t
-mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
-					 bool want_flags, uint32 opaque)
-{
-	char	   *p = dst;
-	char		digits[10];
-	int			nd = 0;
-
-	memcpy(p, "mg ", 3);
-	p += 3;
-	memcpy(p, wkey, wlen);
-	p += wlen;
-	if (b64)
-	{
-		memcpy(p, " b", 2);
-		p += 2;
-	}
-	memcpy(p, " v", 2);
-	p += 2;
-	if (want_flags)
-	{
-		memcpy(p, " f", 2);
-		p += 2;
-	}
-	memcpy(p, " O", 2);
-	p += 2;
-	do
-	{
-		digits[nd++] = '0' + opaque % 10;
-		opaque /= 10;
-	} while (opaque);
-	while (nd)
-		*p++ = digits[--nd];
-	memcpy(p, " q\r\n", 4);
-	p += 4;
-	return p - dst;
-}
-
 /*
  * Queue more requests for an instance, up to one slice of unsent text, and
  * the closing "mn" once every key is queued.
@@ -412,8 +373,8 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 	}
 	values[0] = k->datum;
 	values[1] = PointerGetDatum(p);
-	values[2] = Int32GetDatum((int32) r->client_flags);
 	nulls[2] = !(r->present & MC_F_FLAGS);
+	values[2] = Int32GetDatum(nulls[2] ? 0 : (int32) r->client_flags);
 	tuplestore_putvalues(b->tupstore, b->tupdesc, values, nulls);
 }
 
@@ -430,7 +391,7 @@ handle_replies(MgBatch *b, MgServer *ms)
 	{
 		char	   *base = conn->rbuf + conn->rstart;
 		McReply		r;
-		McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, &r);
+		McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
 
 		if (t == MC_REPLY_NEED_MORE)
 			return true;
@@ -532,7 +493,7 @@ pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 		McReply		r;
 		size_t		need = 1;
 
-		if (mc_parse_reply(ms->conn->rbuf + ms->conn->rstart,
+		if (mc_parse_reply_z(ms->conn->rbuf + ms->conn->rstart,
 						   ms->conn->rend - ms->conn->rstart, &r) == MC_REPLY_NEED_MORE)
 			need = r.need;
 		n = McConnRecvSome(ms->conn, need, b->soft);

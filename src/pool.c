@@ -60,6 +60,19 @@ typedef enum McIoStatus
 static void conn_close(McConn *conn);
 
 /*
+ * Empty the read buffer.  Its invariant: a NUL right after the last unread
+ * byte (rbuf[rend]), which lets mc_parse_reply_z parse without bounds
+ * checks; every place that moves rend keeps it.
+ */
+static inline void
+conn_reset_rbuf(McConn *conn)
+{
+	conn->rstart = conn->rend = 0;
+	if (conn->rbuf)
+		conn->rbuf[0] = '\0';
+}
+
+/*
  * Name of a connection's instance for messages.  Only called on error and
  * reporting paths, so the allocation does not matter.
  */
@@ -489,7 +502,7 @@ conn_close(McConn *conn)
 	}
 	conn->connecting = false;
 	conn->busy = false;
-	conn->rstart = conn->rend = 0;
+	conn_reset_rbuf(conn);
 	conn->wlen = conn->woff = 0;
 	conn->cur_events = 0;
 }
@@ -693,7 +706,7 @@ conn_connect_start(McConn *conn, bool soft)
 		conn->rbuf = MemoryContextAlloc(pool_cxt, RBUF_INITIAL);
 		conn->rcap = RBUF_INITIAL;
 	}
-	conn->rstart = conn->rend = 0;
+	conn_reset_rbuf(conn);
 	conn->wlen = conn->woff = 0;
 	conn->requests = 0;
 	conn->connects++;
@@ -900,6 +913,7 @@ conn_reserve(McConn *conn, size_t need)
 {
 	size_t		have = conn->rend - conn->rstart;
 
+	need++;						/* and the NUL after the data */
 	if (conn->rcap - conn->rend >= need)
 		return;
 	if (conn->rstart > 0)
@@ -907,6 +921,7 @@ conn_reserve(McConn *conn, size_t need)
 		memmove(conn->rbuf, conn->rbuf + conn->rstart, have);
 		conn->rstart = 0;
 		conn->rend = have;
+		conn->rbuf[have] = '\0';
 	}
 	if (conn->rcap - conn->rend < need)
 	{
@@ -946,11 +961,12 @@ conn_fill(McConn *conn, size_t need, bool soft)
 				return MC_IO_FAILED;
 			conn->expect_wait = false;
 		}
-		room = conn->rcap - conn->rend;
+		room = conn->rcap - conn->rend - 1;
 		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
 		if (n > 0)
 		{
 			conn->rend += n;
+			conn->rbuf[conn->rend] = '\0';
 			conn->rgot += n;
 			got += n;
 			conn->expect_wait = ((size_t) n < room);
@@ -992,7 +1008,7 @@ conn_read_reply(McConn *conn, McReply *reply, bool soft, McIoStatus *st)
 	for (;;)
 	{
 		const char *base = conn->rbuf + conn->rstart;
-		McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, reply);
+		McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, reply);
 
 		if (t == MC_REPLY_BAD)
 		{
@@ -1085,7 +1101,7 @@ McConnConsume(McConn *conn, size_t n)
 	Assert(n <= conn->rend - conn->rstart);
 	conn->rstart += n;
 	if (conn->rstart == conn->rend)
-		conn->rstart = conn->rend = 0;
+		conn_reset_rbuf(conn);
 }
 
 /*
@@ -1100,13 +1116,13 @@ McConnEnd(McConn *conn)
 	conn->failures = 0;
 	if (conn->rstart != conn->rend)
 		conn_close(conn);
-	conn->rstart = conn->rend = 0;
 	if (conn->rcap > RBUF_KEEP)
 	{
 		pfree(conn->rbuf);
 		conn->rbuf = MemoryContextAlloc(pool_cxt, RBUF_INITIAL);
 		conn->rcap = RBUF_INITIAL;
 	}
+	conn_reset_rbuf(conn);
 }
 
 /*
@@ -1243,10 +1259,10 @@ McConnRecvSome(McConn *conn, size_t need, bool soft)
 	size_t		room;
 
 	conn_reserve(conn, Max(need, RBUF_INITIAL / 2));
-	room = conn->rcap - conn->rend;
+	room = conn->rcap - conn->rend - 1;
 	for (;;)
 	{
-		n = recv(conn->sock, conn->rbuf + conn->rend, conn->rcap - conn->rend, 0);
+		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
 		if (n > 0)
 			break;
 		if (n == 0)
@@ -1267,6 +1283,7 @@ McConnRecvSome(McConn *conn, size_t need, bool soft)
 		return -1;
 	}
 	conn->rend += n;
+	conn->rbuf[conn->rend] = '\0';
 	conn->rgot += n;
 	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
 	return n;
@@ -1338,7 +1355,7 @@ McConnStatLines(McServer *srv, int index, const char *cmd,
 		{
 			McReply		r;
 			char	   *base = conn->rbuf + conn->rstart;
-			McReplyType t = mc_parse_reply(base, conn->rend - conn->rstart, &r);
+			McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
 
 			if (t == MC_REPLY_NEED_MORE)
 				st = conn_fill(conn, r.need, soft);

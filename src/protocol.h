@@ -117,6 +117,13 @@ extern size_t mc_encode_request(char *dst, const char *cmd,
 extern size_t mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen,
 								  bool b64, bool want_flags);
 
+/*
+ * The multi-get's pipelined request: "mg <key> [b] v [f] O<opaque> q\r\n".
+ * Replies are matched by the echoed opaque (the key's position), not k.
+ */
+extern size_t mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen,
+								   bool b64, bool want_flags, uint32_t opaque);
+
 /* "mn\r\n": end-of-pipeline marker, answered by "MN\r\n". */
 extern size_t mc_encode_noop(char *dst);
 
@@ -200,6 +207,17 @@ typedef struct McReply
  *    message are the rest of the line and may contain spaces.
  */
 extern McReplyType mc_parse_reply(const char *buf, size_t len, McReply *r);
+
+/*
+ * mc_parse_reply_z: mc_parse_reply for a buffer whose byte buf[len] exists
+ * and is NUL.  The terminator lets the hot VA shapes be parsed in one pass.
+ * The result agrees with mc_parse_reply's on type, consumed, header_len,
+ * value_off, value_len, present, and every field whose present bit is set;
+ * other fields may be left as they were (the fast path does not clear
+ * them), so read a flag's field only when its MC_F_* bit is set.  Reads at
+ * most up to buf[len].
+ */
+extern McReplyType mc_parse_reply_z(const char *buf, size_t len, McReply *r);
 
 /*
  * (Addition to the lead's contract.)

@@ -1,5 +1,5 @@
 /*
- * fuzz_protocol.c — fuzz target for mc_parse_reply.
+ * fuzz_protocol.c — fuzz target for mc_parse_reply and mc_parse_reply_z.
  *
  * Owns: the parser's invariants, checked on arbitrary bytes.  The input is
  * read as a stream of replies; for each complete one the consumed bytes are
@@ -34,18 +34,62 @@ check(bool cond, const char *what, const char *buf, size_t len)
 	abort();
 }
 
-/* Parse from an exactly sized copy so any over-read is an ASan error. */
+static bool same_reply(const McReply *a, const McReply *b);
+
+/*
+ * mc_parse_reply_z's contract: the same type and core fields, and the same
+ * value for every flag field it marks present (it leaves the others as they
+ * were); whatever it hands to mc_parse_reply is identical.
+ */
+static bool
+z_agrees(const McReply *a, const McReply *z)
+{
+	if (a->type != z->type)
+		return false;
+	if (a->type != MC_REPLY_VA)
+		return same_reply(a, z);
+	return a->consumed == z->consumed && a->header_len == z->header_len &&
+		a->value_off == z->value_off && a->value_len == z->value_len &&
+		a->present == z->present &&
+		(!(a->present & MC_F_FLAGS) || a->client_flags == z->client_flags) &&
+		(!(a->present & MC_F_OPAQUE) ||
+		 (a->opaque_off == z->opaque_off && a->opaque_len == z->opaque_len)) &&
+		(!(a->present & MC_F_KEY) ||
+		 (a->key_off == z->key_off && a->key_len == z->key_len)) &&
+		(!(a->present & MC_F_CAS) || a->cas == z->cas) &&
+		(!(a->present & MC_F_TTL) || a->ttl == z->ttl) &&
+		(!(a->present & MC_F_SIZE) || a->size == z->size);
+}
+
+/*
+ * Parse from an exactly sized copy so any over-read is an ASan error; and
+ * the same bytes plus one NUL (all it may read) through mc_parse_reply_z,
+ * which must agree.
+ */
 static McReplyType
 parse_copy(const char *src, size_t len, McReply *r)
 {
 	char	   *copy = malloc(len ? len : 1);
+	char	   *zcopy = malloc(len + 1);
 	McReplyType t;
+	McReply		z;
 
-	if (copy == NULL)
+	if (copy == NULL || zcopy == NULL)
 		abort();
 	memcpy(copy, src, len);
 	t = mc_parse_reply(copy, len, r);
 	free(copy);
+	memcpy(zcopy, src, len);
+	zcopy[len] = '\0';
+	memset(&z, 0xa5, sizeof(z));
+	(void) mc_parse_reply_z(zcopy, len, &z);
+	free(zcopy);
+	if (!z_agrees(r, &z))
+	{
+		fprintf(stderr, "fuzz_protocol: mc_parse_reply_z disagrees (input %zu bytes: \"%.*s\")\n",
+				len, (int) (len < 120 ? len : 120), src);
+		abort();
+	}
 	return t;
 }
 

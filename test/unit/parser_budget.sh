@@ -1,26 +1,30 @@
 #!/bin/sh
-# parser_budget.sh — instruction budget and zero-allocation check for
-# mc_parse_reply on the multi-get's VA reply ("VA 100 f0 kuser:12345").
+# parser_budget.sh — instruction budgets and the zero-allocation check for
+# the reply parser.
 #
-# Builds test/bench/parser_bench.c with -O2, runs it under callgrind for two
-# reply counts and divides the difference in instructions executed inside
-# mc_parse_reply (callees included) by the difference in replies, so the
-# bench's setup cancels out.  Allocations are counted by an LD_PRELOAD shim
-# built here; the count must not grow with the number of replies.
+# Builds test/bench/parser_bench.c with -O2 and runs it under callgrind for
+# two reply counts; the difference in instructions executed inside the
+# parser (callees included) divided by the difference in replies is the cost
+# per VA header, with the bench's setup cancelled out.  Two paths:
+#   - mc_parse_reply_z on "VA 100 f0 O12345" (what mc_get_multi's pipeline
+#     gets back, parsed from a connection buffer): the issue's target of at
+#     most 100 instructions per header is the budget;
+#   - mc_parse_reply on "VA 100 f0 kuser:12345" (the general parser, which
+#     every other shape takes): a regression guard.
+# Allocations are counted by an LD_PRELOAD shim built here; the count must
+# not grow with the number of replies.
 #
 # Usage: test/unit/parser_budget.sh        (prints TAP, exits 1 on failure)
 #        CC=clang test/unit/parser_budget.sh
 #
-# BUDGET is what the parser achieves plus ~15% headroom.  Raise it only
-# with a reason in the commit message; lower it when the parser gets faster.
-#
-# Measured: 135.0 with gcc 12.2 -O2, 133.0 with clang 14 -O2 (x86-64,
-# Debian 12); 135 * 1.15 = 155.  The project's target was <= 100: a fully
-# validating parse that fills all of McReply costs more than that here (see
-# the protocol report).  To enforce the target instead, set BUDGET=100.
+# Measured with gcc 12.2 -O2 on x86-64 (Debian 12): 98.0 for the hot path
+# (budget 100, the target), 135.0 for the general parser (budget 155,
+# +15%).  Lower a budget when the parser gets faster; raise one only with a
+# reason in the commit message.
 set -u
 
-BUDGET=155
+BUDGET_Z=100
+BUDGET_GENERAL=155
 K1=20000
 K2=120000
 
@@ -59,27 +63,32 @@ if ! command -v valgrind >/dev/null 2>&1; then
 	echo "ok $n # SKIP valgrind not installed: no instruction count"
 else
 	ir() {
-		# instructions collected inside mc_parse_reply and what it calls
-		valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1" \
-			--toggle-collect=mc_parse_reply "$work/bench" "$1" >"$work/out.$1" 2>"$work/err.$1" ||
+		# instructions collected inside $2 and what it calls, for $1 replies
+		valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1.$2" \
+			--toggle-collect="$2" "$work/bench" "$1" 100 "$3" >"$work/out.$1" 2>"$work/err.$1" ||
 			return 1
 		grep -q "^parsed $1 replies" "$work/out.$1" || return 1
 		sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$work/err.$1"
 	}
-	i1=$(ir $K1) && i2=$(ir $K2) && [ -n "$i1" ] && [ -n "$i2" ]
-	if [ $? -ne 0 ]; then
-		cat "$work"/err.* 2>/dev/null | tail -20 | sed 's/^/# /'
-		notok "parser: callgrind run of parser_bench"
-	else
+	measure() {
+		# $1 parser function, $2 bench mode, $3 budget, $4 label
+		i1=$(ir $K1 "$1" "$2") && i2=$(ir $K2 "$1" "$2") && [ -n "$i1" ] && [ -n "$i2" ]
+		if [ $? -ne 0 ]; then
+			cat "$work"/err.* 2>/dev/null | tail -20 | sed 's/^/# /'
+			notok "parser: callgrind run of parser_bench ($4)"
+			return
+		fi
 		per=$(awk -v a="$i1" -v b="$i2" -v k1=$K1 -v k2=$K2 \
 			'BEGIN { printf "%.1f", (b - a) / (k2 - k1) }')
-		echo "# callgrind: $i1 instructions for $K1 replies, $i2 for $K2"
-		if awk -v p="$per" -v b=$BUDGET 'BEGIN { exit !(p <= b) }'; then
-			ok "parser: $per instructions per VA header (budget $BUDGET)"
+		echo "# callgrind, $4: $i1 instructions for $K1 replies, $i2 for $K2"
+		if awk -v p="$per" -v b="$3" 'BEGIN { exit !(p <= b) }'; then
+			ok "parser: $per instructions per VA header, $4 (budget $3)"
 		else
-			notok "parser: $per instructions per VA header (budget $BUDGET)"
+			notok "parser: $per instructions per VA header, $4 (budget $3)"
 		fi
-	fi
+	}
+	measure mc_parse_reply_z z $BUDGET_Z "multi-get reply via mc_parse_reply_z"
+	measure mc_parse_reply general $BUDGET_GENERAL "general parser"
 fi
 
 # --- allocations per header ----------------------------------------------

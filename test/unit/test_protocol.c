@@ -48,21 +48,76 @@ rnd_below(uint64_t n)
 	return rnd() % n;
 }
 
+static long z_checked;
+static long z_mismatch;
+
+static bool reply_equal(const McReply *a, const McReply *b);
+
+/*
+ * Does mc_parse_reply_z's result agree with mc_parse_reply's?  Its fast
+ * path leaves the fields a reply does not define untouched, so only the
+ * defined ones are compared; a result it handed to mc_parse_reply must be
+ * identical.
+ */
+static bool
+reply_agrees(const McReply *a, const McReply *z)
+{
+	if (a->type != z->type)
+		return false;
+	if (a->type != MC_REPLY_VA)
+		return reply_equal(a, z);
+	if (a->consumed != z->consumed || a->header_len != z->header_len ||
+		a->value_off != z->value_off || a->value_len != z->value_len ||
+		a->present != z->present)
+		return false;
+	if ((a->present & MC_F_FLAGS) && a->client_flags != z->client_flags)
+		return false;
+	if ((a->present & MC_F_OPAQUE) &&
+		(a->opaque_off != z->opaque_off || a->opaque_len != z->opaque_len))
+		return false;
+	if ((a->present & MC_F_KEY) &&
+		(a->key_off != z->key_off || a->key_len != z->key_len))
+		return false;
+	if ((a->present & MC_F_CAS) && a->cas != z->cas)
+		return false;
+	if ((a->present & MC_F_TTL) && a->ttl != z->ttl)
+		return false;
+	if ((a->present & MC_F_SIZE) && a->size != z->size)
+		return false;
+	return true;
+}
+
 /*
  * Parse from an exactly sized heap copy, so a sanitizer build reports any
- * read past the end instead of silently reading the caller's slack.
+ * read past the end instead of silently reading the caller's slack.  Every
+ * input is also given to mc_parse_reply_z (with exactly one NUL after it,
+ * which is all that function may read), and the two must agree.
  */
 static McReplyType
 parse_exact(const char *in, size_t len, McReply *r)
 {
 	char	   *copy = malloc(len ? len : 1);
+	char	   *zcopy = malloc(len + 1);
 	McReplyType t;
+	McReply		z;
 
-	if (copy == NULL)
+	if (copy == NULL || zcopy == NULL)
 		abort();
 	memcpy(copy, in, len);
 	t = mc_parse_reply(copy, len, r);
 	free(copy);
+
+	memcpy(zcopy, in, len);
+	zcopy[len] = '\0';
+	memset(&z, 0xa5, sizeof(z));
+	(void) mc_parse_reply_z(zcopy, len, &z);
+	z_checked++;
+	if (!reply_agrees(r, &z))
+	{
+		if (z_mismatch++ < 5)
+			tap_diag("mc_parse_reply_z disagrees on %.*s", (int) (len > 60 ? 60 : len), in);
+	}
+	free(zcopy);
 	return t;
 }
 
@@ -1372,6 +1427,89 @@ test_key_matches(void)
 	tap_ok(!mc_reply_key_matches(badb64, &r, "fo", 2), "key_matches: undecodable echo, no match");
 }
 
+/*
+ * The reply the multi-get asks for ("VA <n> f<d> O<pos>") in the sizes and
+ * widths that take the different branches of mc_parse_reply_z: 1..4-digit
+ * sizes (one word) and longer ones (loop), one and many flag digits, an
+ * opaque token that fits the eight-byte scan and one that does not, and
+ * every truncation (each must be NEED_MORE, never a wrong VA).
+ */
+static void
+test_opaque_shape(void)
+{
+	static const struct
+	{
+		const char *hdr;
+		size_t		vlen;
+		uint32_t	flags;
+		const char *opaque;
+	}			cases[] =
+	{
+		{"VA 0 f0 O0\r\n", 0, 0, "0"},
+		{"VA 5 f0 O123\r\n", 5, 0, "123"},
+		{"VA 100 f16 O99999\r\n", 100, 16, "99999"},
+		{"VA 1024 f4294967295 O1234567\r\n", 1024, 4294967295u, "1234567"},
+		{"VA 12345 f7 O12345678\r\n", 12345, 7, "12345678"},
+		{"VA 10 f0 Oabc\r\n", 10, 0, "abc"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		size_t		hl = strlen(cases[i].hdr);
+		size_t		total = hl + cases[i].vlen + 2;
+		char	   *buf = malloc(total + 1);
+		McReply		r;
+		McReply		z;
+		bool		ok;
+		bool		partial_ok = true;
+
+		memcpy(buf, cases[i].hdr, hl);
+		memset(buf + hl, 'v', cases[i].vlen);
+		memcpy(buf + hl + cases[i].vlen, "\r\n", 2);
+		buf[total] = '\0';
+		ok = parse_exact(buf, total, &r) == MC_REPLY_VA &&
+			mc_parse_reply_z(buf, total, &z) == MC_REPLY_VA &&
+			z.consumed == total && z.value_len == cases[i].vlen &&
+			z.value_off == hl && z.client_flags == cases[i].flags &&
+			(z.present & (MC_F_FLAGS | MC_F_OPAQUE)) == (MC_F_FLAGS | MC_F_OPAQUE) &&
+			span_is(buf, z.opaque_off, z.opaque_len, cases[i].opaque,
+					strlen(cases[i].opaque));
+		for (size_t cut = 0; cut < total; cut++)
+		{
+			char		save = buf[cut];
+
+			buf[cut] = '\0';
+			if (mc_parse_reply_z(buf, cut, &z) != MC_REPLY_NEED_MORE)
+				partial_ok = false;
+			buf[cut] = save;
+			(void) parse_exact(buf, cut, &r);
+		}
+		tap_ok(ok && partial_ok, "opaque shape %zu: \"%.*s\" parses, every prefix needs more",
+			   i, (int) (hl - 2), cases[i].hdr);
+		free(buf);
+	}
+}
+
+/* The multi-get's request line, byte for byte. */
+static void
+test_encode_get_opaque(void)
+{
+	char		dst[MC_REQ_HEADER_MAX];
+	size_t		n;
+
+	n = mc_encode_get_opaque(dst, "user:1", 6, false, true, 0);
+	tap_ok(n == 20 && memcmp(dst, "mg user:1 v f O0 q\r\n", n) == 0,
+		   "encode_get_opaque: plain key, flags, position 0");
+	n = mc_encode_get_opaque(dst, "YSBi", 4, true, true, 4294967295u);
+	tap_ok(n == 29 && memcmp(dst, "mg YSBi b v f O4294967295 q\r\n", n) == 0,
+		   "encode_get_opaque: base64 key, largest position");
+	n = mc_encode_get_opaque(dst, "k", 1, false, false, 12345);
+	tap_ok(n == 17 && memcmp(dst, "mg k v O12345 q\r\n", n) == 0,
+		   "encode_get_opaque: without flags");
+	tap_ok(mc_encode_get_opaque(dst, "k", MC_KEY_MAX + 1, false, true, 1) == 0,
+		   "encode_get_opaque: refuses an over-long key");
+}
+
 int
 main(void)
 {
@@ -1389,5 +1527,10 @@ main(void)
 	test_base64();
 	test_keys();
 	test_key_matches();
+	test_opaque_shape();
+	test_encode_get_opaque();
+	tap_ok(z_mismatch == 0,
+		   "mc_parse_reply_z agrees with mc_parse_reply on all %ld inputs (%ld differ)",
+		   z_checked, z_mismatch);
 	return tap_done();
 }
