@@ -38,19 +38,6 @@ PG_FUNCTION_INFO_V1(mc_flush_all);
 /* memcached reads a ttl above 30 days as an absolute unix time. */
 #define MC_RELATIVE_TTL_MAX		(30 * SECS_PER_DAY)
 
-/*
- * A key as it is routed and as it goes on the wire.  Lives on the stack:
- * preparing a key allocates nothing.
- */
-typedef struct McKey
-{
-	char		raw[MC_MAX_KEY_PREFIX + MC_KEY_MAX];	/* prefix + key */
-	size_t		raw_len;
-	char		wire[MC_KEY_MAX];	/* raw, or base64 of raw */
-	size_t		wire_len;
-	bool		b64;
-} McKey;
-
 /* Server name argument at position argno, or NULL for the default. */
 static const char *
 server_arg(FunctionCallInfo fcinfo, int argno)
@@ -64,13 +51,11 @@ server_arg(FunctionCallInfo fcinfo, int argno)
  * Check a key and produce its routed and wire forms.  Keys with spaces,
  * control characters or non-ASCII bytes go base64 with the b flag, so no
  * key can inject protocol; lengths are checked here so the server never sees
- * a request it would reject.
+ * a request it would reject.  Shared by every function that takes keys.
  */
-static void
-prepare_key(McServer *srv, text *key, McKey *k)
+void
+McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k)
 {
-	const char *data = VARDATA_ANY(key);
-	size_t		len = VARSIZE_ANY_EXHDR(key);
 	size_t		plen = srv->cfg.key_prefix_len;
 
 	if (len == 0)
@@ -94,6 +79,13 @@ prepare_key(McServer *srv, text *key, McKey *k)
 				 errdetail("The key is %zu bytes%s and contains spaces, control characters or non-ASCII bytes, so it is sent base64-encoded; such keys are limited to %d bytes.",
 						   k->raw_len, plen ? " with the server's key prefix" : "",
 						   MC_KEY_MAX_B64)));
+}
+
+/* McPrepareKey for a text argument. */
+static void
+prepare_key(McServer *srv, text *key, McKey *k)
+{
+	McPrepareKey(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), k);
 }
 
 /*
@@ -414,32 +406,42 @@ mc_cas(PG_FUNCTION_ARGS)
 	return store_common(fcinfo, &a);
 }
 
-/* mc_delete(key, server) returns true if the key existed. */
-Datum
-mc_delete(PG_FUNCTION_ARGS)
+/*
+ * Shared body of the calls whose answer is whether the key existed:
+ * mc_delete (HD or NF) and mc_touch (HD or EN).
+ */
+static Datum
+exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
+			const McReqOpts *opts, McReplyType missing)
 {
 	McServer   *srv;
 	McKey		k;
 	McConn	   *conn;
 	McReply		r;
-	McReqOpts	opts = {0};
 	const char *base;
-	bool		found;
+	bool		found = false;
 
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	srv = McServerLookup(server_arg(fcinfo, 1));
+	srv = McServerLookup(server_arg(fcinfo, server_argno));
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	base = roundtrip(srv, &k, &conn, "md", NULL, -1, &opts, &r);
+	base = roundtrip(srv, &k, &conn, cmd, NULL, -1, opts, &r);
 	if (r.type == MC_REPLY_HD)
 		found = true;
-	else if (r.type == MC_REPLY_NF)
-		found = false;
-	else
+	else if (r.type != missing)
 		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
 	McConnEnd(conn);
 	PG_RETURN_BOOL(found);
+}
+
+/* mc_delete(key, server) returns true if the key existed. */
+Datum
+mc_delete(PG_FUNCTION_ARGS)
+{
+	McReqOpts	opts = {0};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	return exists_call(fcinfo, 1, "md", &opts, MC_REPLY_NF);
 }
 
 /*
@@ -449,30 +451,13 @@ mc_delete(PG_FUNCTION_ARGS)
 Datum
 mc_touch(PG_FUNCTION_ARGS)
 {
-	McServer   *srv;
-	McKey		k;
-	McConn	   *conn;
-	McReply		r;
 	McReqOpts	opts = {0};
-	const char *base;
-	bool		found;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	srv = McServerLookup(server_arg(fcinfo, 2));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
 	opts.has_ttl = true;
 	opts.ttl = PG_ARGISNULL(1) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(1));
-	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, &r);
-	if (r.type == MC_REPLY_HD)
-		found = true;
-	else if (r.type == MC_REPLY_EN)
-		found = false;
-	else
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
-	PG_RETURN_BOOL(found);
+	return exists_call(fcinfo, 2, "mg", &opts, MC_REPLY_EN);
 }
 
 /*

@@ -130,6 +130,22 @@ typedef struct McServer
 	Oid			acl_ok_user;	/* last role that passed the USAGE check */
 } McServer;
 
+/*
+ * A key as it is routed (prefix + key) and as it goes on the wire (raw, or
+ * base64 of raw).  Lives on the stack: preparing a key allocates nothing.
+ */
+typedef struct McKey
+{
+	char		raw[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+	size_t		raw_len;
+	char		wire[MC_KEY_MAX];
+	size_t		wire_len;
+	bool		b64;
+} McKey;
+
+/* functions.c */
+extern void McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k);
+
 /* options.c */
 extern char *mc_default_server;
 extern void McOptionsInit(void);

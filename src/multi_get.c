@@ -58,6 +58,7 @@ typedef struct MgServer
 	bool		mn_queued;
 	bool		active;			/* waiting for MN */
 	bool		retried;
+	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
 } MgServer;
 
@@ -108,48 +109,6 @@ keyset_add(KeySet *set, MgKey *keys, int i)
 }
 
 /*
- * Check one key the way the single-key functions do, so a bad key fails
- * the call before anything is sent; and give the routed form (prefix + key).
- */
-static const char *
-check_key(McServer *srv, const char *data, size_t len, char *buf, size_t *rawlen)
-{
-	char		wire[MC_KEY_MAX];
-	size_t		wlen;
-	bool		b64;
-	size_t		plen = srv->cfg.key_prefix_len;
-	const char *raw = data;
-
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("memcached key cannot be empty")));
-	if (len + plen > MC_KEY_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("memcached key is too long"),
-				 errdetail("The key is %zu bytes%s; the limit is %d bytes, or %d bytes for keys that contain spaces, control characters or non-ASCII bytes.",
-						   len + plen, plen ? " with the server's key prefix" : "",
-						   MC_KEY_MAX, MC_KEY_MAX_B64)));
-	if (plen > 0)
-	{
-		memcpy(buf, srv->cfg.key_prefix, plen);
-		memcpy(buf + plen, data, len);
-		raw = buf;
-	}
-	*rawlen = plen + len;
-	if (*rawlen > MC_KEY_MAX_B64 &&
-		mc_key_encode(raw, *rawlen, wire, &wlen, &b64) != MC_KEY_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("memcached key is too long"),
-				 errdetail("The key is %zu bytes%s and contains spaces, control characters or non-ASCII bytes, so it is sent base64-encoded; such keys are limited to %d bytes.",
-						   *rawlen, plen ? " with the server's key prefix" : "",
-						   MC_KEY_MAX_B64)));
-	return raw;
-}
-
-/*
  * Read the key array: skip NULLs, check, de-duplicate, route.  Then group
  * the keys by instance (a counting sort), keeping their order.
  */
@@ -166,7 +125,7 @@ collect_keys(MgBatch *b, ArrayType *arr)
 	const bool *alive = McServerAliveMap(srv, alivebuf);
 	int		   *counts;
 	int		   *slots;
-	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+	McKey		mk;
 
 	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	while (cap < (uint32) n * 2)
@@ -181,18 +140,17 @@ collect_keys(MgBatch *b, ArrayType *arr)
 	for (int i = 0; i < n; i++)
 	{
 		MgKey	   *k = &b->keys[b->nkeys];
-		size_t		rawlen;
-		const char *raw;
 
 		if (nulls[i])
 			continue;
 		k->datum = elems[i];
 		k->data = VARDATA_ANY(DatumGetPointer(elems[i]));
 		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
-		raw = check_key(srv, k->data, k->len, rawbuf, &rawlen);
+		/* checked here, so a bad key fails the call before anything is sent */
+		McPrepareKey(srv, k->data, k->len, &mk);
 		if (!keyset_add(&set, b->keys, b->nkeys))
 			continue;
-		k->server = McServerPickWith(srv, raw, rawlen, alive);
+		k->server = McServerPickWith(srv, mk.raw, mk.raw_len, alive);
 		counts[k->server]++;
 		b->nkeys++;
 	}
@@ -243,6 +201,7 @@ connect_all(MgBatch *b)
 			continue;
 		ms->conn = McConnPrepare(b->srv, s, b->soft);
 		ms->active = (ms->conn != NULL);
+		ms->need = 1;
 		ms->last_progress = now;
 	}
 	for (int s = 0; s < n; s++)
@@ -262,28 +221,17 @@ static void
 fill_requests(MgBatch *b, MgServer *ms)
 {
 	McConn	   *conn = ms->conn;
-	size_t		plen = b->srv->cfg.key_prefix_len;
-	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+	McKey		mk;
 
-	if (plen > 0)
-		memcpy(rawbuf, b->srv->cfg.key_prefix, plen);
 	while (ms->next_send < ms->nkeys && conn->wlen - conn->woff < MG_WRITE_SLICE)
 	{
-		MgKey	   *k = &b->keys[ms->keys[ms->next_send++]];
+		MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
 		char	   *dst = McConnWriteSpace(conn, MC_REQ_HEADER_MAX);
-		char		wire[MC_KEY_MAX];
-		size_t		wlen;
-		bool		b64;
-		const char *raw = k->data;
 
-		if (plen > 0)
-		{
-			memcpy(rawbuf + plen, k->data, k->len);
-			raw = rawbuf;
-		}
-		(void) mc_key_encode(raw, plen + k->len, wire, &wlen, &b64);
-		conn->wlen += mc_encode_get_opaque(dst, wire, wlen, b64, true,
-										   (uint32) (ms->next_send - 1));
+		McPrepareKey(b->srv, k->data, k->len, &mk);
+		conn->wlen += mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
+										   (uint32) ms->next_send);
+		ms->next_send++;
 	}
 	if (ms->next_send == ms->nkeys && !ms->mn_queued)
 	{
@@ -394,7 +342,10 @@ handle_replies(MgBatch *b, MgServer *ms)
 		McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
 
 		if (t == MC_REPLY_NEED_MORE)
+		{
+			ms->need = r.need;
 			return true;
+		}
 		if (t == MC_REPLY_VA)
 		{
 			int			j = reply_position(base, &r, ms);
@@ -454,6 +405,7 @@ restart_server(MgBatch *b, MgServer *ms, int s)
 	ms->retried = true;
 	ms->next_send = 0;
 	ms->mn_queued = false;
+	ms->need = 1;
 	ms->conn = McConnPrepare(b->srv, s, b->soft);
 	if (ms->conn == NULL || !McConnFinishConnect(ms->conn, b->soft))
 		return false;
@@ -490,13 +442,7 @@ pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 	}
 	while (readable && ms->active)
 	{
-		McReply		r;
-		size_t		need = 1;
-
-		if (mc_parse_reply_z(ms->conn->rbuf + ms->conn->rstart,
-						   ms->conn->rend - ms->conn->rstart, &r) == MC_REPLY_NEED_MORE)
-			need = r.need;
-		n = McConnRecvSome(ms->conn, need, b->soft);
+		n = McConnRecvSome(ms->conn, ms->need, b->soft);
 		if (n == -2 && restart_server(b, ms, s))
 			return;
 		if (n < 0)
