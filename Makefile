@@ -12,7 +12,7 @@
 # install them first and then call $(MAKE) again for the PGXS part.
 
 # pg_regress tests (sql/NAME.sql, expected/NAME.out), in the order they run.
-REGRESS_TESTS = setup get set delete bytea keys options privileges cancel errors counters invalidation multi_get ring
+REGRESS_TESTS = setup get set delete bytea keys options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats
 
 MODULE_big = mcfdw
 OBJS = \
@@ -22,6 +22,7 @@ OBJS = \
 	src/functions.o \
 	src/multi_get.o \
 	src/servers.o \
+	src/stats.o \
 	src/protocol.o \
 	src/ring.o \
 	src/hash.o
@@ -104,4 +105,11 @@ test: deps
 unit: deps
 	@$(RIG_ENV) MCFDW_TESTS=unit test/rig/test.sh
 
-# `make bench` (test/bench/) is added separately; keep it out of `make test`.
+# `make bench` (test/bench/): the same kind of rig as `make test`, plus
+# pgmemcache; mcfdw side by side with pgmemcache and a raw C client, one
+# table at the end, the CSV in test/bench/results/.  Not part of `make test`.
+# BENCH_QUICK=1 for fewer, shorter rounds (about 3 minutes instead of 10).
+.PHONY: bench
+bench: deps
+	@$(MAKE) --no-print-directory install
+	@$(RIG_ENV) BENCH_QUICK='$(BENCH_QUICK)' test/bench/bench.sh

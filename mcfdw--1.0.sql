@@ -166,3 +166,82 @@ LANGUAGE C VOLATILE;
 
 CREATE VIEW mc_servers AS SELECT * FROM mc_servers();
 GRANT SELECT ON mc_servers TO PUBLIC;
+
+-- Statistics (stats.c) --------------------------------------------------
+-- Each function covers the named server, or with NULL every mcfdw server the
+-- current user has USAGE on; the views are "SELECT * FROM fn()" and granted
+-- to PUBLIC (pg_stat_statements style).  An instance that cannot be reached
+-- contributes no rows, except its one row with "error" set in
+-- mc_server_stats.
+
+CREATE FUNCTION mc_stats(server name DEFAULT NULL, stats_group text DEFAULT NULL,
+    OUT server name, OUT instance text, OUT name text, OUT value text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_stats'
+LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION mc_server_stats(server name DEFAULT NULL,
+    OUT server name, OUT instance text, OUT host text, OUT port integer,
+    OUT uptime bigint, OUT version text, OUT pid integer,
+    OUT pointer_size integer, OUT threads integer,
+    OUT rusage_user double precision, OUT rusage_system double precision,
+    OUT max_connections bigint, OUT curr_connections bigint,
+    OUT total_connections bigint, OUT rejected_connections bigint,
+    OUT curr_items bigint, OUT total_items bigint, OUT bytes bigint,
+    OUT limit_maxbytes bigint,
+    OUT cmd_get bigint, OUT cmd_set bigint, OUT cmd_flush bigint, OUT cmd_touch bigint,
+    OUT get_hits bigint, OUT get_misses bigint, OUT get_expired bigint,
+    OUT get_flushed bigint, OUT hit_ratio double precision,
+    OUT delete_hits bigint, OUT delete_misses bigint,
+    OUT incr_hits bigint, OUT incr_misses bigint,
+    OUT decr_hits bigint, OUT decr_misses bigint,
+    OUT cas_hits bigint, OUT cas_misses bigint, OUT cas_badval bigint,
+    OUT touch_hits bigint, OUT touch_misses bigint,
+    OUT bytes_read bigint, OUT bytes_written bigint,
+    OUT evictions bigint, OUT evicted_active bigint, OUT evicted_unfetched bigint,
+    OUT expired_unfetched bigint, OUT reclaimed bigint, OUT slabs_moved bigint,
+    OUT error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_server_stats'
+LANGUAGE C VOLATILE ROWS 4;
+
+CREATE FUNCTION mc_slab_stats(server name DEFAULT NULL,
+    OUT server name, OUT instance text, OUT class_id integer,
+    OUT chunk_size bigint, OUT chunks_per_page bigint, OUT total_pages bigint,
+    OUT total_chunks bigint, OUT used_chunks bigint, OUT free_chunks bigint,
+    OUT free_chunks_end bigint, OUT items bigint, OUT mem_requested bigint,
+    OUT used_bytes bigint, OUT waste_bytes bigint, OUT waste_pct double precision,
+    OUT evicted bigint, OUT evicted_nonzero bigint, OUT evicted_time bigint,
+    OUT evicted_unfetched bigint, OUT expired_unfetched bigint,
+    OUT outofmemory bigint, OUT reclaimed bigint, OUT crawler_reclaimed bigint,
+    OUT age bigint, OUT get_hits bigint, OUT cmd_set bigint,
+    OUT delete_hits bigint, OUT incr_hits bigint, OUT decr_hits bigint,
+    OUT cas_hits bigint, OUT touch_hits bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_slab_stats'
+LANGUAGE C VOLATILE ROWS 40;
+
+CREATE FUNCTION mc_slab_summary(server name DEFAULT NULL,
+    OUT server name, OUT instance text,
+    OUT active_slabs bigint, OUT total_malloced bigint, OUT limit_maxbytes bigint,
+    OUT total_pages bigint, OUT items bigint, OUT used_bytes bigint,
+    OUT mem_requested bigint, OUT waste_bytes bigint, OUT waste_pct double precision,
+    OUT growth_factor double precision, OUT ladder_size integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_slab_summary'
+LANGUAGE C VOLATILE ROWS 4;
+
+CREATE FUNCTION mc_slab_ladder(server name DEFAULT NULL,
+    OUT server name, OUT instance text, OUT class_id integer,
+    OUT chunk_size bigint, OUT chunks_per_page bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_slab_ladder'
+LANGUAGE C VOLATILE ROWS 40;
+
+CREATE VIEW mc_stats AS SELECT * FROM mc_stats();
+CREATE VIEW mc_server_stats AS SELECT * FROM mc_server_stats();
+CREATE VIEW mc_slab_stats AS SELECT * FROM mc_slab_stats();
+CREATE VIEW mc_slab_summary AS SELECT * FROM mc_slab_summary();
+CREATE VIEW mc_slab_ladder AS SELECT * FROM mc_slab_ladder();
+GRANT SELECT ON mc_stats, mc_server_stats, mc_slab_stats, mc_slab_summary,
+                mc_slab_ladder TO PUBLIC;

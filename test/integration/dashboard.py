@@ -1,0 +1,171 @@
+"""dashboard: every SQL query of docs/grafana/mcfdw-slabs.json runs against
+the rig, so the dashboard cannot drift from the views.
+
+Each panel target's rawSql and each query variable is taken from the JSON,
+Grafana's PostgreSQL macros ($__timeFilter, $__timeFrom, ...) and the
+dashboard variables ($server, $instance, multi-valued) are replaced with
+concrete values the way Grafana does, and the result is run in a private
+database with mcfdw and docs/grafana/history.sql installed, after a few
+samples.  One of the servers has an instance that is down: the dashboard
+must keep working.  A query that fails, returns no rows, or keeps a '$'
+placeholder Grafana would have replaced fails the test.
+"""
+
+import datetime
+import json
+import os
+import re
+
+import mcdb
+import mcrig
+
+SRC = os.environ.get("MCFDW_SRC", os.getcwd())
+DASHBOARD = os.path.join(SRC, "docs", "grafana", "mcfdw-slabs.json")
+HISTORY = os.path.join(SRC, "docs", "grafana", "history.sql")
+
+t = mcrig.TAP()
+with open(DASHBOARD) as f:
+    dash = json.load(f)
+with open(HISTORY) as f:
+    history_sql = f.read()
+
+ports = mcrig.rig_ports()
+db = mcdb.Database("mcfdw_it_dashboard")
+c = db.connect()
+db.sql(c, "ALTER SERVER memcached OPTIONS (SET servers %s)", ("127.0.0.1:%d" % ports[0],))
+db.server(c, "dash_two", "127.0.0.1:%d,127.0.0.1:1" % ports[1], connect_timeout="300ms")
+db.sql(c, history_sql)
+
+# a little traffic between samples, so the "over time" panels have deltas
+for n in range(3):
+    db.sql(c, "SELECT count(mc_set('dash:' || i, repeat('d', 100 * i))) FROM generate_series(1, 20) i")
+    db.sql(c, "SELECT count(mc_get('dash:' || i)) FROM generate_series(1, 30) i")
+    db.sql(c, "CALL mcfdw_sample_stats()")
+t.ok(db.value(c, "SELECT count(DISTINCT sampled_at) FROM mcfdw_server_history") == 3,
+     "history.sql: three samples taken")
+t.ok(db.value(c, "SELECT count(*) FROM mcfdw_server_history WHERE error IS NOT NULL") == 3,
+     "history.sql: the down instance is sampled with its error, the sampling does not fail")
+
+# ---- Grafana's substitutions ------------------------------------------------
+now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+t_from, t_to = now - datetime.timedelta(hours=6), now + datetime.timedelta(minutes=1)
+INTERVAL_S = 60
+
+
+def ts(d):
+    return "'%s'" % d.isoformat().replace("+00:00", "Z")
+
+
+def quote(v):
+    return "'" + v.replace("'", "''") + "'"
+
+
+def macros(sql):
+    """PostgreSQL data source macros, expanded as Grafana expands them."""
+    def args(m):
+        return [a.strip() for a in m.group(1).split(",")] if m.group(1).strip() else []
+    rules = [
+        (r"\$__timeFilter\(([^)]*)\)", lambda m: "%s BETWEEN %s AND %s" % (args(m)[0], ts(t_from), ts(t_to))),
+        (r"\$__timeFrom\(\)", lambda m: ts(t_from)),
+        (r"\$__timeTo\(\)", lambda m: ts(t_to)),
+        (r"\$__timeGroupAlias\(([^)]*)\)",
+         lambda m: "floor(extract(epoch from %s)/%d)*%d AS \"time\"" % (args(m)[0], INTERVAL_S, INTERVAL_S)),
+        (r"\$__timeGroup\(([^)]*)\)",
+         lambda m: "floor(extract(epoch from %s)/%d)*%d" % (args(m)[0], INTERVAL_S, INTERVAL_S)),
+        (r"\$__timeEpoch\(([^)]*)\)", lambda m: "extract(epoch from %s) AS \"time\"" % args(m)[0]),
+        (r"\$__time\(([^)]*)\)", lambda m: "%s AS \"time\"" % args(m)[0]),
+        (r"\$__unixEpochFilter\(([^)]*)\)", lambda m: "%s >= %d AND %s <= %d" % (
+            args(m)[0], t_from.timestamp(), args(m)[0], t_to.timestamp())),
+        (r"\$__interval_ms\b", lambda m: str(INTERVAL_S * 1000)),
+        (r"\$__interval\b", lambda m: "'%ds'" % INTERVAL_S),
+    ]
+    for pat, rep in rules:
+        sql = re.sub(pat, rep, sql)
+    return sql
+
+
+def variables(sql, values):
+    """$name, ${name}, [[name]]: a multi-valued variable becomes 'a','b'."""
+    for name, vals in values.items():
+        lit = ",".join(quote(v) for v in vals)
+        sql = re.sub(r"\$\{%s(?::[a-z]+)?\}|\$%s\b|\[\[%s\]\]" % (name, name, name), lambda m: lit, sql)
+    return sql
+
+
+def leftover(sql):
+    """Placeholders Grafana would have replaced but we did not."""
+    return re.findall(r"\$(?:__)?[A-Za-z_]\w*|\$\{[^}]*\}|\[\[\w+\]\]", sql)
+
+
+def run(sql):
+    cur = c.cursor()
+    cur.execute(sql)
+    return cur.fetchall()
+
+
+# ---- variables, in order (a later one may use an earlier one) -----------
+values = {}
+templ = dash.get("templating", {}).get("list", [])
+for v in templ:
+    if v.get("type") != "query":
+        continue
+    q = v["query"]["rawSql"] if isinstance(v["query"], dict) else v["query"]
+    sql = variables(macros(q), values)
+    t.ok(not leftover(sql), "variable %s: every placeholder substituted" % v["name"], *leftover(sql))
+    try:
+        rows = run(sql)
+        err = None
+    except Exception as e:  # noqa: BLE001
+        rows, err = [], str(e).strip()
+    t.ok(err is None and rows, "variable %s: query runs and returns values (%d)" % (v["name"], len(rows)), err or "")
+    values[v["name"]] = [str(r[0]) for r in rows]
+t.ok({"server", "instance"} <= set(values), "the dashboard has server and instance variables")
+t.ok("dash_two" in values.get("server", []) and "127.0.0.1:1" in values.get("instance", []),
+     "the variables list every server and instance, the down one too")
+
+
+# ---- every panel ---------------------------------------------------------
+def all_panels(panels):
+    for p in panels:
+        yield p
+        yield from all_panels(p.get("panels", []))
+
+
+DS_TYPES = ("grafana-postgresql-datasource", "postgres")
+n_queries = 0
+for p in all_panels(dash["panels"]):
+    if p.get("type") in ("row", "text"):
+        continue
+    targets = p.get("targets", [])
+    t.ok(targets and all(tg.get("rawSql") and tg.get("rawQuery") for tg in targets),
+         "panel %r: has raw SQL targets" % p.get("title"))
+    for tg in targets:
+        ds = tg.get("datasource") or p.get("datasource") or {}
+        sql = variables(macros(tg.get("rawSql", "")), values)
+        left = leftover(sql)
+        err = None
+        rows = []
+        if not left:
+            try:
+                rows = run(sql)
+            except Exception as e:  # noqa: BLE001
+                err = str(e).strip()
+        n_queries += 1
+        t.ok(ds.get("type") in DS_TYPES and not left and err is None and rows,
+             "panel %r (%s): runs, %d rows" % (p.get("title"), tg.get("format"), len(rows)),
+             *(["unsubstituted: %s" % " ".join(left)] if left else []
+               + ([err] if err else []) + (["datasource %r" % ds] if ds.get("type") not in DS_TYPES else [])
+               + ([] if rows or err or left else ["no rows"])))
+t.ok(n_queries >= 10, "the dashboard has %d panel queries" % n_queries)
+
+# the down instance is in the Instances table, with its error
+inst = [p for p in all_panels(dash["panels"]) if p.get("title") == "Instances" and p.get("type") == "table"]
+if inst:
+    sql = variables(macros(inst[0]["targets"][0]["rawSql"]), values)
+    rows = run(sql)
+    t.ok(any(r[1] == "127.0.0.1:1" and r[2] for r in rows), "Instances shows the down instance with its error")
+else:
+    t.ok(False, "the dashboard has an Instances panel")
+
+c.close()
+t.done()
