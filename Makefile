@@ -23,6 +23,7 @@ OBJS = \
 	src/multi_get.o \
 	src/servers.o \
 	src/stats.o \
+	src/slabs.o \
 	src/protocol.o \
 	src/ring.o \
 	src/hash.o

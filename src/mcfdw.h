@@ -146,6 +146,9 @@ typedef struct McKey
 /* functions.c */
 extern void McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k);
 
+/* servers.c */
+extern List *McUsableServers(void);
+
 /* options.c */
 extern char *mc_default_server;
 extern void McOptionsInit(void);

@@ -41,25 +41,19 @@ conn_state(McConn *conn, TimestampTz now)
 }
 
 /*
- * mc_servers() returns one row per instance.  Servers the user has no USAGE
- * on are left out rather than raising an error, so a dashboard sees what it
- * may see.
+ * The OIDs of every mcfdw foreign server the current user has USAGE on.
+ * The others are left out rather than reported, so views granted to PUBLIC
+ * (mc_servers, the statistics views) show each role what it may see.
  */
-Datum
-mc_servers(PG_FUNCTION_ARGS)
+List *
+McUsableServers(void)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			fdwid = get_foreign_data_wrapper_oid("mcfdw", false);
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
 	List	   *servers = NIL;
-	ListCell   *lc;
-	TimestampTz now = GetCurrentTimestamp();
 
-	InitMaterializedSRF(fcinfo, 0);
-
-	/* collect first: building an entry may read the catalog itself */
 	rel = table_open(ForeignServerRelationId, AccessShareLock);
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
@@ -72,6 +66,21 @@ mc_servers(PG_FUNCTION_ARGS)
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return servers;
+}
+
+/* mc_servers() returns one row per instance of every usable server. */
+Datum
+mc_servers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	List	   *servers;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	InitMaterializedSRF(fcinfo, 0);
+	/* collected first: building an entry may read the catalog itself */
+	servers = McUsableServers();
 
 	foreach(lc, servers)
 	{
