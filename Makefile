@@ -19,6 +19,7 @@ OBJS = \
 	src/mcfdw.o \
 	src/options.o \
 	src/pool.o \
+	src/conn.o \
 	src/functions.o \
 	src/multi_get.o \
 	src/servers.o \

@@ -156,45 +156,52 @@ extern const char *McDistName(McDist dist);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
 
-/* pool.c */
+/* pool.c: servers, health, routing */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGet(Oid serverid);
+extern bool McEndpointAlive(McConn *conn, TimestampTz now);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
-extern void McConnDropIdle(McConn *conn);
-extern McConn *McConnPrepare(McServer *srv, int index, bool soft);
-extern bool McConnFinishConnect(McConn *conn, bool soft);
-extern bool McConnFailSoft(McConn *conn, bool soft, int sqlerrcode,
-						   const char *action, const char *fmt,...)
-			pg_attribute_printf(5, 6);
-extern const char *McConnRoundtrip(McServer *srv, int index,
-								   const char *hdr, size_t hlen,
-								   const char *data, size_t dlen,
-								   McReply *reply, McConn **connp, bool soft);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 								  const char *hdr, size_t hlen,
 								  const char *data, size_t dlen,
 								  McReply *reply, McConn **connp);
+
+/* conn.c: one socket per instance */
+extern const char *McConnName(McConn *conn);
+extern McConn *McConnPrepare(McServer *srv, int index, bool soft);
+extern bool McConnFinishConnect(McConn *conn, bool soft);
+extern const char *McConnRoundtrip(McServer *srv, int index,
+								   const char *hdr, size_t hlen,
+								   const char *data, size_t dlen,
+								   McReply *reply, McConn **connp, bool soft);
 extern void McConnConsume(McConn *conn, size_t n);
+extern void McConnEnd(McConn *conn);
+extern void McConnClose(McConn *conn);
+extern void McConnDiscard(McConn *conn);
+extern void McConnFail(McConn *conn, int sqlerrcode, const char *action,
+					   const char *fmt,...)
+			pg_attribute_printf(4, 5) pg_attribute_noreturn();
+extern bool McConnFailSoft(McConn *conn, bool soft, int sqlerrcode,
+						   const char *action, const char *fmt,...)
+			pg_attribute_printf(5, 6);
+extern void McConnReplyError(McConn *conn, const char *base,
+							 const McReply *reply) pg_attribute_noreturn();
+
+/* conn.c: the multi-get's non-blocking primitives */
 extern WaitEventSet *McServerWaitSet(McServer *srv);
 extern void McConnArm(McConn *conn, uint32 events);
 extern ssize_t McConnSendSome(McConn *conn, bool soft);
 extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool soft);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
+extern void McConnDropIdle(McConn *conn);
 
-/* One "STAT name value" line of a stats reply (pointers into the read buffer). */
+/* conn.c: stats commands ("STAT name value" lines, then END) */
 typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
 							  const char *value, size_t valuelen);
 extern bool McConnStatLines(McServer *srv, int index, const char *cmd,
 							McStatLineFn cb, void *arg, bool soft);
-extern void McConnEnd(McConn *conn);
-extern void McConnFail(McConn *conn, int sqlerrcode, const char *action,
-					   const char *fmt,...)
-			pg_attribute_printf(4, 5) pg_attribute_noreturn();
-extern void McConnReplyError(McConn *conn, const char *base,
-							 const McReply *reply) pg_attribute_noreturn();
-extern const char *McConnName(McConn *conn);
 
 #endif							/* MCFDW_H */

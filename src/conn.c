@@ -1,0 +1,962 @@
+/*
+ * conn.c — one socket per memcached instance, and everything done on it.
+ *
+ * Owns: non-blocking connects (started and finished separately, so a batch
+ * connects to all its instances at once), one WaitEventSet per connection
+ * (and one per server for the multi-get), interruptible sends and reads
+ * with deadlines, the read buffer (always NUL-terminated, for
+ * mc_parse_reply_z), failure accounting, retrying a pooled socket the
+ * server closed while idle, and closing a connection whose reply was not
+ * read to the end.  Must not: choose instances (pool.c) or know what
+ * commands mean.
+ *
+ * Lifetime: buffers and wait sets live in "mcfdw connections", a child of
+ * TopMemoryContext, for the life of the backend.
+ */
+#include "postgres.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "mcfdw.h"
+
+#define RBUF_INITIAL	16384
+#define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
+#define WBUF_INITIAL	16384
+#define LATCH_POS		0
+#define SOCK_POS		2
+
+/* Outcome of a socket operation that may fail softly. */
+typedef enum McIoStatus
+{
+	MC_IO_OK,
+	MC_IO_RETRY,				/* pooled socket was closed while idle: retry */
+	MC_IO_FAILED				/* soft failure, recorded against the instance */
+} McIoStatus;
+
+/* The context of connection buffers and wait sets, made on first use. */
+static MemoryContext
+conn_memory(void)
+{
+	static MemoryContext cxt = NULL;
+
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "mcfdw connections",
+									ALLOCSET_DEFAULT_SIZES);
+	return cxt;
+}
+
+/*
+ * Empty the read buffer.  Its invariant: a NUL right after the last unread
+ * byte (rbuf[rend]), which lets mc_parse_reply_z parse without bounds
+ * checks; every place that moves rend keeps it.
+ */
+static inline void
+conn_reset_rbuf(McConn *conn)
+{
+	conn->rstart = conn->rend = 0;
+	if (conn->rbuf)
+		conn->rbuf[0] = '\0';
+}
+
+/*
+ * Name of a connection's instance for messages.  Only called on error and
+ * reporting paths, so the allocation does not matter.
+ */
+const char *
+McConnName(McConn *conn)
+{
+	McEndpoint *ep = &conn->server->cfg.endpoints[conn->index];
+
+	if (strchr(ep->host, ':'))
+		return psprintf("[%s]:%d", ep->host, ep->port);
+	return psprintf("%s:%d", ep->host, ep->port);
+}
+
+/* Release a connection's buffers and socket for good (config change). */
+void
+McConnDiscard(McConn *conn)
+{
+	McConnClose(conn);
+	if (conn->rbuf)
+		pfree(conn->rbuf);
+	if (conn->wbuf)
+		pfree(conn->wbuf);
+	conn->rbuf = conn->wbuf = NULL;
+	conn->rcap = conn->wcap = 0;
+}
+
+/* Close the socket (the buffers stay for the next connection). */
+void
+McConnClose(McConn *conn)
+{
+	if (conn->wes)
+	{
+		FreeWaitEventSet(conn->wes);
+		conn->wes = NULL;
+	}
+	if (conn->sock != PGINVALID_SOCKET)
+	{
+		closesocket(conn->sock);
+		ReleaseExternalFD();
+		conn->sock = PGINVALID_SOCKET;
+		conn->server->sock_gen++;
+	}
+	conn->connecting = false;
+	conn->busy = false;
+	conn_reset_rbuf(conn);
+	conn->wlen = conn->woff = 0;
+	conn->cur_events = 0;
+}
+
+/*
+ * Record a failure against the instance: after failure_limit in a row it is
+ * marked dead for retry_delay seconds, so callers fail fast (or fail over)
+ * instead of each waiting out a timeout.
+ */
+static void
+conn_record_failure(McConn *conn, const char *msg)
+{
+	McServer   *srv = conn->server;
+
+	strlcpy(conn->last_error, msg, sizeof(conn->last_error));
+	conn->failures++;
+	if (conn->failures >= srv->cfg.failure_limit && conn->dead_until == 0)
+	{
+		conn->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   (int64) srv->cfg.retry_delay * 1000);
+		srv->ndead++;
+	}
+}
+
+/*
+ * The instance misbehaved or went away: close the socket, count the failure
+ * and raise the error.  Used for connect errors, timeouts, resets, EOF and
+ * unparseable replies — everything that says the instance is unhealthy.  The
+ * primary message names the foreign server; the detail names the instance
+ * and the cause, which is also kept for the mc_servers view.  With soft set
+ * (a multi-get with failover on) nothing is raised: the caller drops the
+ * instance from the batch and goes on, and false is returned.
+ */
+static bool
+conn_fail_v(McConn *conn, bool soft, int sqlerrcode, const char *action,
+			const char *fmt, va_list ap)
+{
+	char		why[200];
+	int			save_errno = errno;
+	const char *name = McConnName(conn);
+
+	errno = save_errno;			/* for %m */
+	vsnprintf(why, sizeof(why), fmt, ap);
+	McConnClose(conn);
+	conn_record_failure(conn, why);
+	if (soft)
+		return false;
+	ereport(ERROR,
+			(errcode(sqlerrcode),
+			 errmsg("could not %s memcached server \"%s\"", action, conn->server->name),
+			 errdetail("Instance %s: %s.", name, why)));
+	return false;				/* not reached */
+}
+
+/* conn_fail_v that may return (soft) or raise. */
+bool
+McConnFailSoft(McConn *conn, bool soft, int sqlerrcode, const char *action,
+			   const char *fmt,...)
+{
+	va_list		ap;
+	bool		r;
+
+	va_start(ap, fmt);
+	r = conn_fail_v(conn, soft, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* conn_fail_v that always raises. */
+void
+McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	conn_fail_v(conn, false, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	pg_unreachable();
+}
+
+/*
+ * Wait until the socket is ready for events, the latch is set (interrupts
+ * are serviced, so cancel and statement_timeout work) or timeout_ms of
+ * inactivity pass.  One WaitEventSet per connection avoids building an epoll
+ * set per wait.  Returns false only on a soft timeout.
+ */
+static bool
+conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool soft)
+{
+	TimestampTz deadline = 0;
+
+	if (timeout_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	if (conn->latch != MyLatch)
+	{
+		ModifyWaitEvent(conn->wes, LATCH_POS, WL_LATCH_SET, MyLatch);
+		conn->latch = MyLatch;
+	}
+	if (conn->cur_events != events)
+	{
+		ModifyWaitEvent(conn->wes, conn->sock_pos, events, NULL);
+		conn->cur_events = events;
+	}
+	for (;;)
+	{
+		WaitEvent	ev;
+		long		timeout = -1;
+		int			rc;
+
+		CHECK_FOR_INTERRUPTS();
+		if (deadline)
+		{
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (timeout <= 0)
+				return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
+									  "timed out after %d ms", timeout_ms);
+		}
+		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		if (rc == 0)
+			continue;
+		if (ev.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			continue;
+		}
+		if (ev.events & events)
+			return true;
+	}
+}
+
+/*
+ * Start a non-blocking TCP connection.  Host names are resolved here, at
+ * connect time, so DNS changes are picked up by the next reconnect.  The
+ * connect itself completes in conn_connect_finish, so a multi-get can have
+ * the handshakes with all its instances in flight at once.
+ */
+static bool
+conn_connect_start(McConn *conn, bool soft)
+{
+	McServer   *srv = conn->server;
+	McEndpoint *ep = &srv->cfg.endpoints[conn->index];
+	struct addrinfo hints;
+	struct addrinfo *res = NULL;
+	char		portstr[16];
+	int			rc;
+	int			one = 1;
+	pgsocket	sock;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	snprintf(portstr, sizeof(portstr), "%d", ep->port);
+	rc = getaddrinfo(ep->host, portstr, &hints, &res);
+	if (rc != 0 || res == NULL)
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "could not resolve host name: %s",
+							  gai_strerror(rc));
+
+	if (!AcquireExternalFD())
+	{
+		freeaddrinfo(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to memcached server \"%s\"", srv->name),
+				 errdetail("There are too many open files on the local server."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+	}
+	sock = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (sock == PGINVALID_SOCKET)
+	{
+		int			save = errno;
+
+		ReleaseExternalFD();
+		freeaddrinfo(res);
+		errno = save;
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "could not create socket: %m");
+	}
+	conn->sock = sock;
+	srv->sock_gen++;
+	(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	rc = connect(sock, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	if (rc < 0 && errno != EINPROGRESS)
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "%m");
+
+	conn->wes = CreateWaitEventSet(conn_memory(), 3);
+	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	conn->sock_pos = AddWaitEventToSet(conn->wes, WL_SOCKET_WRITEABLE, sock, NULL, NULL);
+	Assert(conn->sock_pos == SOCK_POS);
+	conn->cur_events = WL_SOCKET_WRITEABLE;
+	conn->latch = MyLatch;
+	conn->connecting = (rc < 0);
+	conn->connect_started = GetCurrentTimestamp();
+
+	if (conn->rbuf == NULL)
+	{
+		conn->rbuf = MemoryContextAlloc(conn_memory(), RBUF_INITIAL);
+		conn->rcap = RBUF_INITIAL;
+	}
+	conn_reset_rbuf(conn);
+	conn->wlen = conn->woff = 0;
+	conn->requests = 0;
+	conn->connects++;
+	return true;
+}
+
+/*
+ * Wait (interruptibly, within connect_timeout counted from the start) for a
+ * connect begun by conn_connect_start, and check its outcome.
+ */
+static bool
+conn_connect_finish(McConn *conn, bool soft)
+{
+	int			soerr = 0;
+	socklen_t	slen = sizeof(soerr);
+	int			timeout = conn->server->cfg.connect_timeout;
+
+	if (!conn->connecting)
+		return true;
+	if (timeout > 0)
+	{
+		long		elapsed = TimestampDifferenceMilliseconds(conn->connect_started,
+															  GetCurrentTimestamp());
+
+		timeout = Max(1, timeout - (int) elapsed);
+	}
+	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to", soft))
+		return false;
+	if (getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
+		soerr = errno;
+	conn->connecting = false;
+	if (soerr != 0)
+	{
+		errno = soerr;
+		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							  "connect to", "%m");
+	}
+	return true;
+}
+
+/*
+ * An idle socket may have been closed by the server (restart, idle timeout)
+ * since its last use.  Probing costs a system call, so it is done only for
+ * sockets idle for over a second; a hot loop never pays for it.
+ */
+static bool
+conn_still_open(McConn *conn)
+{
+	char		b;
+	ssize_t		n;
+
+	n = recv(conn->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return true;
+	return false;				/* EOF, error, or unexpected bytes */
+}
+
+/*
+ * Get an instance ready for a request without waiting: close the socket if
+ * an interrupted request left it out of step, refuse a dead instance, probe
+ * a long-idle socket, and start a connect if there is no socket.  The
+ * connection is marked busy until McConnEnd.  Returns NULL (soft) when the
+ * instance is dead or the connect could not even start.
+ */
+McConn *
+McConnPrepare(McServer *srv, int index, bool soft)
+{
+	McConn	   *conn = &srv->conns[index];
+	TimestampTz now;
+
+	if (conn->busy)
+		McConnClose(conn);
+	now = GetCurrentTimestamp();
+	if (conn->dead_until != 0 && !McEndpointAlive(conn, now))
+	{
+		if (soft)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("memcached server \"%s\" is unavailable", srv->name),
+				 errdetail("Instance %s failed %d times in a row, most recently: %s.",
+						   McConnName(conn), conn->failures, conn->last_error),
+				 errhint("It will be tried again at %s.",
+						 timestamptz_to_str(conn->dead_until))));
+	}
+	if (conn->sock != PGINVALID_SOCKET &&
+		now - conn->last_used > USECS_PER_SEC && !conn_still_open(conn))
+		McConnClose(conn);
+	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn, soft))
+		return NULL;
+	conn->last_used = now;
+	conn->busy = true;
+	conn->expect_wait = false;
+	conn->retryable = (conn->requests > 0);
+	conn->rgot = 0;
+	return conn;
+}
+
+/* Complete a connect McConnPrepare started; false on a soft failure. */
+bool
+McConnFinishConnect(McConn *conn, bool soft)
+{
+	return conn_connect_finish(conn, soft);
+}
+
+/*
+ * A pooled socket that the server closed while it sat idle (a restart, an
+ * idle timeout) fails on first use with EPIPE/ECONNRESET or an EOF before any
+ * reply byte.  That says nothing about the server's health and the request
+ * never ran, so instead of raising an error the socket is closed and the
+ * caller retries once on a fresh one (see McConnRoundtrip).
+ */
+static bool
+conn_closed_while_idle(McConn *conn, int err)
+{
+	if (!conn->retryable || conn->rgot != 0)
+		return false;
+	if (err != 0 && err != EPIPE && err != ECONNRESET)
+		return false;
+	McConnClose(conn);
+	return true;
+}
+
+/*
+ * Send a whole request (header, then optional data block and its CRLF) with
+ * one sendmsg in the common case, waiting for writability when the socket
+ * buffer is full.
+ */
+static McIoStatus
+conn_send(McConn *conn, const char *hdr, size_t hlen,
+		  const char *data, size_t dlen, bool soft)
+{
+	struct iovec iov[3];
+	struct msghdr msg;
+	int			niov = 0;
+	static char crlf[] = "\r\n";
+
+	iov[niov].iov_base = unconstify(char *, hdr);
+	iov[niov++].iov_len = hlen;
+	if (data != NULL)
+	{
+		if (dlen > 0)
+		{
+			iov[niov].iov_base = unconstify(char *, data);
+			iov[niov++].iov_len = dlen;
+		}
+		iov[niov].iov_base = crlf;
+		iov[niov++].iov_len = 2;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = niov;
+
+	while (msg.msg_iovlen > 0)
+	{
+		ssize_t		n = sendmsg(conn->sock, &msg, MSG_NOSIGNAL);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			{
+				if (!conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
+							   "send to", soft))
+					return MC_IO_FAILED;
+				continue;
+			}
+			if (conn_closed_while_idle(conn, errno))
+				return MC_IO_RETRY;
+			return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to",
+								  "%m") ? MC_IO_OK : MC_IO_FAILED;
+		}
+		/* drop what was written from the front of the iovec */
+		while (n > 0 && msg.msg_iovlen > 0)
+		{
+			if ((size_t) n >= msg.msg_iov->iov_len)
+			{
+				n -= msg.msg_iov->iov_len;
+				msg.msg_iov++;
+				msg.msg_iovlen--;
+			}
+			else
+			{
+				msg.msg_iov->iov_base = (char *) msg.msg_iov->iov_base + n;
+				msg.msg_iov->iov_len -= n;
+				n = 0;
+			}
+		}
+	}
+	conn->requests++;
+	conn->total_requests++;
+	conn->expect_wait = true;
+	return MC_IO_OK;
+}
+
+/*
+ * Make room for at least need more bytes after rend: slide unread bytes to
+ * the front, then grow.  Growth is to a power of two so a stream of large
+ * values does not reallocate per reply.
+ */
+static void
+conn_reserve(McConn *conn, size_t need)
+{
+	size_t		have = conn->rend - conn->rstart;
+
+	need++;						/* and the NUL after the data */
+	if (conn->rcap - conn->rend >= need)
+		return;
+	if (conn->rstart > 0)
+	{
+		memmove(conn->rbuf, conn->rbuf + conn->rstart, have);
+		conn->rstart = 0;
+		conn->rend = have;
+		conn->rbuf[have] = '\0';
+	}
+	if (conn->rcap - conn->rend < need)
+	{
+		size_t		cap = conn->rcap;
+
+		while (cap - have < need)
+			cap *= 2;
+		if (cap > MaxAllocSize)
+			McConnFail(conn, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+					   "reply of %zu bytes is too large", have + need);
+		conn->rbuf = repalloc(conn->rbuf, cap);
+		conn->rcap = cap;
+	}
+}
+
+/*
+ * Read more reply bytes: at least "need", as many as fit.  Right after a
+ * request was sent the reply cannot be there yet, so wait first; after a
+ * read that filled the buffer there is probably more, so read first.  Either
+ * way no system call is spent on a read that is sure to fail.
+ */
+static McIoStatus
+conn_fill(McConn *conn, size_t need, bool soft)
+{
+	size_t		got = 0;
+
+	conn_reserve(conn, need);
+	while (got < need)
+	{
+		ssize_t		n;
+		size_t		room;
+
+		if (conn->expect_wait)
+		{
+			if (!conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
+						   "read from", soft))
+				return MC_IO_FAILED;
+			conn->expect_wait = false;
+		}
+		room = conn->rcap - conn->rend - 1;
+		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+		if (n > 0)
+		{
+			conn->rend += n;
+			conn->rbuf[conn->rend] = '\0';
+			conn->rgot += n;
+			got += n;
+			conn->expect_wait = ((size_t) n < room);
+			continue;
+		}
+		if (n == 0)
+		{
+			if (conn_closed_while_idle(conn, 0))
+				return MC_IO_RETRY;
+			McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from",
+						   "the server closed the connection");
+			return MC_IO_FAILED;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		{
+			conn->expect_wait = true;
+			continue;
+		}
+		if (conn_closed_while_idle(conn, errno))
+			return MC_IO_RETRY;
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
+		return MC_IO_FAILED;
+	}
+	return MC_IO_OK;
+}
+
+/*
+ * Return the next complete reply, reading as much as needed.  The reply is
+ * described in place: offsets in *reply are relative to the returned
+ * pointer, which stays valid until the next read on this connection.
+ * Returns NULL with *st set when the socket failed (soft) or turned out to
+ * be closed while idle (retry).
+ */
+static const char *
+conn_read_reply(McConn *conn, McReply *reply, bool soft, McIoStatus *st)
+{
+	for (;;)
+	{
+		const char *base = conn->rbuf + conn->rstart;
+		McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, reply);
+
+		if (t == MC_REPLY_BAD)
+		{
+			McConnFailSoft(conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+						   "the reply is not valid meta protocol");
+			*st = MC_IO_FAILED;
+			return NULL;
+		}
+		if (t != MC_REPLY_NEED_MORE)
+			return base;
+		if ((*st = conn_fill(conn, reply->need, soft)) != MC_IO_OK)
+			return NULL;
+	}
+}
+
+/*
+ * One request, one reply, on instance index.  Retries once, on a fresh
+ * socket, when a pooled one turns out to have been closed by the server
+ * while idle.  On success the connection is busy and the reply is described
+ * by *reply (offsets relative to the returned pointer); finish with
+ * McConnConsume + McConnEnd.  With soft set, a failing instance gives NULL
+ * instead of an error.
+ */
+const char *
+McConnRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
+				const char *data, size_t dlen, McReply *reply, McConn **connp,
+				bool soft)
+{
+	for (;;)
+	{
+		McConn	   *conn = McConnPrepare(srv, index, soft);
+		const char *base = NULL;
+		McIoStatus	st;
+
+		*connp = conn;
+		if (conn == NULL || !conn_connect_finish(conn, soft))
+			return NULL;
+		st = conn_send(conn, hdr, hlen, data, dlen, soft);
+		if (st == MC_IO_OK)
+			base = conn_read_reply(conn, reply, soft, &st);
+		if (base != NULL)
+			return base;
+		if (st == MC_IO_FAILED)
+			return NULL;
+		/* closed while idle: the retry uses a new socket, not retryable */
+	}
+}
+
+/* Mark n reply bytes as used. */
+void
+McConnConsume(McConn *conn, size_t n)
+{
+	Assert(n <= conn->rend - conn->rstart);
+	conn->rstart += n;
+	if (conn->rstart == conn->rend)
+		conn_reset_rbuf(conn);
+}
+
+/*
+ * The request is complete.  Bytes left unread mean the stream is out of
+ * step, so the socket is closed rather than trusted; a buffer that grew for a
+ * big value is given back so an idle backend stays small.
+ */
+void
+McConnEnd(McConn *conn)
+{
+	conn->busy = false;
+	conn->failures = 0;
+	if (conn->rstart != conn->rend)
+		McConnClose(conn);
+	if (conn->rcap > RBUF_KEEP)
+	{
+		pfree(conn->rbuf);
+		conn->rbuf = MemoryContextAlloc(conn_memory(), RBUF_INITIAL);
+		conn->rcap = RBUF_INITIAL;
+	}
+	conn_reset_rbuf(conn);
+}
+
+/*
+ * The server answered with an error of its own, or with a reply that does
+ * not fit the request.  The instance is not unhealthy, but the stream can no
+ * longer be trusted, so the socket is closed before the error is raised.
+ */
+void
+McConnReplyError(McConn *conn, const char *base, const McReply *reply)
+{
+	const char *name = McConnName(conn);
+	size_t		len = reply->header_len >= 2 ? reply->header_len - 2 : 0;
+	char	   *line;
+
+	/* the line is the server's, not ours: keep it short and printable */
+	len = Min(len, 200);
+	line = pnstrdup(base, len);
+	for (char *p = line; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			*p = '?';
+	McConnClose(conn);
+	if (reply->type == MC_REPLY_SERVER_ERROR &&
+		strstr(line, "object too large") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("value is too large for memcached server \"%s\"", conn->server->name),
+				 errdetail_internal("Instance %s replied: %s", name, line),
+				 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
+	if (reply->type == MC_REPLY_SERVER_ERROR || reply->type == MC_REPLY_CLIENT_ERROR ||
+		reply->type == MC_REPLY_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("memcached server \"%s\" reported an error", conn->server->name),
+				 errdetail_internal("Instance %s replied: %s", name, line)));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("unexpected reply from memcached server \"%s\"", conn->server->name),
+			 errdetail_internal("Instance %s replied: %s", name, line)));
+}
+
+/*
+ * The multi-get wait set of a server: latch, postmaster death and every
+ * open socket of the server, armed for reading.  It lives as long as the
+ * set of open sockets does (sock_gen), so a multi-get pays for no epoll
+ * set construction in steady state.  Idle sockets stay in it: one that
+ * becomes readable is a socket the server closed, found and dropped by the
+ * caller.
+ */
+WaitEventSet *
+McServerWaitSet(McServer *srv)
+{
+	if (srv->mwes != NULL && srv->mwes_gen == srv->sock_gen)
+	{
+		if (srv->mwes_latch != MyLatch)
+		{
+			ModifyWaitEvent(srv->mwes, LATCH_POS, WL_LATCH_SET, MyLatch);
+			srv->mwes_latch = MyLatch;
+		}
+		return srv->mwes;
+	}
+	if (srv->mwes != NULL)
+		FreeWaitEventSet(srv->mwes);
+	srv->mwes = CreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
+	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	srv->mwes_latch = MyLatch;
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		McConn	   *conn = &srv->conns[i];
+
+		conn->mpos = -1;
+		if (conn->sock == PGINVALID_SOCKET || conn->connecting)
+			continue;
+		conn->mpos = AddWaitEventToSet(srv->mwes, WL_SOCKET_READABLE, conn->sock,
+									   NULL, conn);
+		conn->mevents = WL_SOCKET_READABLE;
+	}
+	srv->mwes_gen = srv->sock_gen;
+	return srv->mwes;
+}
+
+/* Arm conn's entry in the multi-get wait set for events, if not already. */
+void
+McConnArm(McConn *conn, uint32 events)
+{
+	if (conn->mpos >= 0 && conn->mevents != events)
+	{
+		ModifyWaitEvent(conn->server->mwes, conn->mpos, events, NULL);
+		conn->mevents = events;
+	}
+}
+
+/*
+ * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
+ * when the socket buffer is full), -1 after a soft failure, -2 when a pooled
+ * socket turned out to be closed while idle (closed; the caller may retry).
+ */
+ssize_t
+McConnSendSome(McConn *conn, bool soft)
+{
+	ssize_t		n;
+
+	for (;;)
+	{
+		n = send(conn->sock, conn->wbuf + conn->woff, conn->wlen - conn->woff,
+				 MSG_NOSIGNAL);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (conn_closed_while_idle(conn, errno))
+			return -2;
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to", "%m");
+		return -1;
+	}
+	conn->woff += n;
+	if (conn->woff == conn->wlen)
+		conn->woff = conn->wlen = 0;
+	return n;
+}
+
+/*
+ * Receive what the socket has, without waiting, making room for at least
+ * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 after
+ * a soft failure, -2 for a pooled socket closed while idle.  expect_wait
+ * tells the caller whether the socket was drained.
+ */
+ssize_t
+McConnRecvSome(McConn *conn, size_t need, bool soft)
+{
+	ssize_t		n;
+	size_t		room;
+
+	conn_reserve(conn, Max(need, RBUF_INITIAL / 2));
+	room = conn->rcap - conn->rend - 1;
+	for (;;)
+	{
+		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+		if (n > 0)
+			break;
+		if (n == 0)
+		{
+			if (conn_closed_while_idle(conn, 0))
+				return -2;
+			McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from",
+						   "the server closed the connection");
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (conn_closed_while_idle(conn, errno))
+			return -2;
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
+		return -1;
+	}
+	conn->rend += n;
+	conn->rbuf[conn->rend] = '\0';
+	conn->rgot += n;
+	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
+	return n;
+}
+
+/*
+ * An idle pooled socket became readable: the server closed it (or sent
+ * something unasked).  Either way it is useless; close it now.
+ */
+void
+McConnDropIdle(McConn *conn)
+{
+	if (!conn->busy)
+		McConnClose(conn);
+}
+
+/*
+ * Make room for n more request bytes in wbuf (sent bytes are slid out
+ * first).  The multi-get refills wbuf in slices, so it stays small however
+ * many keys a batch has.
+ */
+char *
+McConnWriteSpace(McConn *conn, size_t n)
+{
+	if (conn->wbuf == NULL)
+	{
+		conn->wcap = Max(WBUF_INITIAL, n);
+		conn->wbuf = MemoryContextAlloc(conn_memory(), conn->wcap);
+	}
+	if (conn->wcap - conn->wlen < n && conn->woff > 0)
+	{
+		memmove(conn->wbuf, conn->wbuf + conn->woff, conn->wlen - conn->woff);
+		conn->wlen -= conn->woff;
+		conn->woff = 0;
+	}
+	if (conn->wcap - conn->wlen < n)
+	{
+		while (conn->wcap - conn->wlen < n)
+			conn->wcap *= 2;
+		conn->wbuf = repalloc(conn->wbuf, conn->wcap);
+	}
+	return conn->wbuf + conn->wlen;
+}
+
+/*
+ * Run a text-protocol command answered by "STAT <name> <value>" lines and
+ * "END" ("stats", "stats slabs", "stats items", "stats settings") on one
+ * instance, handing each line to cb.  With soft set, a failing instance
+ * does not raise: false is returned and the cause is in conn->last_error
+ * (or the instance is dead), so a stats view can show one row per
+ * unreachable instance instead of failing as a whole.  Cancels and timeouts
+ * of the statement are never swallowed.
+ */
+bool
+McConnStatLines(McServer *srv, int index, const char *cmd,
+				McStatLineFn cb, void *arg, bool soft)
+{
+	size_t		len = strlen(cmd);
+
+	for (;;)					/* at most twice: see conn_closed_while_idle */
+	{
+		McConn	   *conn = McConnPrepare(srv, index, soft);
+		McIoStatus	st;
+
+		if (conn == NULL || !conn_connect_finish(conn, soft))
+			return false;
+		st = conn_send(conn, cmd, len, NULL, 0, soft);
+		while (st == MC_IO_OK)
+		{
+			McReply		r;
+			char	   *base = conn->rbuf + conn->rstart;
+			McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
+
+			if (t == MC_REPLY_NEED_MORE)
+				st = conn_fill(conn, r.need, soft);
+			else if (t == MC_REPLY_STAT)
+			{
+				cb(arg, base + r.msg_off, r.msg_len,
+				   base + r.stat_value_off, r.stat_value_len);
+				McConnConsume(conn, r.consumed);
+			}
+			else if (t == MC_REPLY_END)
+			{
+				McConnConsume(conn, r.consumed);
+				McConnEnd(conn);
+				return true;
+			}
+			else if (t == MC_REPLY_BAD)
+				return McConnFailSoft(conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+									  "the reply is not valid meta protocol");
+			else if (soft)
+				return McConnFailSoft(conn, true, ERRCODE_PROTOCOL_VIOLATION, "read from",
+									  "unexpected reply to a stats command");
+			else
+				McConnReplyError(conn, base, &r);
+		}
+		if (st == MC_IO_FAILED)
+			return false;
+	}
+}
