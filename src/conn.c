@@ -34,6 +34,7 @@
 #define RBUF_INITIAL	16384
 #define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
 #define WBUF_INITIAL	16384
+#define RBUF_BATCH_READ	65536	/* a multi-get reads up to this much per recv */
 #define LATCH_POS		0
 #define SOCK_POS		2
 
@@ -834,7 +835,7 @@ McConnRecvSome(McConn *conn, size_t need, bool soft)
 	ssize_t		n;
 	size_t		room;
 
-	conn_reserve(conn, Max(need, RBUF_INITIAL / 2));
+	conn_reserve(conn, Max(need, RBUF_BATCH_READ));
 	room = conn->rcap - conn->rend - 1;
 	for (;;)
 	{
