@@ -28,6 +28,10 @@ OBJS = \
 	src/protocol.o \
 	src/ring.o \
 	src/hash.o
+# PGXS tracks no header dependencies: every object depends on every header,
+# so a changed struct can never leave a stale object behind.
+$(OBJS): $(wildcard src/*.h)
+
 EXTENSION = mcfdw
 DATA = mcfdw--1.0.sql
 PGFILEDESC = "mcfdw - memcached for SQL"

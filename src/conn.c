@@ -36,7 +36,6 @@
 #define WBUF_INITIAL	16384
 #define RBUF_BATCH_READ	65536	/* a multi-get reads up to this much per recv */
 #define LATCH_POS		0
-#define SOCK_POS		2
 
 /* Outcome of a socket operation that may fail softly. */
 typedef enum McIoStatus
@@ -201,15 +200,26 @@ McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...
  * Wait until the socket is ready for events, the latch is set (interrupts
  * are serviced, so cancel and statement_timeout work) or timeout_ms of
  * inactivity pass.  One WaitEventSet per connection avoids building an epoll
- * set per wait.  Returns false only on a soft timeout.
+ * set per wait, and the clock is read only when a wait ends without the
+ * socket being ready.  Returns false only on a soft timeout.
  */
 static bool
 conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool soft)
 {
 	TimestampTz deadline = 0;
+	long		timeout = -1;
 
 	if (timeout_ms > 0)
-		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	{
+		/*
+		 * The clock was read when the request began; until a reply byte
+		 * arrives, that is when this wait began too, near enough.
+		 */
+		TimestampTz start = conn->stamp_fresh ? conn->last_used : GetCurrentTimestamp();
+
+		deadline = TimestampTzPlusMilliseconds(start, timeout_ms);
+		timeout = timeout_ms;
+	}
 	if (conn->latch != MyLatch)
 	{
 		ModifyWaitEvent(conn->wes, LATCH_POS, WL_LATCH_SET, MyLatch);
@@ -223,10 +233,15 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool 
 	for (;;)
 	{
 		WaitEvent	ev;
-		long		timeout = -1;
 		int			rc;
 
 		CHECK_FOR_INTERRUPTS();
+		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		if (rc > 0 && (ev.events & events))
+			return true;
+		if (rc > 0 && (ev.events & WL_LATCH_SET))
+			ResetLatch(MyLatch);
+		/* woken early, or timed out: what is left of the timeout? */
 		if (deadline)
 		{
 			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
@@ -234,16 +249,6 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool 
 				return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
 									  "timed out after %d ms", timeout_ms);
 		}
-		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
-		if (rc == 0)
-			continue;
-		if (ev.events & WL_LATCH_SET)
-		{
-			ResetLatch(MyLatch);
-			continue;
-		}
-		if (ev.events & events)
-			return true;
 	}
 }
 
@@ -307,9 +312,10 @@ conn_connect_start(McConn *conn, bool soft)
 
 	conn->wes = CreateWaitEventSet(conn_memory(), 3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	/* a single-user backend has no postmaster to watch */
+	if (IsUnderPostmaster)
+		AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	conn->sock_pos = AddWaitEventToSet(conn->wes, WL_SOCKET_WRITEABLE, sock, NULL, NULL);
-	Assert(conn->sock_pos == SOCK_POS);
 	conn->cur_events = WL_SOCKET_WRITEABLE;
 	conn->latch = MyLatch;
 	conn->connecting = (rc < 0);
@@ -412,6 +418,7 @@ McConnPrepare(McServer *srv, int index, bool soft)
 	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn, soft))
 		return NULL;
 	conn->last_used = now;
+	conn->stamp_fresh = true;
 	conn->busy = true;
 	conn->expect_wait = false;
 	conn->retryable = (conn->requests > 0);
@@ -582,6 +589,7 @@ conn_fill(McConn *conn, size_t need, bool soft)
 			conn->rend += n;
 			conn->rbuf[conn->rend] = '\0';
 			conn->rgot += n;
+			conn->stamp_fresh = false;
 			got += n;
 			conn->expect_wait = ((size_t) n < room);
 			continue;
@@ -764,7 +772,8 @@ McServerWaitSet(McServer *srv)
 		FreeWaitEventSet(srv->mwes);
 	srv->mwes = CreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
 	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	if (IsUnderPostmaster)
+		AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	srv->mwes_latch = MyLatch;
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
@@ -862,6 +871,7 @@ McConnRecvSome(McConn *conn, size_t need, bool soft)
 	conn->rend += n;
 	conn->rbuf[conn->rend] = '\0';
 	conn->rgot += n;
+	conn->stamp_fresh = false;
 	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
 	return n;
 }

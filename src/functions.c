@@ -48,15 +48,20 @@ server_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * Check a key and produce its routed and wire forms.  Keys with spaces,
- * control characters or non-ASCII bytes go base64 with the b flag, so no
- * key can inject protocol; lengths are checked here so the server never sees
- * a request it would reject.  Shared by every function that takes keys.
+ * Check a key and give its routed form (prefix + key; the key itself when
+ * there is no prefix, else assembled in buf, which must hold
+ * MC_MAX_KEY_PREFIX + MC_KEY_MAX bytes) and whether it must go base64.
+ * Keys with spaces, control characters or non-ASCII bytes go base64 with
+ * the b flag, so no key can inject protocol; lengths are checked here so the
+ * server never sees a request it would reject.  Shared by every function
+ * that takes keys.
  */
-void
-McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k)
+const char *
+McRouteKey(McServer *srv, const char *data, size_t len, char *buf,
+		   size_t *rawlen, bool *b64)
 {
 	size_t		plen = srv->cfg.key_prefix_len;
+	const char *raw = data;
 
 	if (len == 0)
 		ereport(ERROR,
@@ -69,16 +74,38 @@ McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k)
 				 errdetail("The key is %zu bytes%s; the limit is %d bytes, or %d bytes for keys that contain spaces, control characters or non-ASCII bytes.",
 						   len + plen, plen ? " with the server's key prefix" : "",
 						   MC_KEY_MAX, MC_KEY_MAX_B64)));
-	memcpy(k->raw, srv->cfg.key_prefix, plen);
-	memcpy(k->raw + plen, data, len);
-	k->raw_len = plen + len;
-	if (mc_key_encode(k->raw, k->raw_len, k->wire, &k->wire_len, &k->b64) != MC_KEY_OK)
+	if (plen > 0)
+	{
+		memcpy(buf, srv->cfg.key_prefix, plen);
+		memcpy(buf + plen, data, len);
+		raw = buf;
+	}
+	*rawlen = plen + len;
+	if (mc_key_check(raw, *rawlen, b64) != MC_KEY_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("memcached key is too long"),
 				 errdetail("The key is %zu bytes%s and contains spaces, control characters or non-ASCII bytes, so it is sent base64-encoded; such keys are limited to %d bytes.",
-						   k->raw_len, plen ? " with the server's key prefix" : "",
+						   *rawlen, plen ? " with the server's key prefix" : "",
 						   MC_KEY_MAX_B64)));
+	return raw;
+}
+
+/* McRouteKey plus the key's wire form, for the single-key functions. */
+void
+McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k)
+{
+	const char *raw = McRouteKey(srv, data, len, k->raw, &k->raw_len, &k->b64);
+
+	if (raw != k->raw)
+		memcpy(k->raw, raw, k->raw_len);
+	if (k->b64)
+		k->wire_len = mc_b64_encode((const unsigned char *) k->raw, k->raw_len, k->wire);
+	else
+	{
+		memcpy(k->wire, k->raw, k->raw_len);
+		k->wire_len = k->raw_len;
+	}
 }
 
 /* McPrepareKey for a text argument. */
@@ -142,13 +169,37 @@ make_varlena(const char *data, size_t len)
 }
 
 /*
+ * Is this value valid text in the database encoding?  Every server encoding
+ * is ASCII-compatible, so ASCII without NUL bytes is valid in all of them:
+ * check eight bytes at a time for a high bit or a zero byte, and leave the
+ * full verification to the rest.
+ */
+bool
+McTextValid(const char *p, size_t len)
+{
+	const char *end = p + len;
+
+	while (end - p >= 8)
+	{
+		uint64		w;
+
+		memcpy(&w, p, 8);
+		if ((w | ((w - UINT64CONST(0x0101010101010101)) & ~w)) &
+			UINT64CONST(0x8080808080808080))
+			break;
+		p += 8;
+	}
+	return pg_verifymbstr(p, (int) (end - p), true);
+}
+
+/*
  * A text result must be valid in the database encoding; binary values must
  * be read with the bytea variants instead.
  */
 static void
 check_text_value(struct varlena *v, McKey *k)
 {
-	if (!pg_verifymbstr(VARDATA(v), VARSIZE(v) - VARHDRSZ, true))
+	if (!McTextValid(VARDATA(v), VARSIZE(v) - VARHDRSZ))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",

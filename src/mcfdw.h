@@ -79,7 +79,8 @@ typedef struct McConn
 	bool		expect_wait;	/* a request was sent: wait before reading */
 	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
 	size_t		rgot;			/* reply bytes received for this request */
-	TimestampTz last_used;
+	TimestampTz last_used;		/* clock at the start of the current request */
+	bool		stamp_fresh;	/* ... and nothing has arrived since */
 	WaitEventSet *wes;			/* latch + postmaster death + this socket */
 	int			sock_pos;		/* position of the socket event in wes */
 	int			mpos;			/* position in the server's mwes, -1 if absent */
@@ -144,7 +145,10 @@ typedef struct McKey
 } McKey;
 
 /* functions.c */
+extern const char *McRouteKey(McServer *srv, const char *data, size_t len,
+							  char *buf, size_t *rawlen, bool *b64);
 extern void McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k);
+extern bool McTextValid(const char *p, size_t len);
 
 /* servers.c */
 extern List *McUsableServers(void);

@@ -44,7 +44,8 @@ typedef struct MgKey
 	Datum		datum;			/* the array element, returned as "key" */
 	const char *data;			/* its bytes (no prefix) */
 	uint32		len;
-	int			server;			/* instance index */
+	uint16		server;			/* instance index (< MC_MAX_ENDPOINTS) */
+	bool		b64;			/* must go base64 */
 } MgKey;
 
 /* One instance's share of the batch. */
@@ -125,7 +126,7 @@ collect_keys(MgBatch *b, ArrayType *arr)
 	const bool *alive = McServerAliveMap(srv, alivebuf);
 	int		   *counts;
 	int		   *slots;
-	McKey		mk;
+	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
 
 	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	while (cap < (uint32) n * 2)
@@ -140,6 +141,8 @@ collect_keys(MgBatch *b, ArrayType *arr)
 	for (int i = 0; i < n; i++)
 	{
 		MgKey	   *k = &b->keys[b->nkeys];
+		const char *raw;
+		size_t		rawlen;
 
 		if (nulls[i])
 			continue;
@@ -147,10 +150,10 @@ collect_keys(MgBatch *b, ArrayType *arr)
 		k->data = VARDATA_ANY(DatumGetPointer(elems[i]));
 		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
 		/* checked here, so a bad key fails the call before anything is sent */
-		McPrepareKey(srv, k->data, k->len, &mk);
+		raw = McRouteKey(srv, k->data, k->len, rawbuf, &rawlen, &k->b64);
 		if (!keyset_add(&set, b->keys, b->nkeys))
 			continue;
-		k->server = McServerPickWith(srv, mk.raw, mk.raw_len, alive);
+		k->server = (uint16) McServerPickWith(srv, raw, rawlen, alive);
 		counts[k->server]++;
 		b->nkeys++;
 	}
@@ -228,9 +231,15 @@ fill_requests(MgBatch *b, MgServer *ms)
 		MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
 		char	   *dst = McConnWriteSpace(conn, MC_REQ_HEADER_MAX);
 
-		McPrepareKey(b->srv, k->data, k->len, &mk);
-		conn->wlen += mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
-										   (uint32) ms->next_send);
+		if (!k->b64 && b->srv->cfg.key_prefix_len == 0)
+			conn->wlen += mc_encode_get_opaque(dst, k->data, k->len, false, true,
+											   (uint32) ms->next_send);
+		else
+		{
+			McPrepareKey(b->srv, k->data, k->len, &mk);
+			conn->wlen += mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
+											   (uint32) ms->next_send);
+		}
 		ms->next_send++;
 	}
 	if (ms->next_send == ms->nkeys && !ms->mn_queued)
@@ -285,7 +294,7 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 	size_t		len = r->value_len;
 	char	   *p;
 
-	if (b->as_text && !pg_verifymbstr(v, (int) len, true))
+	if (b->as_text && !McTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",

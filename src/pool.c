@@ -35,6 +35,15 @@ static HTAB *server_hash = NULL;
 static bool sweep_needed = false;
 
 /*
+ * The hot path's shortcuts, both forgotten by every invalidation: the last
+ * server name resolved (a by-name syscache lookup hashes the whole name)
+ * and the last entry returned with its USAGE check passed.
+ */
+static char last_name[NAMEDATALEN];
+static Oid	last_oid = InvalidOid;
+static McServer *last_srv = NULL;
+
+/*
  * Syscache callback for pg_foreign_server: ALTER SERVER, DROP SERVER and
  * GRANT all land here.  Only marks entries; the rebuild happens at their next
  * use, inside a transaction where catalog access is allowed.
@@ -45,6 +54,9 @@ server_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 	HASH_SEQ_STATUS scan;
 	McServer   *srv;
 
+	/* any server change may rename, drop or create the cached name */
+	last_oid = InvalidOid;
+	last_srv = NULL;
 	if (server_hash == NULL)
 		return;
 	hash_seq_init(&scan, server_hash);
@@ -69,6 +81,7 @@ acl_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 	HASH_SEQ_STATUS scan;
 	McServer   *srv;
 
+	last_srv = NULL;
 	if (server_hash == NULL)
 		return;
 	hash_seq_init(&scan, server_hash);
@@ -281,7 +294,14 @@ McServerLookup(const char *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("no memcached server was given"),
 				 errhint("Pass a server name or set mcfdw.server.")));
-	return McServerGet(get_foreign_server_oid(name, false));
+	if (last_oid == InvalidOid || strcmp(name, last_name) != 0)
+	{
+		Oid			oid = get_foreign_server_oid(name, false);
+
+		strlcpy(last_name, name, sizeof(last_name));
+		last_oid = oid;
+	}
+	return McServerGet(last_oid);
 }
 
 /* McServerLookup by OID: the entry of an existing server, checked for USAGE. */
@@ -292,6 +312,10 @@ McServerGet(Oid serverid)
 	McServer   *srv;
 	bool		found;
 
+	if (last_srv != NULL && last_srv->serverid == serverid &&
+		last_srv->valid && last_srv->acl_ok_user == userid)
+		return last_srv;
+	last_srv = NULL;
 	if (sweep_needed)
 		sweep_dropped_servers();
 	srv = hash_search(server_hash, &serverid, HASH_ENTER, &found);
@@ -311,6 +335,7 @@ McServerGet(Oid serverid)
 			server_rebuild(srv);
 		srv->acl_ok_user = userid;
 	}
+	last_srv = srv;
 	return srv;
 }
 

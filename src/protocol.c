@@ -183,13 +183,11 @@ mc_b64_decode(const char *src, size_t len, unsigned char *dst)
  * base64 so no key can ever inject protocol.
  */
 McKeyStatus
-mc_key_encode(const char *key, size_t len, char *out, size_t *outlen,
-			  bool *b64)
+mc_key_check(const char *key, size_t len, bool *b64)
 {
 	const unsigned char *k = (const unsigned char *) key;
 	size_t		i;
 
-	*outlen = 0;
 	*b64 = false;
 	if (len == 0)
 		return MC_KEY_EMPTY;
@@ -199,17 +197,30 @@ mc_key_encode(const char *key, size_t len, char *out, size_t *outlen,
 			break;
 	}
 	if (i == len)
+		return len > MC_KEY_MAX ? MC_KEY_TOO_LONG : MC_KEY_OK;
+	*b64 = true;
+	return len > MC_KEY_MAX_B64 ? MC_KEY_TOO_LONG : MC_KEY_OK;
+}
+
+McKeyStatus
+mc_key_encode(const char *key, size_t len, char *out, size_t *outlen,
+			  bool *b64)
+{
+	McKeyStatus st = mc_key_check(key, len, b64);
+
+	*outlen = 0;
+	if (st != MC_KEY_OK)
 	{
-		if (len > MC_KEY_MAX)
-			return MC_KEY_TOO_LONG;
+		*b64 = false;
+		return st;
+	}
+	if (*b64)
+		*outlen = mc_b64_encode((const unsigned char *) key, len, out);
+	else
+	{
 		memcpy(out, key, len);
 		*outlen = len;
-		return MC_KEY_OK;
 	}
-	if (len > MC_KEY_MAX_B64)
-		return MC_KEY_TOO_LONG;
-	*outlen = mc_b64_encode(k, len, out);
-	*b64 = true;
 	return MC_KEY_OK;
 }
 

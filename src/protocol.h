@@ -82,6 +82,13 @@ typedef struct McReqOpts
 extern McKeyStatus mc_key_encode(const char *key, size_t len,
 								 char *out, size_t *outlen, bool *b64);
 
+/*
+ * mc_key_check: mc_key_encode without the encoding: the status, and in *b64
+ * whether the key must go base64.  For callers that check many keys first
+ * and encode them later.
+ */
+extern McKeyStatus mc_key_check(const char *key, size_t len, bool *b64);
+
 /* Standard base64 (RFC 4648, with padding).  Returns bytes written. */
 extern size_t mc_b64_encode(const unsigned char *src, size_t len, char *dst);
 /* Returns bytes written, or (size_t) -1 on malformed input. */

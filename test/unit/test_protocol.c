@@ -1400,6 +1400,23 @@ test_keys(void)
 	st = mc_key_encode(key, 7, out, &outlen, &b64);
 	tap_ok(st == MC_KEY_OK && b64 && outlen == 12 && memcmp(out, "Zm9vIGJhcg==", 12) == 0,
 		   "\"foo bar\" is Zm9vIGJhcg== (what memcached 1.6.18 accepts)");
+
+	/* mc_key_check gives mc_key_encode's verdict on random keys of all lengths */
+	bad = 0;
+	for (int i = 0; i < 3000; i++)
+	{
+		size_t		len = (size_t) rnd_below(300);
+		bool		cb64;
+		McKeyStatus cst;
+
+		for (size_t j = 0; j < len; j++)
+			key[j] = (char) (rnd_below(10) ? 0x21 + rnd_below(94) : rnd_below(256));
+		st = mc_key_encode(key, len, out, &outlen, &b64);
+		cst = mc_key_check(key, len, &cb64);
+		if (st != cst || (st == MC_KEY_OK && b64 != cb64))
+			bad++;
+	}
+	tap_ok(bad == 0, "mc_key_check agrees with mc_key_encode on 3000 random keys");
 }
 
 /* The echoed key may come back raw or base64: match on raw bytes. */
