@@ -1,0 +1,821 @@
+#!/usr/bin/python3
+"""bench.py — the workloads of `make bench`, run by test/bench/bench.sh.
+
+Owns: loading the keys, every workload of issue 5, the targets, and the
+report: one table printed at the end, the same rows as CSV
+(test/bench/results/latest.csv) and the printed report with the machine it
+ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or partial
+(BENCH_ONLY=...) run writes results/quick.csv.tmp and quick.txt.tmp instead,
+so only a full run replaces the committed figures.
+
+Contenders alternate inside each round (floor, mcfdw, pgmemcache[, raw],
+then again), so drift of this shared machine hits all of them alike; every
+figure is a median over rounds.  Ratios are mcfdw / the other contender.
+
+Runs inside the rig: PGHOST/PGPORT, MCFDW_MC_PORTS (four memcacheds, the
+foreign server "memcached" and pgmemcache.default_servers both name them in
+that order, distribution modula), MCFDW_PGBIN, MCFDW_SRC, MCFDW_RIG.
+"""
+
+import csv
+import datetime
+import glob
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import psycopg2
+
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+ROUNDS = int(os.environ.get("BENCH_ROUNDS") or (3 if QUICK else 8))
+SECONDS = float(os.environ.get("BENCH_SECONDS") or (1 if QUICK else 2))
+ONLY = {int(x) for x in re.split(r"[ ,]+", os.environ.get("BENCH_ONLY", "")) if x}
+PGBIN = os.environ.get("MCFDW_PGBIN", "/usr/lib/postgresql/15/bin")
+SRC = os.environ.get("MCFDW_SRC", os.path.abspath(os.path.join(os.path.dirname(__file__), "../..")))
+PORTS = [int(p) for p in os.environ["MCFDW_MC_PORTS"].split(",") if p]
+RAWCLIENT = os.path.join(SRC, "test/bench/bin/rawclient")
+RESULTS = os.path.join(SRC, "test/bench/results")
+KEYS = 100000                   # k0 .. k99999, 100-byte values
+LOOP = 10000                    # single gets per statement (workload 4)
+CPU_REPEAT = 3                  # statements per contender per round (workload 4)
+POOL_CALLS = 200000             # workload 7
+CLIENTS = 10                    # workload 8
+HZ = os.sysconf("SC_CLK_TCK")
+
+rig_tmp = os.path.join(os.environ.get("MCFDW_RIG", "/tmp"), "tmp")
+WORK = tempfile.mkdtemp(prefix="bench.", dir=rig_tmp if os.path.isdir(rig_tmp) else None)
+
+ROWS = []
+
+
+def say(msg):
+    print("bench: " + msg, flush=True)
+
+
+def connect():
+    conn = psycopg2.connect(host=os.environ.get("PGHOST", "127.0.0.1"),
+                            port=os.environ.get("PGPORT", "5432"),
+                            user=os.environ.get("PGUSER", "postgres"),
+                            dbname=os.environ.get("PGDATABASE", "postgres"))
+    conn.autocommit = True
+    return conn
+
+
+def value(conn, query, args=None):
+    cur = conn.cursor()
+    cur.execute(query, args)
+    row = cur.fetchone()
+    return row[0] if row else None
+
+
+def backend_pid(conn):
+    return value(conn, "SELECT pg_backend_pid()")
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0 or a != a or b != b:
+        return None
+    return a / b
+
+
+def row(workload, contender, median, unit, vs_pgm=None, vs_floor=None,
+        target="", status="", note=""):
+    ROWS.append(dict(workload=workload, contender=contender, median=median, unit=unit,
+                     vs_pgm=vs_pgm, vs_floor=vs_floor, target=target, status=status,
+                     note=note))
+
+
+def check(value_, op, limit):
+    """'met' / 'missed' for value op limit (op is '<=' or '>=' or '<' or '==')."""
+    if value_ is None or value_ != value_:
+        return "n/a"
+    ok = {"<=": value_ <= limit, ">=": value_ >= limit, "<": value_ < limit,
+          "==": value_ == limit}[op]
+    return "met" if ok else "missed"
+
+
+# ---- pgbench ---------------------------------------------------------------
+_script_seq = [0]
+
+
+def pgbench(script, clients=1, seconds=None, log=True):
+    """Run pgbench -n -M prepared on a custom script.  Returns (tps, median
+    latency in us or None)."""
+    _script_seq[0] += 1
+    n = _script_seq[0]
+    path = os.path.join(WORK, "script%d.sql" % n)
+    with open(path, "w") as f:
+        f.write(script)
+    logdir = os.path.join(WORK, "log%d" % n)
+    os.mkdir(logdir)
+    cmd = [os.path.join(PGBIN, "pgbench"), "-n", "-M", "prepared", "-c", str(clients),
+           "-j", str(min(clients, 2)), "-T", str(int(round(seconds or SECONDS))), "-f", path]
+    if log:
+        cmd += ["-l", "--log-prefix", os.path.join(logdir, "pgb")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=WORK)
+    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", p.stdout)
+    failed = re.search(r"number of failed transactions: ([0-9]+)", p.stdout)
+    if p.returncode != 0 or not m or (failed and int(failed.group(1)) > 0):
+        sys.stderr.write(p.stdout)
+        raise RuntimeError("pgbench failed on:\n" + script)
+    lat = None
+    if log:
+        lats = []
+        for fn in glob.glob(os.path.join(logdir, "pgb*")):
+            with open(fn) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 3:
+                        lats.append(int(parts[2]))
+        lat = med(lats)
+    shutil.rmtree(logdir, ignore_errors=True)
+    return float(m.group(1)), lat
+
+
+def rawclient(nkeys, seconds=None):
+    """Median microseconds per batch of the raw C client."""
+    out = subprocess.run([RAWCLIENT, "-p", ",".join(map(str, PORTS)), "-n", str(nkeys),
+                          "-k", str(KEYS), "-t", str(seconds or SECONDS)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if out.returncode != 0:
+        raise RuntimeError("rawclient failed: " + out.stdout)
+    return float(re.search(r"median_us=([0-9.]+)", out.stdout).group(1))
+
+
+# ---- set-up ----------------------------------------------------------------
+def load_keys(conn):
+    """k0..k49999 through mcfdw's mc_set, k50000..k99999 through pgmemcache's
+    memcache_set; then each extension must find all 100,000."""
+    say("writing k0..k49999 with mc_set, k50000..k99999 with memcache_set (100-byte values)")
+    half = KEYS // 2
+    n1 = value(conn, "SELECT count(*) FILTER (WHERE mc_set('k' || i, lpad(i::text, 100, 'v'))) "
+                     "FROM generate_series(0, %s) i", (half - 1,))
+    n2 = value(conn, "SELECT count(*) FILTER (WHERE memcache_set('k' || i, lpad(i::text, 100, 'v'))) "
+                     "FROM generate_series(%s, %s) i", (half, KEYS - 1))
+    if n1 != half or n2 != KEYS - half:
+        raise RuntimeError("writing the keys failed: %s + %s stored" % (n1, n2))
+    found_mc = value(conn, "SELECT count(*) FROM mc_get_multi((SELECT array_agg('k' || i) "
+                           "FROM generate_series(0, %s) i))", (KEYS - 1,))
+    found_pgm = 0
+    for lo in range(0, KEYS, 10000):
+        found_pgm += value(conn, "SELECT count(*) FROM memcache_get_multi((SELECT array_agg('k' || i) "
+                                 "FROM generate_series(%s, %s) i))", (lo, lo + 9999))
+    differ = value(conn, "SELECT count(*) FROM generate_series(0, %s, 97) i "
+                         "WHERE mc_get('k' || i) IS DISTINCT FROM memcache_get('k' || i) "
+                         "   OR length(mc_get('k' || i)) <> 100", (KEYS - 1,))
+    say("mcfdw finds %d keys, pgmemcache %d; %d sampled values differ" % (found_mc, found_pgm, differ))
+    if found_mc != KEYS or found_pgm != KEYS or differ != 0:
+        raise RuntimeError("the two extensions do not see the same keys: routing differs?")
+
+
+def machine():
+    info = {}
+    info["nproc"] = str(os.cpu_count())
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    info["cpu"] = model
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                kb = int(line.split()[1])
+                info["memory"] = "%.1f GiB" % (kb / 1048576)
+    info["kernel"] = platform.release()
+    conn = connect()
+    info["postgresql"] = value(conn, "SHOW server_version")
+    info["pgmemcache"] = value(conn, "SELECT extversion FROM pg_extension WHERE extname = 'pgmemcache'")
+    conn.close()
+    try:
+        info["memcached"] = subprocess.run([os.environ.get("MCFDW_MEMCACHED", "/usr/bin/memcached"), "-V"],
+                                           stdout=subprocess.PIPE, text=True).stdout.strip()
+    except OSError:
+        info["memcached"] = "?"
+    try:
+        info["libmemcached"] = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "libmemcached11"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.strip() or "?"
+    except OSError:
+        info["libmemcached"] = "?"
+    return info
+
+
+# ---- workload 1: single get, pgbench -c1 -------------------------------------
+def w1_single_get():
+    say("1. single get, pgbench -c1 -M prepared, random keys: %d rounds x %gs per contender"
+        % (ROUNDS, SECONDS))
+    scripts = {
+        "floor": "SELECT 1;\n",
+        "mcfdw": "\\set k random(0, %d)\nSELECT mc_get('k' || :k);\n" % (KEYS - 1),
+        "pgmemcache": "\\set k random(0, %d)\nSELECT memcache_get('k' || :k);\n" % (KEYS - 1),
+    }
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, s in scripts.items():
+            lat[k].append(pgbench(s)[1])
+        say("   round %d: floor %.1f us, mc_get %.1f us, memcache_get %.1f us"
+            % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1]))
+    fl, mc, pg = med(lat["floor"]), med(lat["mcfdw"]), med(lat["pgmemcache"])
+    add_mc = med([m - f for m, f in zip(lat["mcfdw"], lat["floor"])])
+    add_pg = med([p - f for p, f in zip(lat["pgmemcache"], lat["floor"])])
+    w = "1 single get latency"
+    row(w, "floor: SELECT 1", fl, "us")
+    row(w, "mcfdw: mc_get", mc, "us", ratio(mc, pg), ratio(mc, fl))
+    row(w, "pgmemcache: memcache_get", pg, "us", None, ratio(pg, fl))
+    r = ratio(add_mc, add_pg)
+    row(w, "mcfdw: added over floor", add_mc, "us", r, None, "<= 1.0 x pgm", check(r, "<=", 1.0))
+    row(w, "pgmemcache: added over floor", add_pg, "us")
+
+
+# ---- workloads 2, 3 and 5: multi-get vs the raw client -----------------------
+def multi_scripts(n):
+    arr = "(SELECT array_agg('k' || g) FROM generate_series(:off, :off + %d) g)" % (n - 1)
+    head = "\\set off random(0, %d)\n" % (KEYS - n)
+    return {
+        "floor": head + "SELECT cardinality(%s);\n" % arr,
+        "mcfdw": head + "SELECT count(*) FROM mc_get_multi(%s);\n" % arr,
+        "pgmemcache": head + "SELECT count(*) FROM memcache_get_multi(%s);\n" % arr,
+    }
+
+
+def verify_multi(n):
+    conn = connect()
+    a = value(conn, "SELECT count(*) FROM mc_get_multi((SELECT array_agg('k' || g) "
+                    "FROM generate_series(1000, %s) g))", (999 + n,))
+    b = value(conn, "SELECT count(*) FROM memcache_get_multi((SELECT array_agg('k' || g) "
+                    "FROM generate_series(1000, %s) g))", (999 + n,))
+    conn.close()
+    if a != n or b != n:
+        raise RuntimeError("%d-key multi-get: mcfdw found %s, pgmemcache %s" % (n, a, b))
+
+
+def w_multi(num, n, target_raw, target_pgm=None):
+    say("%d. %s-key multi-get over %d servers: %d rounds x %gs per contender (floor, "
+        "mc_get_multi, memcache_get_multi, raw C client)"
+        % (num, format(n, ","), len(PORTS), ROUNDS, SECONDS))
+    verify_multi(n)
+    scripts = multi_scripts(n)
+    lat = {k: [] for k in list(scripts) + ["raw"]}
+    for r in range(ROUNDS):
+        for k, s in scripts.items():
+            lat[k].append(pgbench(s)[1])
+        lat["raw"].append(rawclient(n))
+        say("   round %d: floor %.0f us, mc_get_multi %.0f us, memcache_get_multi %.0f us, raw %.0f us"
+            % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1], lat["raw"][-1]))
+    fl, mc, pg, raw = (med(lat[k]) for k in ("floor", "mcfdw", "pgmemcache", "raw"))
+    add_mc = med([m - f for m, f in zip(lat["mcfdw"], lat["floor"])])
+    add_pg = med([p - f for p, f in zip(lat["pgmemcache"], lat["floor"])])
+    w = "%d %s-key get_multi" % (num, format(n, ","))
+    row(w, "floor: array-building query", fl, "us")
+    row(w, "mcfdw: mc_get_multi", mc, "us", ratio(mc, pg), ratio(mc, raw))
+    row(w, "pgmemcache: memcache_get_multi", pg, "us", None, ratio(pg, raw))
+    row(w, "raw C client (test/bench/rawclient)", raw, "us")
+    r_raw = ratio(add_mc, raw)
+    row(w, "mcfdw: added over floor", add_mc, "us", ratio(add_mc, add_pg), r_raw,
+        "<= %s x raw" % target_raw, check(r_raw, "<=", target_raw))
+    row(w, "pgmemcache: added over floor", add_pg, "us", None, ratio(add_pg, raw))
+    if target_pgm:
+        r = ratio(add_mc, add_pg)
+        row(w, "mcfdw vs pgmemcache (added over floor)", r, "x", r, None,
+            "<= %.2f (>= %dx faster)" % (1.0 / target_pgm, target_pgm),
+            check(r, "<=", 1.0 / target_pgm))
+
+
+# ---- workload 4: 10,000 single gets in one statement -------------------------
+def proc_cpu(pid):
+    """(user, system) CPU seconds of a process: /proc/<pid>/stat fields 14, 15."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / HZ, int(fields[12]) / HZ
+
+
+LOOP_SQL = {
+    "floor": "SELECT count('k' || mod(g::bigint * 7919, %d)) FROM generate_series(%%s, %%s) g" % KEYS,
+    "mcfdw": "SELECT count(mc_get('k' || mod(g::bigint * 7919, %d))) FROM generate_series(%%s, %%s) g" % KEYS,
+    "pgmemcache": "SELECT count(memcache_get('k' || mod(g::bigint * 7919, %d))) FROM generate_series(%%s, %%s) g" % KEYS,
+}
+SYSCALLS = ["sendto", "sendmsg", "recvfrom", "poll", "epoll_wait", "epoll_ctl",
+            "epoll_create1", "close", "read", "write"]
+
+
+def count_syscalls_perf(conn, pid, sql):
+    """Syscalls of one statement, counted in the kernel by perf stat on the
+    raw_syscalls tracepoint (no ptrace stop per call).  Returns (total,
+    {name: count}) or None when perf cannot count here."""
+    events = ["raw_syscalls:sys_enter"] + ["syscalls:sys_enter_" + s for s in SYSCALLS]
+    out = os.path.join(WORK, "perfstat.%d" % pid)
+    p = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out, "-e", ",".join(events),
+                          "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    conn.cursor().execute(sql, (1, LOOP))
+    time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    p.wait()
+    counts = {}
+    try:
+        with open(out) as f:
+            for line in f:
+                parts = line.strip().split(",")
+                if len(parts) > 2 and parts[0].isdigit():
+                    counts[parts[2]] = int(parts[0])
+    except OSError:
+        return None
+    if "raw_syscalls:sys_enter" not in counts:
+        return None
+    by = {s: counts.get("syscalls:sys_enter_" + s, 0) for s in SYSCALLS}
+    return counts["raw_syscalls:sys_enter"], by
+
+
+def count_syscalls_strace(conn, pid, sql):
+    """The same count by strace -c -f -p (a ptrace stop per call: slower,
+    which changes how often an optimistic read finds the reply there)."""
+    p = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    conn.cursor().execute(sql, (1, LOOP))
+    time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate()[1]
+    m = re.search(r"^100\.00\s+\S+\s+\S+\s+(\d+)\s+(?:\d+\s+)?total", err, re.M)
+    return int(m.group(1)) if m else None
+
+
+def w4_loop():
+    say("4. %s single gets in one statement: %d rounds x %d statements per contender; "
+        "CPU from /proc/<pid>/stat" % (format(LOOP, ","), ROUNDS, CPU_REPEAT))
+    conns = {k: connect() for k in LOOP_SQL}
+    pids = {k: backend_pid(c) for k, c in conns.items()}
+    for k, c in conns.items():       # warm: library loaded, connections open
+        n = value(c, LOOP_SQL[k], (1, LOOP))
+        if n != LOOP:
+            raise RuntimeError("%s loop found %s of %d keys" % (k, n, LOOP))
+    wall = {k: [] for k in LOOP_SQL}       # ms per statement
+    user = {k: [] for k in LOOP_SQL}       # CPU seconds per statement
+    syst = {k: [] for k in LOOP_SQL}
+    for r in range(ROUNDS):
+        for i in range(CPU_REPEAT):        # contenders alternate statement by statement
+            off = (r * CPU_REPEAT + i) * LOOP
+            for k, c in conns.items():
+                u0, s0 = proc_cpu(pids[k])
+                t0 = time.perf_counter()
+                c.cursor().execute(LOOP_SQL[k], (off, off + LOOP - 1))
+                t = time.perf_counter() - t0
+                u1, s1 = proc_cpu(pids[k])
+                wall[k].append(t * 1e3)
+                user[k].append(u1 - u0)
+                syst[k].append(s1 - s0)
+        n = CPU_REPEAT
+        say("   round %d: wall ms/statement floor %.1f, mcfdw %.1f, pgmemcache %.1f; "
+            "user us/call %.2f, %.2f, %.2f"
+            % (r + 1, med(wall["floor"][-n:]), med(wall["mcfdw"][-n:]), med(wall["pgmemcache"][-n:]),
+               sum(user["floor"][-n:]) / (n * LOOP) * 1e6, sum(user["mcfdw"][-n:]) / (n * LOOP) * 1e6,
+               sum(user["pgmemcache"][-n:]) / (n * LOOP) * 1e6))
+
+    # syscalls: separate passes, after the timing
+    sc = {k: count_syscalls_perf(conns[k], pids[k], LOOP_SQL[k]) for k in LOOP_SQL}
+    st = {k: count_syscalls_strace(conns[k], pids[k], LOOP_SQL[k]) for k in LOOP_SQL}
+    for c in conns.values():
+        c.close()
+
+    w = "4 %s gets in one statement" % format(LOOP, ",")
+    wm, wp, wf = med(wall["mcfdw"]), med(wall["pgmemcache"]), med(wall["floor"])
+    row(w, "floor: same loop, no get", wf, "ms")
+    r = ratio(wm, wp)
+    row(w, "mcfdw: wall per statement", wm, "ms", r, ratio(wm, wf), "<= 1.0 x pgm", check(r, "<=", 1.0))
+    row(w, "pgmemcache: wall per statement", wp, "ms", None, ratio(wp, wf))
+    # CPU: /proc/<pid>/stat counts in 1/HZ s and the kernel splits user from
+    # system by sampling at its tick, so per-round figures are coarse: pool
+    # all rounds (the contenders still alternate inside each round).
+    def per_call(xs):
+        return sum(xs) / (len(xs) * LOOP) * 1e6
+    um, up, uf = (per_call(user[k]) for k in ("mcfdw", "pgmemcache", "floor"))
+    note = "pooled over all statements; the kernel splits user from system time by sampling at its tick"
+    r = ratio(um, up)
+    row(w, "mcfdw: user CPU per call", um, "us", r, ratio(um, uf), "<= 0.5 x pgm", check(r, "<=", 0.5),
+        note)
+    row(w, "pgmemcache: user CPU per call", up, "us", None, ratio(up, uf))
+    row(w, "floor: user CPU per call", uf, "us")
+    am, ap = um - uf, up - uf
+    r = ratio(am, ap)
+    row(w, "mcfdw: user CPU per get (over floor)", am, "us", r, None, "<= 0.5 x pgm", check(r, "<=", 0.5))
+    row(w, "pgmemcache: user CPU per get (over floor)", ap, "us")
+    sm, sp, sf = (per_call(syst[k]) for k in ("mcfdw", "pgmemcache", "floor"))
+    row(w, "mcfdw: system CPU per call", sm, "us", ratio(sm, sp), ratio(sm, sf))
+    row(w, "pgmemcache: system CPU per call", sp, "us")
+    if all(sc.values()):
+        per = {k: sc[k][0] / LOOP for k in sc}
+        def detail(k):
+            return " ".join("%s %.2f" % (s, n / LOOP) for s, n in sc[k][1].items() if n >= LOOP / 100)
+        r = ratio(per["mcfdw"], per["pgmemcache"])
+        row(w, "mcfdw: syscalls per call (perf stat)", per["mcfdw"], "calls", r, None,
+            "<= 1.0 x pgm", check(r, "<=", 1.0), detail("mcfdw"))
+        row(w, "pgmemcache: syscalls per call (perf stat)", per["pgmemcache"], "calls",
+            note=detail("pgmemcache"))
+        row(w, "floor: syscalls per call (perf stat)", per["floor"], "calls")
+    else:
+        row(w, "syscalls per call (perf stat)", None, "calls", note="perf stat cannot count syscalls here")
+    if all(v is not None for v in st.values()):
+        row(w, "mcfdw: syscalls per call (strace -c)", st["mcfdw"] / LOOP, "calls",
+            ratio(st["mcfdw"], st["pgmemcache"]), note="ptrace slows the backend")
+        row(w, "pgmemcache: syscalls per call (strace -c)", st["pgmemcache"] / LOOP, "calls")
+
+
+# ---- user-mode instructions, callgrind on a single-user backend ------------
+class SingleUser:
+    """A second, private cluster (same settings, same four servers) whose
+    backend runs as `postgres --single` under valgrind --tool=callgrind:
+    the instructions a statement executes in user mode, with nothing
+    sampled.  Collected inside standard_ExecutorRun only; each figure is the
+    difference between two statements of K1 and K2 calls divided by K2-K1,
+    so start-up and first-call costs cancel."""
+
+    K1, K2 = 1000, 5000
+
+    def __init__(self):
+        self.dir = os.path.join(os.environ.get("MCFDW_RIG", WORK), "callgrind")
+        self.pgdata = os.path.join(self.dir, "pgdata")
+        self.error = None
+        self.asuser = []
+        if os.geteuid() == 0:
+            self.asuser = ["runuser", "-u", "postgres", "--"]
+        os.makedirs(self.dir, exist_ok=True)
+        if os.geteuid() == 0:
+            import pwd
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+        p = subprocess.run(self.asuser + [os.path.join(PGBIN, "initdb"), "-D", self.pgdata, "-U", "postgres",
+                                          "-E", "UTF8", "--locale=C.UTF-8", "--auth=trust", "--no-sync"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.dir)
+        if p.returncode != 0:
+            self.error = "initdb failed: " + p.stdout[-300:]
+            return
+        servers = ",".join("127.0.0.1:%d" % port for port in PORTS)
+        with open(os.path.join(self.pgdata, "postgresql.conf"), "a") as f:
+            f.write("\nshared_preload_libraries = 'pgmemcache'\n"
+                    "pgmemcache.default_servers = '%s'\n" % servers)
+        out = self.run(["CREATE EXTENSION mcfdw",
+                        "CREATE EXTENSION pgmemcache",
+                        "ALTER SERVER memcached OPTIONS (SET servers '%s', ADD distribution 'modula')" % servers,
+                        "SELECT mc_get('k1') = memcache_get('k1') AS same"])
+        if "ERROR" in out or 'same = "t"' not in out:
+            self.error = self.first_error(out)
+
+    @staticmethod
+    def first_error(out):
+        m = re.search(r"ERROR:\s+(.*)", out)
+        return m.group(1).strip() if m else out.strip()[-200:]
+
+    def run(self, statements, valgrind=None):
+        cmd = self.asuser + (valgrind or []) + [os.path.join(PGBIN, "postgres"), "--single", "-D",
+                                                self.pgdata, "postgres"]
+        p = subprocess.run(cmd, input="\n".join(statements) + "\n", stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, cwd=self.dir)
+        return p.stdout
+
+    def instructions(self, sql_for_k, expect):
+        """Instructions per call: sql_for_k(K) must return one row holding expect(K)."""
+        got = []
+        for k in (self.K1, self.K2):
+            out = self.run([sql_for_k(k)], valgrind=[
+                "valgrind", "--tool=callgrind", "--toggle-collect=standard_ExecutorRun",
+                "--callgrind-out-file=/dev/null"])
+            m = re.search(r"Collected : (\d+)", out)
+            if "ERROR" in out or not m or (' = "%s"' % expect(k)) not in out:
+                return None, self.first_error(out)
+            got.append(int(m.group(1)))
+        return (got[1] - got[0]) / (self.K2 - self.K1), None
+
+
+_single_user = []
+
+
+def single_user():
+    if not _single_user:
+        say("   callgrind: a single-user cluster in $MCFDW_RIG/callgrind")
+        _single_user.append(SingleUser())
+    return _single_user[0]
+
+
+def callgrind_rows(workload, what, unit, sqls, expect, target=None):
+    """Rows of user-mode instructions per call (or per key): floor, mcfdw,
+    pgmemcache; the mcfdw row carries the target on (mcfdw - floor) /
+    (pgmemcache - floor)."""
+    if shutil.which("valgrind") is None:
+        row(workload, "callgrind: " + what, None, unit, note="valgrind not installed")
+        return
+    su = single_user()
+    if su.error:
+        row(workload, "callgrind: " + what, None, unit, status="n/a" if target else "",
+            target=target[0] if target else "", note="single-user backend: " + su.error)
+        return
+    res = {}
+    errs = {}
+    for k, fn in sqls.items():
+        res[k], errs[k] = su.instructions(fn, expect)
+    fl = res["floor"]
+    row(workload, "floor: %s (callgrind)" % what, fl, unit, note=errs["floor"] or "")
+    add = {k: (res[k] - fl if res[k] is not None and fl is not None else None) for k in ("mcfdw", "pgmemcache")}
+    r = ratio(add["mcfdw"], add["pgmemcache"])
+    row(workload, "mcfdw: %s over floor (callgrind)" % what, add["mcfdw"], unit, r, None,
+        target[0] if target else "", check(r, "<=", target[1]) if target else "",
+        ("single-user backend: " + errs["mcfdw"]) if errs["mcfdw"] else "")
+    row(workload, "pgmemcache: %s over floor (callgrind)" % what, add["pgmemcache"], unit,
+        note=("single-user backend: " + errs["pgmemcache"]) if errs["pgmemcache"] else "")
+
+
+def w4_callgrind():
+    say("4. user-mode instructions per get: callgrind on a single-user backend")
+    callgrind_rows(
+        "4 %s gets in one statement" % format(LOOP, ","), "instructions per get", "instr",
+        {"floor": lambda k: "SELECT count('k' || g) FROM generate_series(1, %d) g" % k,
+         "mcfdw": lambda k: "SELECT count(mc_get('k' || g)) FROM generate_series(1, %d) g" % k,
+         "pgmemcache": lambda k: "SELECT count(memcache_get('k' || g)) FROM generate_series(1, %d) g" % k},
+        lambda k: k, ("<= 0.5 x pgm", 0.5))
+
+
+def w3_callgrind():
+    say("3. user-mode instructions per key of a multi-get: callgrind on a single-user backend")
+    arr = "(SELECT array_agg('k' || g) FROM generate_series(1, %d) g)"
+    callgrind_rows(
+        "3 10,000-key get_multi", "instructions per key (1,000 vs 5,000 keys)", "instr",
+        {"floor": lambda k: "SELECT cardinality(%s)" % (arr % k),
+         "mcfdw": lambda k: "SELECT count(*) FROM mc_get_multi(%s)" % (arr % k),
+         "pgmemcache": lambda k: "SELECT count(*) FROM memcache_get_multi(%s)" % (arr % k)},
+        lambda k: k)
+
+
+# ---- workload 6: the parser under callgrind ----------------------------------
+def w6_parser():
+    say("6. parser alone: test/unit/parser_budget.sh (callgrind, LD_PRELOAD allocation count)")
+    script = os.path.join(SRC, "test/unit/parser_budget.sh")
+    if not os.path.exists(script):
+        row("6 parser", "mc_parse_reply", None, "instr/header", note="test/unit/parser_budget.sh missing")
+        return
+    p = subprocess.run(["sh", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"parser: ([0-9.]+) instructions per VA header", p.stdout)
+    ins = float(m.group(1)) if m else None
+    a = re.search(r"parser: 0 allocations per VA header", p.stdout)
+    g = re.search(r"allocations grow with replies \((\d+) for (\d+), (\d+) for (\d+)\)", p.stdout)
+    if a:
+        allocs = 0.0
+    elif g:
+        allocs = (int(g.group(3)) - int(g.group(1))) / (int(g.group(4)) - int(g.group(2)))
+    else:
+        allocs = None
+    w = "6 parser (callgrind)"
+    row(w, "mc_parse_reply: instructions per VA header", ins, "instr", None, None,
+        "<= 100", check(ins, "<=", 100), 'reply "VA 100 f0 kuser:12345"')
+    row(w, "mc_parse_reply: allocations per VA header", allocs, "allocs", None, None,
+        "== 0", check(allocs, "==", 0))
+
+
+# ---- workload 7: pool -----------------------------------------------------
+class Stats:
+    """One persistent socket per memcached for `stats`, so reading the
+    counters opens no connection itself."""
+
+    def __init__(self, ports):
+        self.socks = [socket.create_connection(("127.0.0.1", p)) for p in ports]
+
+    def total(self, name):
+        n = 0
+        for s in self.socks:
+            s.sendall(b"stats\r\n")
+            buf = b""
+            while not buf.endswith(b"END\r\n"):
+                buf += s.recv(65536)
+            for line in buf.decode().splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[1] == name:
+                    n += int(parts[2])
+        return n
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+def rss_kb(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "RssAnon:")):
+                out[line.split(":")[0]] = int(line.split()[1])
+    return out
+
+
+def w7_pool():
+    say("7. pool: connections opened per 10,000 calls; backend RSS over %s calls" % format(POOL_CALLS, ","))
+    stats = Stats(PORTS)
+    fns = {"mcfdw": ("mc_get", "mc_get_multi"), "pgmemcache": ("memcache_get", "memcache_get_multi")}
+    res = {}
+    for k, (get, multi) in fns.items():
+        conn = connect()
+        pid = backend_pid(conn)
+        cur = conn.cursor()
+        # first calls: every server is reached once
+        cur.execute("SELECT count(*) FROM %s((SELECT array_agg('k' || g) FROM generate_series(0, 99) g))" % multi)
+        cur.execute("SELECT %s('k1')" % get)
+        before = stats.total("total_connections")
+        for i in range(100):            # 10,000 calls in 100 statements
+            cur.execute("SELECT count(%s('k' || g)) FROM generate_series(%%s, %%s) g" % get,
+                        (i * 100, i * 100 + 99))
+        conns_per_10k = stats.total("total_connections") - before
+        rss0 = rss_kb(pid)
+        stmt = "SELECT count(%s('k' || mod(g, %d))) FROM generate_series(%%s, %%s) g" % (get, KEYS)
+        for i in range(POOL_CALLS // LOOP):
+            cur.execute(stmt, (i * LOOP, (i + 1) * LOOP - 1))
+        rss1 = rss_kb(pid)
+        res[k] = (conns_per_10k, rss1["VmRSS"] - rss0["VmRSS"], rss1.get("RssAnon", 0) - rss0.get("RssAnon", 0),
+                  rss0["VmRSS"])
+        conn.close()
+    stats.close()
+    w = "7 pool"
+    row(w, "mcfdw: connections opened per 10,000 calls", res["mcfdw"][0], "conns", None, None,
+        "== 0", check(res["mcfdw"][0], "==", 0), "after the first call; memcached total_connections")
+    row(w, "pgmemcache: connections opened per 10,000 calls", res["pgmemcache"][0], "conns")
+    row(w, "mcfdw: RSS growth over %s calls" % format(POOL_CALLS, ","), res["mcfdw"][1], "kB", None, None,
+        "< 1024 kB", check(res["mcfdw"][1], "<", 1024),
+        "VmRSS %d kB before; RssAnon %+d kB" % (res["mcfdw"][3], res["mcfdw"][2]))
+    row(w, "pgmemcache: RSS growth over %s calls" % format(POOL_CALLS, ","), res["pgmemcache"][1], "kB",
+        note="VmRSS %d kB before; RssAnon %+d kB" % (res["pgmemcache"][3], res["pgmemcache"][2]))
+
+
+# ---- workload 8: seed 004 under concurrency ---------------------------------
+# 200-key space, 160 populated (i % 5 <> 4); value sizes per key: 5 % large
+# (100 KB: i % 20 = 3), the rest 80-250 bytes.
+SEED_LEN = "(CASE WHEN mod(%(k)s, 20) = 3 THEN 102400 ELSE 80 + mod(%(k)s * 37, 171) END)"
+
+
+def seed_populate(conn):
+    n = value(conn, ("SELECT count(*) FILTER (WHERE mc_set('s' || i, repeat('x', " + SEED_LEN + "))) "
+                     "FROM generate_series(0, 199) i WHERE mod(i, 5) <> 4") % {"k": "i"})
+    conn.cursor().execute("SELECT mc_delete('s' || i) FROM generate_series(4, 199, 5) i")
+    if n != 160:
+        raise RuntimeError("seed 004: populated %s keys, not 160" % n)
+
+
+def seed_scripts():
+    head = "\\set k random(0, 199)\n"
+    ln = SEED_LEN % {"k": ":k::int"}
+    five = "ARRAY[%s]" % ", ".join("'s' || mod(:k::int + %d, 200)" % i for i in range(5))
+    return {
+        "SET": {"mcfdw": head + "SELECT mc_set('s' || :k, repeat('x', %s));\n" % ln,
+                "pgmemcache": head + "SELECT memcache_set('s' || :k, repeat('x', %s));\n" % ln},
+        "GET": {"mcfdw": head + "SELECT mc_get('s' || :k);\n",
+                "pgmemcache": head + "SELECT memcache_get('s' || :k);\n"},
+        "MULTI_GET(5)": {"mcfdw": head + "SELECT count(*) FROM mc_get_multi(%s);\n" % five,
+                         "pgmemcache": head + "SELECT count(*) FROM memcache_get_multi(%s);\n" % five},
+        "DELETE": {"mcfdw": head + "SELECT mc_delete('s' || :k);\n",
+                   "pgmemcache": head + "SELECT memcache_delete('s' || :k);\n"},
+    }
+
+
+def w8_seed():
+    say("8. seed 004 workload: %d pgbench clients, 200 keys (160 populated, 95%% 80-250 B, 5%% 100 KB), "
+        "%d rounds x %gs per contender and operation" % (CLIENTS, ROUNDS, SECONDS))
+    conn = connect()
+    targets = {"SET": 1.0, "GET": 1.0, "MULTI_GET(5)": 1.3, "DELETE": 1.0}
+    for op, scripts in seed_scripts().items():
+        tps = {k: [] for k in scripts}
+        for r in range(ROUNDS):
+            for k, s in scripts.items():
+                seed_populate(conn)
+                tps[k].append(pgbench(s, clients=CLIENTS, log=False)[0])
+            say("   %s round %d: mcfdw %.0f tps, pgmemcache %.0f tps"
+                % (op, r + 1, tps["mcfdw"][-1], tps["pgmemcache"][-1]))
+        m, p = med(tps["mcfdw"]), med(tps["pgmemcache"])
+        rr = ratio(m, p)
+        w = "8 seed 004, %d clients" % CLIENTS
+        row(w, "mcfdw: %s" % op, m, "tps", rr, None, ">= %.1f x pgm" % targets[op],
+            check(rr, ">=", targets[op]))
+        row(w, "pgmemcache: %s" % op, p, "tps")
+    conn.close()
+
+
+# ---- report ------------------------------------------------------------------
+def fmt_num(v, unit=""):
+    if v is None or v != v:
+        return "-"
+    if unit in ("conns", "allocs", "kB") and float(v).is_integer():
+        return "%d" % v
+    av = abs(v)
+    if av >= 1000:
+        return "{:,.0f}".format(v)
+    if av >= 100:
+        return "%.1f" % v
+    if av >= 10:
+        return "%.2f" % v
+    return "%.3f" % v
+
+
+def fmt_ratio(v):
+    return "-" if v is None or v != v else "%.2f" % v
+
+
+def report(info, elapsed):
+    lines = []
+    lines.append("mcfdw benchmark — %s, %s mode, %d rounds x %gs, %.0f s in all"
+                 % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                    "quick" if QUICK else "full", ROUNDS, SECONDS, elapsed))
+    lines.append("machine: nproc %s; CPU %s; memory %s; kernel %s"
+                 % (info["nproc"], info["cpu"], info["memory"], info["kernel"]))
+    lines.append("software: PostgreSQL %s; pgmemcache %s (libmemcached %s); %s; 4 memcached servers on loopback"
+                 % (info["postgresql"], info["pgmemcache"], info["libmemcached"], info["memcached"]))
+    lines.append("median over rounds (contenders alternate inside each round); mcfdw/pgm = the mcfdw row / "
+                 "its pgmemcache row; /floor|raw = the row / the floor (workloads 1, 4) or / the raw C "
+                 "client (2, 3); us = microseconds")
+    head = ("workload", "contender", "median", "unit", "mcfdw/pgm", "/floor|raw", "target", "result")
+    table = [head]
+    for r in ROWS:
+        table.append((r["workload"], r["contender"], fmt_num(r["median"], r["unit"]), r["unit"],
+                      fmt_ratio(r["vs_pgm"]), fmt_ratio(r["vs_floor"]), r["target"], r["status"]))
+    widths = [max(len(t[i]) for t in table) for i in range(len(head))]
+    right = {2, 4, 5}
+    lines.append("")
+    for i, t in enumerate(table):
+        cells = [t[c].rjust(widths[c]) if c in right else t[c].ljust(widths[c]) for c in range(len(t))]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    notes = [(r["workload"], r["contender"], r["note"]) for r in ROWS if r["note"]]
+    if notes:
+        lines.append("")
+        lines.append("notes:")
+        for w, c, n in notes:
+            lines.append("  %s / %s: %s" % (w, c, n))
+    met = sum(1 for r in ROWS if r["status"] == "met")
+    missed = [r for r in ROWS if r["status"] == "missed"]
+    lines.append("")
+    na = sum(1 for r in ROWS if r["status"] == "n/a")
+    lines.append("targets: %d met, %d missed, %d not measured%s" % (met, len(missed), na,
+                 "" if not missed else " (" + "; ".join("%s: %s" % (r["workload"], r["contender"])
+                                                          for r in missed) + ")"))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    t0 = time.time()
+    say("work directory %s; %d rounds x %gs%s" % (WORK, ROUNDS, SECONDS, " (quick)" if QUICK else ""))
+    conn = connect()
+    load_keys(conn)
+    conn.close()
+    info = machine()
+    steps = [(1, w1_single_get),
+             (2, lambda: w_multi(2, 100, 1.25)),
+             (3, lambda: w_multi(3, 10000, 1.5, target_pgm=20)),
+             (3, w3_callgrind),
+             (4, w4_loop),
+             (4, w4_callgrind),
+             (6, w6_parser),
+             (7, w7_pool),
+             (8, w8_seed)]
+    for num, fn in steps:
+        if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
+            continue
+        fn()
+    text = report(info, time.time() - t0)
+    print("")
+    print(text, end="", flush=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    partial = QUICK or bool(ONLY) or "BENCH_ROUNDS" in os.environ or "BENCH_SECONDS" in os.environ
+    base = os.path.join(RESULTS, "quick" if partial else "latest")
+    csv_path = base + (".csv.tmp" if partial else ".csv")
+    txt_path = base + (".txt.tmp" if partial else ".txt")
+    with open(csv_path, "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["workload", "contender", "median", "unit", "mcfdw_vs_pgmemcache",
+                     "mcfdw_vs_floor_or_raw", "target", "result", "note"])
+        for r in ROWS:
+            wr.writerow([r["workload"], r["contender"],
+                         "" if r["median"] is None else "%.4g" % r["median"], r["unit"],
+                         "" if r["vs_pgm"] is None else "%.3f" % r["vs_pgm"],
+                         "" if r["vs_floor"] is None else "%.3f" % r["vs_floor"],
+                         r["target"], r["status"], r["note"]])
+    with open(txt_path, "w") as f:
+        f.write(text)
+    say("wrote %s and %s" % (os.path.relpath(csv_path, SRC), os.path.relpath(txt_path, SRC)))
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (RuntimeError, psycopg2.Error) as e:
+        print("bench: error: %s" % e, file=sys.stderr)
+        sys.exit(1)
