@@ -20,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
@@ -44,6 +45,31 @@ typedef enum McIoStatus
 	MC_IO_RETRY,				/* pooled socket was closed while idle: retry */
 	MC_IO_FAILED				/* soft failure, recorded against the instance */
 } McIoStatus;
+
+/*
+ * Microseconds on the coarse monotonic clock: what the per-request
+ * bookkeeping (idle probe, wait deadlines) needs.  It is read from the vDSO
+ * without touching the hardware clock, a few nanoseconds, where
+ * GetCurrentTimestamp costs a full clock read; its millisecond-scale
+ * resolution is far finer than any timeout here.
+ */
+static inline int64
+mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64) ts.tv_sec * USECS_PER_SEC + ts.tv_nsec / 1000;
+}
+
+/* Milliseconds from now until deadline (mono_usec), rounded up; <= 0 when past. */
+static inline long
+mono_ms_left(int64 deadline)
+{
+	int64		left = deadline - mono_usec();
+
+	return left <= 0 ? 0 : (long) ((left + 999) / 1000);
+}
 
 /* The context of connection buffers and wait sets, made on first use. */
 static MemoryContext
@@ -206,7 +232,7 @@ McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...
 static bool
 conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool soft)
 {
-	TimestampTz deadline = 0;
+	int64		deadline = 0;
 	long		timeout = -1;
 
 	if (timeout_ms > 0)
@@ -215,9 +241,9 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool 
 		 * The clock was read when the request began; until a reply byte
 		 * arrives, that is when this wait began too, near enough.
 		 */
-		TimestampTz start = conn->stamp_fresh ? conn->last_used : GetCurrentTimestamp();
+		int64		start = conn->stamp_fresh ? conn->last_used : mono_usec();
 
-		deadline = TimestampTzPlusMilliseconds(start, timeout_ms);
+		deadline = start + (int64) timeout_ms * 1000;
 		timeout = timeout_ms;
 	}
 	if (conn->latch != MyLatch)
@@ -244,7 +270,7 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool 
 		/* woken early, or timed out: what is left of the timeout? */
 		if (deadline)
 		{
-			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			timeout = mono_ms_left(deadline);
 			if (timeout <= 0)
 				return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
 									  "timed out after %d ms", timeout_ms);
@@ -319,7 +345,7 @@ conn_connect_start(McConn *conn, bool soft)
 	conn->cur_events = WL_SOCKET_WRITEABLE;
 	conn->latch = MyLatch;
 	conn->connecting = (rc < 0);
-	conn->connect_started = GetCurrentTimestamp();
+	conn->connect_started = mono_usec();
 
 	if (conn->rbuf == NULL)
 	{
@@ -348,10 +374,9 @@ conn_connect_finish(McConn *conn, bool soft)
 		return true;
 	if (timeout > 0)
 	{
-		long		elapsed = TimestampDifferenceMilliseconds(conn->connect_started,
-															  GetCurrentTimestamp());
+		long		left = mono_ms_left(conn->connect_started + (int64) timeout * 1000);
 
-		timeout = Max(1, timeout - (int) elapsed);
+		timeout = Max(1, (int) left);
 	}
 	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to", soft))
 		return false;
@@ -395,12 +420,12 @@ McConn *
 McConnPrepare(McServer *srv, int index, bool soft)
 {
 	McConn	   *conn = &srv->conns[index];
-	TimestampTz now;
+	int64		now;
 
 	if (conn->busy)
 		McConnClose(conn);
-	now = GetCurrentTimestamp();
-	if (conn->dead_until != 0 && !McEndpointAlive(conn, now))
+	now = mono_usec();
+	if (conn->dead_until != 0 && !McEndpointAlive(conn, GetCurrentTimestamp()))
 	{
 		if (soft)
 			return NULL;
@@ -465,6 +490,26 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 	int			niov = 0;
 	static char crlf[] = "\r\n";
 
+	/* a request without data usually goes in one plain send */
+	if (data == NULL)
+	{
+		ssize_t		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
+
+		if (n == (ssize_t) hlen)
+			goto sent;
+		if (n > 0)
+		{
+			hdr += n;
+			hlen -= n;
+		}
+		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		{
+			if (conn_closed_while_idle(conn, errno))
+				return MC_IO_RETRY;
+			return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to",
+								  "%m") ? MC_IO_OK : MC_IO_FAILED;
+		}
+	}
 	iov[niov].iov_base = unconstify(char *, hdr);
 	iov[niov++].iov_len = hlen;
 	if (data != NULL)
@@ -518,6 +563,7 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 			}
 		}
 	}
+sent:
 	conn->requests++;
 	conn->total_requests++;
 	conn->expect_wait = true;
@@ -627,6 +673,10 @@ conn_fill(McConn *conn, size_t need, bool soft)
 static const char *
 conn_read_reply(McConn *conn, McReply *reply, bool soft, McIoStatus *st)
 {
+	/* nothing read yet (the usual case right after a request): read first */
+	if (conn->rend == conn->rstart &&
+		(*st = conn_fill(conn, 1, soft)) != MC_IO_OK)
+		return NULL;
 	for (;;)
 	{
 		const char *base = conn->rbuf + conn->rstart;

@@ -9,6 +9,9 @@
 #include "postgres.h"
 
 #include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "access/htup_details.h"
 #include "common/int.h"
@@ -91,19 +94,24 @@ McRouteKey(McServer *srv, const char *data, size_t len, char *buf,
 	return raw;
 }
 
-/* McRouteKey plus the key's wire form, for the single-key functions. */
+/*
+ * McRouteKey plus the key's wire form.  The forms point into the argument
+ * when they can (no prefix, printable key), so k must not outlive it.
+ */
 void
 McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k)
 {
-	const char *raw = McRouteKey(srv, data, len, k->raw, &k->raw_len, &k->b64);
-
-	if (raw != k->raw)
-		memcpy(k->raw, raw, k->raw_len);
+	k->raw = McRouteKey(srv, data, len, k->rawbuf, &k->raw_len, &k->b64);
 	if (k->b64)
-		k->wire_len = mc_b64_encode((const unsigned char *) k->raw, k->raw_len, k->wire);
+	{
+		k->wire_len = mc_b64_encode((const unsigned char *) k->raw, k->raw_len,
+									k->wirebuf);
+		k->wire = k->wirebuf;
+	}
 	else
 	{
-		memcpy(k->wire, k->raw, k->raw_len);
+		/* a plain key without prefix goes out as it is: nothing copied */
+		k->wire = k->raw;
 		k->wire_len = k->raw_len;
 	}
 }
@@ -177,19 +185,42 @@ make_varlena(const char *data, size_t len)
 bool
 McTextValid(const char *p, size_t len)
 {
+	const char *start = p;
 	const char *end = p + len;
+	uint64		acc = 0;
 
+#ifdef __SSE2__
+	/* sixteen bytes a step: a high bit, or a zero byte (made 0xff by cmpeq) */
+	{
+		const __m128i zero = _mm_setzero_si128();
+		__m128i		vacc = zero;
+
+		while (end - p >= 16)
+		{
+			__m128i		v = _mm_loadu_si128((const __m128i *) p);
+
+			vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
+			p += 16;
+		}
+		if (_mm_movemask_epi8(vacc) != 0)
+			return pg_verifymbstr(start, (int) len, true);
+	}
+#endif
+	/* one test at the end: any high bit or zero byte in any word */
 	while (end - p >= 8)
 	{
 		uint64		w;
 
 		memcpy(&w, p, 8);
-		if ((w | ((w - UINT64CONST(0x0101010101010101)) & ~w)) &
-			UINT64CONST(0x8080808080808080))
-			break;
+		acc |= w | ((w - UINT64CONST(0x0101010101010101)) & ~w);
 		p += 8;
 	}
-	return pg_verifymbstr(p, (int) (end - p), true);
+	if (acc & UINT64CONST(0x8080808080808080))
+		return pg_verifymbstr(start, (int) len, true);
+	for (; p < end; p++)
+		if (*p == '\0' || IS_HIGHBIT_SET(*p))
+			return pg_verifymbstr(start, (int) len, true);
+	return true;
 }
 
 /*
@@ -231,7 +262,8 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	McKey		k;
 	McConn	   *conn;
 	McReply		r;
-	McReqOpts	opts = {0};
+	char		hdr[MC_REQ_HEADER_MAX];
+	size_t		hlen;
 	const char *base;
 	struct varlena *result = NULL;
 
@@ -239,8 +271,8 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 		PG_RETURN_NULL();
 	srv = McServerLookup(server_arg(fcinfo, 1));
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	opts.want = MC_F_VALUE;
-	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, &r);
+	hlen = mc_encode_get_value(hdr, k.wire, k.wire_len, k.b64);
+	base = McRoundtripKey(srv, k.raw, k.raw_len, hdr, hlen, NULL, 0, &r, &conn);
 	if (r.type == MC_REPLY_VA)
 		result = make_varlena(base + r.value_off, r.value_len);
 	else if (r.type != MC_REPLY_EN)

@@ -121,10 +121,9 @@ mc_oat_update(uint32_t state, const void *data, size_t len)
 
 	while (len--)
 	{
-		uint32_t	c = *p++;
+		/* libmemcached reads the key as (signed) char: bytes >= 0x80 sign-extend */
+		uint32_t	c = (uint32_t) (int32_t) (signed char) *p++;
 
-		if (c & 0x80)
-			c |= 0xffffff00u;
 		state += c;
 		state += state << 10;
 		state ^= state >> 6;

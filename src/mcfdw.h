@@ -13,6 +13,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
 
@@ -74,12 +75,12 @@ typedef struct McConn
 	int			index;			/* endpoint index */
 	pgsocket	sock;
 	bool		connecting;		/* non-blocking connect in progress */
-	TimestampTz connect_started;
+	int64		connect_started;	/* mono_usec() in conn.c */
 	bool		busy;
 	bool		expect_wait;	/* a request was sent: wait before reading */
 	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
 	size_t		rgot;			/* reply bytes received for this request */
-	TimestampTz last_used;		/* clock at the start of the current request */
+	int64		last_used;		/* mono_usec() at the start of the current request */
 	bool		stamp_fresh;	/* ... and nothing has arrived since */
 	WaitEventSet *wes;			/* latch + postmaster death + this socket */
 	int			sock_pos;		/* position of the socket event in wes */
@@ -133,15 +134,19 @@ typedef struct McServer
 
 /*
  * A key as it is routed (prefix + key) and as it goes on the wire (raw, or
- * base64 of raw).  Lives on the stack: preparing a key allocates nothing.
+ * base64 of raw).  The forms point into the caller's key when they can, else
+ * into the buffers here.  Lives on the stack: preparing a key allocates
+ * nothing.
  */
 typedef struct McKey
 {
-	char		raw[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+	const char *raw;
 	size_t		raw_len;
-	char		wire[MC_KEY_MAX];
+	const char *wire;
 	size_t		wire_len;
 	bool		b64;
+	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+	char		wirebuf[MC_KEY_MAX];
 } McKey;
 
 /* functions.c */
@@ -163,7 +168,24 @@ extern void McParseServerOptions(List *options, McServerConfig *cfg,
 /* pool.c: servers, health, routing */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
-extern McServer *McServerGet(Oid serverid);
+extern McServer *McServerGetSlow(Oid serverid);
+extern McServer *mc_last_server;
+
+/*
+ * The entry of an existing server, checked for USAGE.  The last one
+ * returned is kept (and forgotten by every invalidation), so repeated calls
+ * cost a few compares.
+ */
+static inline McServer *
+McServerGet(Oid serverid)
+{
+	McServer   *srv = mc_last_server;
+
+	if (likely(srv != NULL && srv->serverid == serverid && srv->valid &&
+			   srv->acl_ok_user == GetUserId()))
+		return srv;
+	return McServerGetSlow(serverid);
+}
 extern bool McEndpointAlive(McConn *conn, TimestampTz now);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,

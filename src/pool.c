@@ -41,7 +41,7 @@ static bool sweep_needed = false;
  */
 static char last_name[NAMEDATALEN];
 static Oid	last_oid = InvalidOid;
-static McServer *last_srv = NULL;
+McServer   *mc_last_server = NULL;
 
 /*
  * Syscache callback for pg_foreign_server: ALTER SERVER, DROP SERVER and
@@ -56,7 +56,7 @@ server_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 
 	/* any server change may rename, drop or create the cached name */
 	last_oid = InvalidOid;
-	last_srv = NULL;
+	mc_last_server = NULL;
 	if (server_hash == NULL)
 		return;
 	hash_seq_init(&scan, server_hash);
@@ -81,7 +81,7 @@ acl_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 	HASH_SEQ_STATUS scan;
 	McServer   *srv;
 
-	last_srv = NULL;
+	mc_last_server = NULL;
 	if (server_hash == NULL)
 		return;
 	hash_seq_init(&scan, server_hash);
@@ -304,18 +304,15 @@ McServerLookup(const char *name)
 	return McServerGet(last_oid);
 }
 
-/* McServerLookup by OID: the entry of an existing server, checked for USAGE. */
+/* McServerGet past its shortcut: find, check and if need be rebuild the entry. */
 McServer *
-McServerGet(Oid serverid)
+McServerGetSlow(Oid serverid)
 {
 	Oid			userid = GetUserId();
 	McServer   *srv;
 	bool		found;
 
-	if (last_srv != NULL && last_srv->serverid == serverid &&
-		last_srv->valid && last_srv->acl_ok_user == userid)
-		return last_srv;
-	last_srv = NULL;
+	mc_last_server = NULL;
 	if (sweep_needed)
 		sweep_dropped_servers();
 	srv = hash_search(server_hash, &serverid, HASH_ENTER, &found);
@@ -335,7 +332,7 @@ McServerGet(Oid serverid)
 			server_rebuild(srv);
 		srv->acl_ok_user = userid;
 	}
-	last_srv = srv;
+	mc_last_server = srv;
 	return srv;
 }
 
@@ -458,8 +455,13 @@ McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 			   McReply *reply, McConn **connp)
 {
 	bool		buf[MC_MAX_ENDPOINTS];
-	const bool *alive = McServerAliveMap(srv, buf);
+	const bool *alive;
 
+	/* one healthy instance: nothing to choose */
+	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
+		return McConnRoundtrip(srv, 0, hdr, hlen, data, dlen, reply, connp,
+							   false);
+	alive = McServerAliveMap(srv, buf);
 	if (!srv->cfg.failover)
 		return McConnRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
 							   hdr, hlen, data, dlen, reply, connp, false);

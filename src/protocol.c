@@ -420,6 +420,30 @@ mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
 	return (size_t) (p + 4 - dst);
 }
 
+/*
+ * The plain get, "mg <key> [b] v\r\n": the single-key hot path, without the
+ * generic encoder's option walk.
+ */
+size_t
+mc_encode_get_value(char *dst, const char *wkey, size_t wlen, bool b64)
+{
+	char	   *p = dst;
+
+	if (wlen > MC_KEY_MAX)
+		return 0;
+	memcpy(p, "mg ", 3);
+	p += 3;
+	memcpy(p, wkey, wlen);
+	p += wlen;
+	if (b64)
+	{
+		memcpy(p, " b", 2);
+		p += 2;
+	}
+	memcpy(p, " v\r\n", 4);
+	return (size_t) (p + 4 - dst);
+}
+
 /* Kept as a function so callers never spell the marker themselves. */
 size_t
 mc_encode_noop(char *dst)

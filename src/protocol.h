@@ -131,6 +131,10 @@ extern size_t mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen,
 extern size_t mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen,
 								   bool b64, bool want_flags, uint32_t opaque);
 
+/* The plain get: "mg <key> [b] v\r\n" (what mc_encode_request writes for it). */
+extern size_t mc_encode_get_value(char *dst, const char *wkey, size_t wlen,
+								  bool b64);
+
 /* "mn\r\n": end-of-pipeline marker, answered by "MN\r\n". */
 extern size_t mc_encode_noop(char *dst);
 
