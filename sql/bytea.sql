@@ -23,3 +23,32 @@ SELECT mc_get_bytea('bin:txt');
 -- append works on bytes
 SELECT mc_append('bin:a', '\x01'::bytea), mc_get_bytea('bin:a');
 SELECT mc_get_bytea('bin:missing') IS NULL AS miss;
+-- text results are checked wherever the bad byte sits (the check reads
+-- sixteen and eight bytes at a time, then the tail)
+DO $$
+DECLARE
+  pos int;
+  bad text;
+BEGIN
+  FOREACH pos IN ARRAY ARRAY[1, 8, 16, 17, 24, 33, 37, 40] LOOP
+    FOREACH bad IN ARRAY ARRAY['\xff', '\x00'] LOOP
+      PERFORM mc_set('bin:pos', overlay(convert_to(repeat('a', 40), 'UTF8') PLACING bad::bytea FROM pos FOR 1));
+      BEGIN
+        PERFORM mc_get('bin:pos');
+        RAISE NOTICE 'byte % at %: accepted', bad, pos;
+      EXCEPTION WHEN character_not_in_repertoire THEN
+        NULL;
+      END;
+      BEGIN
+        PERFORM * FROM mc_get_multi(ARRAY['bin:pos']);
+        RAISE NOTICE 'byte % at % (multi-get): accepted', bad, pos;
+      EXCEPTION WHEN character_not_in_repertoire THEN
+        NULL;
+      END;
+    END LOOP;
+  END LOOP;
+  RAISE NOTICE 'invalid bytes rejected at every position';
+END $$;
+-- valid multi-byte text of every length passes
+SELECT bool_and(mc_set('bin:utf8', repeat('é', n)) AND mc_get('bin:utf8') = repeat('é', n)) AS utf8_ok
+  FROM generate_series(1, 40) n;

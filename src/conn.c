@@ -716,7 +716,7 @@ McConnRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
 		McIoStatus	st;
 
 		*connp = conn;
-		if (conn == NULL || !conn_connect_finish(conn, soft))
+		if (conn == NULL || (conn->connecting && !conn_connect_finish(conn, soft)))
 			return NULL;
 		st = conn_send(conn, hdr, hlen, data, dlen, soft);
 		if (st == MC_IO_OK)
@@ -985,7 +985,7 @@ McConnStatLines(McServer *srv, int index, const char *cmd,
 		McConn	   *conn = McConnPrepare(srv, index, soft);
 		McIoStatus	st;
 
-		if (conn == NULL || !conn_connect_finish(conn, soft))
+		if (conn == NULL || (conn->connecting && !conn_connect_finish(conn, soft)))
 			return false;
 		st = conn_send(conn, cmd, len, NULL, 0, soft);
 		while (st == MC_IO_OK)

@@ -195,15 +195,22 @@ McTextValid(const char *p, size_t len)
 		const __m128i zero = _mm_setzero_si128();
 		__m128i		vacc = zero;
 
-		while (end - p >= 16)
+		if (len >= 16)
 		{
-			__m128i		v = _mm_loadu_si128((const __m128i *) p);
+			__m128i		v;
 
+			while (end - p > 16)
+			{
+				v = _mm_loadu_si128((const __m128i *) p);
+				vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
+				p += 16;
+			}
+			/* the last sixteen bytes, overlapping what was already seen */
+			v = _mm_loadu_si128((const __m128i *) (end - 16));
 			vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
-			p += 16;
+			return _mm_movemask_epi8(vacc) == 0 ||
+				pg_verifymbstr(start, (int) len, true);
 		}
-		if (_mm_movemask_epi8(vacc) != 0)
-			return pg_verifymbstr(start, (int) len, true);
 	}
 #endif
 	/* one test at the end: any high bit or zero byte in any word */
