@@ -477,6 +477,26 @@ conn_closed_while_idle(McConn *conn, int err)
 }
 
 /*
+ * A socket error (err; 0 for an EOF) ended a send or a read: either a
+ * pooled socket was closed while idle (retry), or the instance failed (the
+ * failure is recorded, and raised unless soft).  One place for the ladder
+ * every I/O step would otherwise repeat.
+ */
+static McIoStatus
+conn_io_failed(McConn *conn, int err, bool soft, const char *action)
+{
+	if (conn_closed_while_idle(conn, err))
+		return MC_IO_RETRY;
+	errno = err;
+	if (err == 0)
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
+					   "the server closed the connection");
+	else
+		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action, "%m");
+	return MC_IO_FAILED;
+}
+
+/*
  * Send a whole request (header, then optional data block and its CRLF) with
  * one sendmsg in the common case, waiting for writability when the socket
  * buffer is full.
@@ -503,12 +523,7 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 			hlen -= n;
 		}
 		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-		{
-			if (conn_closed_while_idle(conn, errno))
-				return MC_IO_RETRY;
-			return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to",
-								  "%m") ? MC_IO_OK : MC_IO_FAILED;
-		}
+			return conn_io_failed(conn, errno, soft, "send to");
 	}
 	iov[niov].iov_base = unconstify(char *, hdr);
 	iov[niov++].iov_len = hlen;
@@ -541,10 +556,7 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 					return MC_IO_FAILED;
 				continue;
 			}
-			if (conn_closed_while_idle(conn, errno))
-				return MC_IO_RETRY;
-			return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to",
-								  "%m") ? MC_IO_OK : MC_IO_FAILED;
+			return conn_io_failed(conn, errno, soft, "send to");
 		}
 		/* drop what was written from the front of the iovec */
 		while (n > 0 && msg.msg_iovlen > 0)
@@ -641,13 +653,7 @@ conn_fill(McConn *conn, size_t need, bool soft)
 			continue;
 		}
 		if (n == 0)
-		{
-			if (conn_closed_while_idle(conn, 0))
-				return MC_IO_RETRY;
-			McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from",
-						   "the server closed the connection");
-			return MC_IO_FAILED;
-		}
+			return conn_io_failed(conn, 0, soft, "read from");
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -655,10 +661,7 @@ conn_fill(McConn *conn, size_t need, bool soft)
 			conn->expect_wait = true;
 			continue;
 		}
-		if (conn_closed_while_idle(conn, errno))
-			return MC_IO_RETRY;
-		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
-		return MC_IO_FAILED;
+		return conn_io_failed(conn, errno, soft, "read from");
 	}
 	return MC_IO_OK;
 }
@@ -871,10 +874,7 @@ McConnSendSome(McConn *conn, bool soft)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		if (conn_closed_while_idle(conn, errno))
-			return -2;
-		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "send to", "%m");
-		return -1;
+		return conn_io_failed(conn, errno, soft, "send to") == MC_IO_RETRY ? -2 : -1;
 	}
 	conn->woff += n;
 	if (conn->woff == conn->wlen)
@@ -902,21 +902,12 @@ McConnRecvSome(McConn *conn, size_t need, bool soft)
 		if (n > 0)
 			break;
 		if (n == 0)
-		{
-			if (conn_closed_while_idle(conn, 0))
-				return -2;
-			McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from",
-						   "the server closed the connection");
-			return -1;
-		}
+			return conn_io_failed(conn, 0, soft, "read from") == MC_IO_RETRY ? -2 : -1;
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		if (conn_closed_while_idle(conn, errno))
-			return -2;
-		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, "read from", "%m");
-		return -1;
+		return conn_io_failed(conn, errno, soft, "read from") == MC_IO_RETRY ? -2 : -1;
 	}
 	conn->rend += n;
 	conn->rbuf[conn->rend] = '\0';
