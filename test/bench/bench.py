@@ -80,6 +80,19 @@ def backend_pid(conn):
     return value(conn, "SELECT pg_backend_pid()")
 
 
+def rotated(items, r):
+    """The contenders in round r's order: the list rotated by r.  A fixed
+    order is a bias, not noise: whoever runs right after another contender
+    finds the machine (and, with shared keys, memcached's items and LRU
+    state) as that one left it, and measured here the first of two
+    statements on the same 10,000 keys ran ~10 % slower than the second,
+    whichever extension it was.  Rotating puts every contender in every
+    position equally often."""
+    items = list(items)
+    k = r % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -226,7 +239,7 @@ def w1_single_get():
     }
     lat = {k: [] for k in scripts}
     for r in range(ROUNDS):
-        for k, s in scripts.items():
+        for k, s in rotated(scripts.items(), r):
             lat[k].append(pgbench(s)[1])
         say("   round %d: floor %.1f us, mc_get %.1f us, memcache_get %.1f us"
             % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1]))
@@ -272,9 +285,8 @@ def w_multi(num, n, target_raw, target_pgm=None):
     scripts = multi_scripts(n)
     lat = {k: [] for k in list(scripts) + ["raw"]}
     for r in range(ROUNDS):
-        for k, s in scripts.items():
-            lat[k].append(pgbench(s)[1])
-        lat["raw"].append(rawclient(n))
+        for k, s in rotated(list(scripts.items()) + [("raw", None)], r):
+            lat[k].append(rawclient(n) if k == "raw" else pgbench(s)[1])
         say("   round %d: floor %.0f us, mc_get_multi %.0f us, memcache_get_multi %.0f us, raw %.0f us"
             % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1], lat["raw"][-1]))
     fl, mc, pg, raw = (med(lat[k]) for k in ("floor", "mcfdw", "pgmemcache", "raw"))
@@ -355,6 +367,19 @@ def count_syscalls_strace(conn, pid, sql):
     return int(m.group(1)) if m else None
 
 
+def raw_singles(off):
+    """The raw C client's 10,000 round trips (rawclient -s): wall ms, and
+    user and system CPU seconds, from getrusage inside the client."""
+    out = subprocess.run([RAWCLIENT, "-p", ",".join(map(str, PORTS)), "-n", str(LOOP),
+                          "-k", str(KEYS), "-s", str(off)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"wall_ms=([0-9.]+) user_us_per_call=([0-9.]+) sys_us_per_call=([0-9.]+)",
+                  out.stdout)
+    if out.returncode != 0 or not m:
+        raise RuntimeError("rawclient -s failed: " + out.stdout)
+    return (float(m.group(1)), float(m.group(2)) * LOOP / 1e6, float(m.group(3)) * LOOP / 1e6)
+
+
 def w4_loop():
     say("4. %s single gets in one statement: %d rounds x %d statements per contender; "
         "CPU from /proc/<pid>/stat" % (format(LOOP, ","), ROUNDS, CPU_REPEAT))
@@ -364,27 +389,36 @@ def w4_loop():
         n = value(c, LOOP_SQL[k], (1, LOOP))
         if n != LOOP:
             raise RuntimeError("%s loop found %s of %d keys" % (k, n, LOOP))
-    wall = {k: [] for k in LOOP_SQL}       # ms per statement
-    user = {k: [] for k in LOOP_SQL}       # CPU seconds per statement
-    syst = {k: [] for k in LOOP_SQL}
+    contenders = list(conns) + ["raw"]     # raw: rawclient -s, its own process
+    wall = {k: [] for k in contenders}     # ms per statement
+    user = {k: [] for k in contenders}     # CPU seconds per statement
+    syst = {k: [] for k in contenders}
     for r in range(ROUNDS):
         for i in range(CPU_REPEAT):        # contenders alternate statement by statement
-            off = (r * CPU_REPEAT + i) * LOOP
-            for k, c in conns.items():
+            # every statement gets keys of its own (a 10,000-key window that
+            # moves on each time) and the order rotates, so no contender
+            # reads items another one has just touched, nor always goes first
+            for j, k in enumerate(rotated(contenders, r * CPU_REPEAT + i)):
+                off = ((r * CPU_REPEAT + i) * len(contenders) + j) * LOOP
+                if k == "raw":
+                    t, u, sy = raw_singles(off)
+                    wall[k].append(t)
+                    user[k].append(u)
+                    syst[k].append(sy)
+                    continue
                 u0, s0 = proc_cpu(pids[k])
                 t0 = time.perf_counter()
-                c.cursor().execute(LOOP_SQL[k], (off, off + LOOP - 1))
+                conns[k].cursor().execute(LOOP_SQL[k], (off, off + LOOP - 1))
                 t = time.perf_counter() - t0
                 u1, s1 = proc_cpu(pids[k])
                 wall[k].append(t * 1e3)
                 user[k].append(u1 - u0)
                 syst[k].append(s1 - s0)
         n = CPU_REPEAT
-        say("   round %d: wall ms/statement floor %.1f, mcfdw %.1f, pgmemcache %.1f; "
-            "user us/call %.2f, %.2f, %.2f"
-            % (r + 1, med(wall["floor"][-n:]), med(wall["mcfdw"][-n:]), med(wall["pgmemcache"][-n:]),
-               sum(user["floor"][-n:]) / (n * LOOP) * 1e6, sum(user["mcfdw"][-n:]) / (n * LOOP) * 1e6,
-               sum(user["pgmemcache"][-n:]) / (n * LOOP) * 1e6))
+        say("   round %d: wall ms/statement floor %.1f, mcfdw %.1f, pgmemcache %.1f, raw %.1f; "
+            "user us/call %.2f, %.2f, %.2f, %.2f"
+            % ((r + 1,) + tuple(med(wall[k][-n:]) for k in contenders)
+               + tuple(sum(user[k][-n:]) / (n * LOOP) * 1e6 for k in contenders)))
 
     # syscalls: separate passes, after the timing
     sc = {k: count_syscalls_perf(conns[k], pids[k], LOOP_SQL[k]) for k in LOOP_SQL}
@@ -414,9 +448,21 @@ def w4_loop():
     r = ratio(am, ap)
     row(w, "mcfdw: user CPU per get (over floor)", am, "us", r, None, "<= 0.5 x pgm", check(r, "<=", 0.5))
     row(w, "pgmemcache: user CPU per get (over floor)", ap, "us")
+    # the raw client spends next to nothing in user mode but its three
+    # system calls per round trip: what it is charged is the floor of the
+    # /proc accounting for any client that makes those calls
+    ur = per_call(user["raw"])
+    row(w, "raw C client (send, epoll_wait, recv): wall per 10,000", med(wall["raw"]), "ms",
+        None, ratio(med(wall["raw"]), wf))
+    row(w, "raw C client: user CPU per call", ur, "us", None, ratio(ur, uf),
+        note="getrusage; the same tick-sampled split as /proc/<pid>/stat")
+    r = ratio(um - ur, up - ur)
+    row(w, "mcfdw: user CPU per call over the raw client's", um - ur, "us", r)
+    row(w, "pgmemcache: user CPU per call over the raw client's", up - ur, "us")
     sm, sp, sf = (per_call(syst[k]) for k in ("mcfdw", "pgmemcache", "floor"))
     row(w, "mcfdw: system CPU per call", sm, "us", ratio(sm, sp), ratio(sm, sf))
     row(w, "pgmemcache: system CPU per call", sp, "us")
+    row(w, "raw C client: system CPU per call", per_call(syst["raw"]), "us")
     if all(sc.values()):
         per = {k: sc[k][0] / LOOP for k in sc}
         def detail(k):
@@ -700,7 +746,7 @@ def w8_seed():
     for op, scripts in seed_scripts().items():
         tps = {k: [] for k in scripts}
         for r in range(ROUNDS):
-            for k, s in scripts.items():
+            for k, s in rotated(scripts.items(), r):
                 seed_populate(conn)
                 tps[k].append(pgbench(s, clients=CLIENTS, log=False)[0])
             say("   %s round %d: mcfdw %.0f tps, pgmemcache %.0f tps"

@@ -17,6 +17,15 @@
  *                  [-b MAXBATCHES] [-w WARMUP] [-d modula|ketama|dalli]
  * Prints one line: batches=N keys=K hits=H median_us=.. mean_us=.. p10_us=..
  * p90_us=..  Exits 1 if any batch missed a key (every key must be there).
+ *
+ * With -s OFF it is instead the floor for workload 4 (single gets in a
+ * loop): KEYS round trips, one key at a time, key "k<(g * 7919) mod
+ * KEYSPACE>" for g = OFF .. OFF+KEYS-1 (bench.py's loop), each one
+ * "mg <key> v f\r\n" sent, then epoll_wait on that server's own epoll set
+ * (made once, as mcfdw keeps one WaitEventSet per connection), then recv:
+ * the three system calls a round trip needs, and next to nothing else in
+ * user mode.  Prints wall_ms=.. user_us_per_call=.. sys_us_per_call=..
+ * (getrusage, so the same tick-sampled split as /proc/<pid>/stat).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -28,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,6 +342,92 @@ run_batch(const McRing *ring, long off, int nkeys)
 	return hits;
 }
 
+/*
+ * -s: KEYS single gets, one round trip each (see the header).  Returns the
+ * number of misses.
+ */
+static long
+run_singles(const McRing *ring, long off, int nkeys, long keyspace)
+{
+	int			ep[MAX_SERVERS];
+	struct rusage r0,
+				r1;
+	double		t0,
+				wall;
+	long		misses = 0;
+	char		req[64];
+
+	for (int i = 0; i < nservers; i++)
+	{
+		struct epoll_event ev;
+
+		ep[i] = epoll_create1(EPOLL_CLOEXEC);
+		if (ep[i] < 0)
+			die("epoll_create1");
+		memset(&ev, 0, sizeof(ev));
+		ev.events = EPOLLIN;
+		if (epoll_ctl(ep[i], EPOLL_CTL_ADD, servers[i].fd, &ev) < 0)
+			die("epoll_ctl");
+		reserve(&servers[i].rbuf, &servers[i].rcap, 0, 65536);
+	}
+	reserve(&outbuf, &outcap, 0, 65536);
+	getrusage(RUSAGE_SELF, &r0);
+	t0 = now_us();
+	for (long g = off; g < off + nkeys; g++)
+	{
+		int			klen = sprintf(req, "mg k%ld", (g * 7919) % keyspace);
+		Server	   *s = &servers[mc_ring_server_for_key(ring, req + 3, (size_t) klen - 3)];
+		size_t		have = 0;
+		ssize_t		n;
+
+		memcpy(req + klen, " v f\r\n", 6);
+		if (send(s->fd, req, (size_t) klen + 6, MSG_NOSIGNAL) != klen + 6)
+			die("send");
+		for (;;)
+		{
+			struct epoll_event ev;
+			char	   *eol;
+
+			if (epoll_wait(ep[s - servers], &ev, 1, 10000) < 0 && errno != EINTR)
+				die("epoll_wait");
+			n = recv(s->fd, s->rbuf + have, s->rcap - have, 0);
+			if (n == 0)
+				die("server closed the connection");
+			if (n < 0)
+			{
+				if (errno == EAGAIN || errno == EINTR)
+					continue;
+				die("recv");
+			}
+			have += (size_t) n;
+			eol = memchr(s->rbuf, '\n', have);
+			if (eol == NULL)
+				continue;
+			if (s->rbuf[0] == 'V' && s->rbuf[1] == 'A')
+			{
+				size_t		len = strtoul(s->rbuf + 3, NULL, 10);
+				size_t		hdr = (size_t) (eol - s->rbuf) + 1;
+
+				if (have < hdr + len + 2)
+					continue;
+				memcpy(outbuf, s->rbuf + hdr, len);
+			}
+			else
+				misses++;
+			break;
+		}
+	}
+	wall = now_us() - t0;
+	getrusage(RUSAGE_SELF, &r1);
+	printf("calls=%d misses=%ld wall_ms=%.3f user_us_per_call=%.3f sys_us_per_call=%.3f\n",
+		   nkeys, misses, wall / 1e3,
+		   ((r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1e6 +
+			(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec)) / nkeys,
+		   ((r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+			(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) / nkeys);
+	return misses;
+}
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -360,12 +456,16 @@ main(int argc, char **argv)
 	long		hits_total = 0;
 	double		sum = 0,
 				t0;
+	long		singles = -1;
 	int			opt;
 
-	while ((opt = getopt(argc, argv, "p:n:k:t:b:w:d:")) != -1)
+	while ((opt = getopt(argc, argv, "p:n:k:t:b:w:d:s:")) != -1)
 	{
 		switch (opt)
 		{
+			case 's':
+				singles = atol(optarg);
+				break;
 			case 'p':
 				ports = optarg;
 				break;
@@ -399,7 +499,8 @@ main(int argc, char **argv)
 				break;
 			default:
 				fprintf(stderr, "usage: rawclient -p PORT[,PORT...] -n KEYS [-k KEYSPACE] "
-						"[-t SECONDS] [-b MAXBATCHES] [-w WARMUP] [-d modula|ketama|dalli]\n");
+						"[-t SECONDS] [-b MAXBATCHES] [-w WARMUP] [-d modula|ketama|dalli] "
+						"[-s OFF]\n");
 				return 2;
 		}
 	}
@@ -428,6 +529,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "rawclient: ring: %s\n", err ? err : "?");
 		return 2;
 	}
+	if (singles >= 0)
+		return run_singles(ring, singles, nkeys, keyspace) ? 1 : 0;
 	srandom((unsigned) getpid());
 	for (int i = 0; i < warmup; i++)
 		(void) run_batch(ring, random() % (keyspace - nkeys + 1), nkeys);
