@@ -20,6 +20,7 @@ OBJS = \
 	src/options.o \
 	src/pool.o \
 	src/conn.o \
+	src/conn_multi.o \
 	src/functions.o \
 	src/multi_get.o \
 	src/servers.o \

@@ -3,8 +3,8 @@
  *
  * Owns: non-blocking connects (started and finished separately, so a batch
  * connects to all its instances at once), one WaitEventSet per connection
- * (and one per server for the multi-get), interruptible sends and reads
- * with deadlines, the read buffer (always NUL-terminated, for
+ * (the multi-get's, one per server, and its non-blocking slices are in
+ * conn_multi.c), interruptible sends and reads with deadlines, the read buffer (always NUL-terminated, for
  * mc_parse_reply_z), failure accounting, retrying a pooled socket the
  * server closed while idle, and closing a connection whose reply was not
  * read to the end.  Must not: choose instances (pool.c) or know what
@@ -32,19 +32,10 @@
 
 #include "mcfdw.h"
 
+#include "conn_int.h"
+
 #define RBUF_INITIAL	16384
 #define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
-#define WBUF_INITIAL	16384
-#define RBUF_BATCH_READ	65536	/* a multi-get reads up to this much per recv */
-#define LATCH_POS		0
-
-/* Outcome of a socket operation that may fail softly. */
-typedef enum McIoStatus
-{
-	MC_IO_OK,
-	MC_IO_RETRY,				/* pooled socket was closed while idle: retry */
-	MC_IO_FAILED				/* soft failure, recorded against the instance */
-} McIoStatus;
 
 /*
  * Microseconds on the coarse monotonic clock: what the per-request
@@ -72,7 +63,7 @@ mono_ms_left(int64 deadline)
 }
 
 /* The context of connection buffers and wait sets, made on first use. */
-static MemoryContext
+MemoryContext
 conn_memory(void)
 {
 	static MemoryContext cxt = NULL;
@@ -482,7 +473,7 @@ conn_closed_while_idle(McConn *conn, int err)
  * failure is recorded, and raised unless soft).  One place for the ladder
  * every I/O step would otherwise repeat.
  */
-static McIoStatus
+McIoStatus
 conn_io_failed(McConn *conn, int err, bool soft, const char *action)
 {
 	if (conn_closed_while_idle(conn, err))
@@ -587,7 +578,7 @@ sent:
  * the front, then grow.  Growth is to a power of two so a stream of large
  * values does not reallocate per reply.
  */
-static void
+void
 conn_reserve(McConn *conn, size_t need)
 {
 	size_t		have = conn->rend - conn->rstart;
@@ -799,161 +790,6 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("unexpected reply from memcached server \"%s\"", conn->server->name),
 			 errdetail_internal("Instance %s replied: %s", name, line)));
-}
-
-/*
- * The multi-get wait set of a server: latch, postmaster death and every
- * open socket of the server, armed for reading.  It lives as long as the
- * set of open sockets does (sock_gen), so a multi-get pays for no epoll
- * set construction in steady state.  Idle sockets stay in it: one that
- * becomes readable is a socket the server closed, found and dropped by the
- * caller.
- */
-WaitEventSet *
-McServerWaitSet(McServer *srv)
-{
-	if (srv->mwes != NULL && srv->mwes_gen == srv->sock_gen)
-	{
-		if (srv->mwes_latch != MyLatch)
-		{
-			ModifyWaitEvent(srv->mwes, LATCH_POS, WL_LATCH_SET, MyLatch);
-			srv->mwes_latch = MyLatch;
-		}
-		return srv->mwes;
-	}
-	if (srv->mwes != NULL)
-		FreeWaitEventSet(srv->mwes);
-	srv->mwes = CreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
-	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	if (IsUnderPostmaster)
-		AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	srv->mwes_latch = MyLatch;
-	for (int i = 0; i < srv->cfg.nendpoints; i++)
-	{
-		McConn	   *conn = &srv->conns[i];
-
-		conn->mpos = -1;
-		if (conn->sock == PGINVALID_SOCKET || conn->connecting)
-			continue;
-		conn->mpos = AddWaitEventToSet(srv->mwes, WL_SOCKET_READABLE, conn->sock,
-									   NULL, conn);
-		conn->mevents = WL_SOCKET_READABLE;
-	}
-	srv->mwes_gen = srv->sock_gen;
-	return srv->mwes;
-}
-
-/* Arm conn's entry in the multi-get wait set for events, if not already. */
-void
-McConnArm(McConn *conn, uint32 events)
-{
-	if (conn->mpos >= 0 && conn->mevents != events)
-	{
-		ModifyWaitEvent(conn->server->mwes, conn->mpos, events, NULL);
-		conn->mevents = events;
-	}
-}
-
-/*
- * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
- * when the socket buffer is full), -1 after a soft failure, -2 when a pooled
- * socket turned out to be closed while idle (closed; the caller may retry).
- */
-ssize_t
-McConnSendSome(McConn *conn, bool soft)
-{
-	ssize_t		n;
-
-	for (;;)
-	{
-		n = send(conn->sock, conn->wbuf + conn->woff, conn->wlen - conn->woff,
-				 MSG_NOSIGNAL);
-		if (n >= 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		return conn_io_failed(conn, errno, soft, "send to") == MC_IO_RETRY ? -2 : -1;
-	}
-	conn->woff += n;
-	if (conn->woff == conn->wlen)
-		conn->woff = conn->wlen = 0;
-	return n;
-}
-
-/*
- * Receive what the socket has, without waiting, making room for at least
- * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 after
- * a soft failure, -2 for a pooled socket closed while idle.  expect_wait
- * tells the caller whether the socket was drained.
- */
-ssize_t
-McConnRecvSome(McConn *conn, size_t need, bool soft)
-{
-	ssize_t		n;
-	size_t		room;
-
-	conn_reserve(conn, Max(need, RBUF_BATCH_READ));
-	room = conn->rcap - conn->rend - 1;
-	for (;;)
-	{
-		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
-		if (n > 0)
-			break;
-		if (n == 0)
-			return conn_io_failed(conn, 0, soft, "read from") == MC_IO_RETRY ? -2 : -1;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		return conn_io_failed(conn, errno, soft, "read from") == MC_IO_RETRY ? -2 : -1;
-	}
-	conn->rend += n;
-	conn->rbuf[conn->rend] = '\0';
-	conn->rgot += n;
-	conn->stamp_fresh = false;
-	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
-	return n;
-}
-
-/*
- * An idle pooled socket became readable: the server closed it (or sent
- * something unasked).  Either way it is useless; close it now.
- */
-void
-McConnDropIdle(McConn *conn)
-{
-	if (!conn->busy)
-		McConnClose(conn);
-}
-
-/*
- * Make room for n more request bytes in wbuf (sent bytes are slid out
- * first).  The multi-get refills wbuf in slices, so it stays small however
- * many keys a batch has.
- */
-char *
-McConnWriteSpace(McConn *conn, size_t n)
-{
-	if (conn->wbuf == NULL)
-	{
-		conn->wcap = Max(WBUF_INITIAL, n);
-		conn->wbuf = MemoryContextAlloc(conn_memory(), conn->wcap);
-	}
-	if (conn->wcap - conn->wlen < n && conn->woff > 0)
-	{
-		memmove(conn->wbuf, conn->wbuf + conn->woff, conn->wlen - conn->woff);
-		conn->wlen -= conn->woff;
-		conn->woff = 0;
-	}
-	if (conn->wcap - conn->wlen < n)
-	{
-		while (conn->wcap - conn->wlen < n)
-			conn->wcap *= 2;
-		conn->wbuf = repalloc(conn->wbuf, conn->wcap);
-	}
-	return conn->wbuf + conn->wlen;
 }
 
 /*

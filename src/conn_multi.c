@@ -1,0 +1,177 @@
+/*
+ * conn_multi.c — the multi-get side of a connection: the server's shared
+ * wait set and the non-blocking slices a pipelined batch is made of.
+ *
+ * Owns: one WaitEventSet per server (latch, postmaster death and every open
+ * socket of the server), arming a socket in it for writing, sending and
+ * receiving whatever the socket takes or has without waiting, dropping an
+ * idle socket the server closed, and the write buffer a batch refills in
+ * slices.  Must not: wait (multi_get.c waits on the set, so one wait serves
+ * every instance of a batch), parse replies, or choose instances.  Errors
+ * and the retry of a pooled socket closed while idle go through conn.c's
+ * conn_io_failed, so both sides of a connection fail the same way.
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+
+#include "conn_int.h"
+
+/*
+ * The multi-get wait set of a server: latch, postmaster death and every
+ * open socket of the server, armed for reading.  It lives as long as the
+ * set of open sockets does (sock_gen), so a multi-get pays for no epoll
+ * set construction in steady state.  Idle sockets stay in it: one that
+ * becomes readable is a socket the server closed, found and dropped by the
+ * caller.
+ */
+WaitEventSet *
+McServerWaitSet(McServer *srv)
+{
+	if (srv->mwes != NULL && srv->mwes_gen == srv->sock_gen)
+	{
+		if (srv->mwes_latch != MyLatch)
+		{
+			ModifyWaitEvent(srv->mwes, LATCH_POS, WL_LATCH_SET, MyLatch);
+			srv->mwes_latch = MyLatch;
+		}
+		return srv->mwes;
+	}
+	if (srv->mwes != NULL)
+		FreeWaitEventSet(srv->mwes);
+	srv->mwes = CreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
+	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	if (IsUnderPostmaster)
+		AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	srv->mwes_latch = MyLatch;
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		McConn	   *conn = &srv->conns[i];
+
+		conn->mpos = -1;
+		if (conn->sock == PGINVALID_SOCKET || conn->connecting)
+			continue;
+		conn->mpos = AddWaitEventToSet(srv->mwes, WL_SOCKET_READABLE, conn->sock,
+									   NULL, conn);
+		conn->mevents = WL_SOCKET_READABLE;
+	}
+	srv->mwes_gen = srv->sock_gen;
+	return srv->mwes;
+}
+
+/* Arm conn's entry in the multi-get wait set for events, if not already. */
+void
+McConnArm(McConn *conn, uint32 events)
+{
+	if (conn->mpos >= 0 && conn->mevents != events)
+	{
+		ModifyWaitEvent(conn->server->mwes, conn->mpos, events, NULL);
+		conn->mevents = events;
+	}
+}
+
+/*
+ * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
+ * when the socket buffer is full), -1 after a soft failure, -2 when a pooled
+ * socket turned out to be closed while idle (closed; the caller may retry).
+ */
+ssize_t
+McConnSendSome(McConn *conn, bool soft)
+{
+	ssize_t		n;
+
+	for (;;)
+	{
+		n = send(conn->sock, conn->wbuf + conn->woff, conn->wlen - conn->woff,
+				 MSG_NOSIGNAL);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return conn_io_failed(conn, errno, soft, "send to") == MC_IO_RETRY ? -2 : -1;
+	}
+	conn->woff += n;
+	if (conn->woff == conn->wlen)
+		conn->woff = conn->wlen = 0;
+	return n;
+}
+
+/*
+ * Receive what the socket has, without waiting, making room for at least
+ * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 after
+ * a soft failure, -2 for a pooled socket closed while idle.  expect_wait
+ * tells the caller whether the socket was drained.
+ */
+ssize_t
+McConnRecvSome(McConn *conn, size_t need, bool soft)
+{
+	ssize_t		n;
+	size_t		room;
+
+	conn_reserve(conn, Max(need, RBUF_BATCH_READ));
+	room = conn->rcap - conn->rend - 1;
+	for (;;)
+	{
+		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+		if (n > 0)
+			break;
+		if (n == 0)
+			return conn_io_failed(conn, 0, soft, "read from") == MC_IO_RETRY ? -2 : -1;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return conn_io_failed(conn, errno, soft, "read from") == MC_IO_RETRY ? -2 : -1;
+	}
+	conn->rend += n;
+	conn->rbuf[conn->rend] = '\0';
+	conn->rgot += n;
+	conn->stamp_fresh = false;
+	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
+	return n;
+}
+
+/*
+ * An idle pooled socket became readable: the server closed it (or sent
+ * something unasked).  Either way it is useless; close it now.
+ */
+void
+McConnDropIdle(McConn *conn)
+{
+	if (!conn->busy)
+		McConnClose(conn);
+}
+
+/*
+ * Make room for n more request bytes in wbuf (sent bytes are slid out
+ * first).  The multi-get refills wbuf in slices, so it stays small however
+ * many keys a batch has.
+ */
+char *
+McConnWriteSpace(McConn *conn, size_t n)
+{
+	if (conn->wbuf == NULL)
+	{
+		conn->wcap = Max(WBUF_INITIAL, n);
+		conn->wbuf = MemoryContextAlloc(conn_memory(), conn->wcap);
+	}
+	if (conn->wcap - conn->wlen < n && conn->woff > 0)
+	{
+		memmove(conn->wbuf, conn->wbuf + conn->woff, conn->wlen - conn->woff);
+		conn->wlen -= conn->woff;
+		conn->woff = 0;
+	}
+	if (conn->wcap - conn->wlen < n)
+	{
+		while (conn->wcap - conn->wlen < n)
+			conn->wcap *= 2;
+		conn->wbuf = repalloc(conn->wbuf, conn->wcap);
+	}
+	return conn->wbuf + conn->wlen;
+}
