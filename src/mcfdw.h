@@ -51,6 +51,7 @@ typedef struct McServerConfig
 	int			failure_limit;	/* consecutive failures before "dead" */
 	int			retry_delay;	/* s a dead instance is left alone */
 	bool		failover;
+	bool		long_keys_dalli;	/* long_keys 'dalli': digest long keys */
 } McServerConfig;
 
 /* Connection states, as the mc_servers view names them. */

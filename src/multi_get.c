@@ -230,16 +230,22 @@ fill_requests(MgBatch *b, MgServer *ms)
 	{
 		MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
 		char	   *dst = McConnWriteSpace(conn, MC_REQ_HEADER_MAX);
+		size_t		n;
 
-		if (!k->b64 && b->srv->cfg.key_prefix_len == 0)
-			conn->wlen += mc_encode_get_opaque(dst, k->data, k->len, false, true,
-											   (uint32) ms->next_send);
+		/* a plain key goes out as given; others as McPrepareKey routes them */
+		if (!k->b64 && b->srv->cfg.key_prefix_len == 0 && k->len <= MC_KEY_MAX)
+			n = mc_encode_get_opaque(dst, k->data, k->len, false, true,
+									 (uint32) ms->next_send);
 		else
 		{
 			McPrepareKey(b->srv, k->data, k->len, &mk);
-			conn->wlen += mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
-											   (uint32) ms->next_send);
+			n = mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
+									 (uint32) ms->next_send);
 		}
+		/* collect_keys checked every key: a refusal here is a bug, not a miss */
+		if (n == 0)
+			elog(ERROR, "could not encode a get request for a checked key");
+		conn->wlen += n;
 		ms->next_send++;
 	}
 	if (ms->next_send == ms->nkeys && !ms->mn_queued)

@@ -34,7 +34,7 @@ char	   *mc_default_server = NULL;
 /* The server options, in the order the errhint lists them. */
 static const char *const server_options[] = {
 	"servers", "connect_timeout", "io_timeout", "distribution",
-	"key_prefix", "failure_limit", "retry_delay", "failover", NULL
+	"key_prefix", "long_keys", "failure_limit", "retry_delay", "failover", NULL
 };
 
 /*
@@ -345,6 +345,18 @@ McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 						 errhint("Valid values are \"ketama\", \"ketama_md5\", \"ketama_weighted\", \"ketama_weighted_oat\", \"dalli\" and \"modula\".")));
 			cfg->distribution = distributions[i].dist;
 		}
+		else if (strcmp(name, "long_keys") == 0)
+		{
+			if (strcmp(value, "dalli") == 0)
+				cfg->long_keys_dalli = true;
+			else if (strcmp(value, "error") == 0)
+				cfg->long_keys_dalli = false;
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"long_keys\": \"%s\"", value),
+						 errhint("Valid values are \"error\" and \"dalli\".")));
+		}
 		else if (strcmp(name, "key_prefix") == 0)
 		{
 			if (strlen(value) > MC_MAX_KEY_PREFIX)
@@ -363,6 +375,20 @@ McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 	if (!have_servers)
 		parse_servers("127.0.0.1:11211", cfg);
 	cfg->key_prefix_len = (int) strlen(cfg->key_prefix);
+
+	/*
+	 * Dalli digests the namespaced key "ns:key", so with long_keys "dalli" a
+	 * prefix must be a Dalli namespace plus its colon, or no Dalli client
+	 * could share the keys.
+	 */
+	if (cfg->long_keys_dalli && cfg->key_prefix_len > 0 &&
+		(cfg->key_prefix_len == 1 || cfg->key_prefix[cfg->key_prefix_len - 1] != ':'))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"long_keys\" set to \"dalli\" requires a \"key_prefix\" that ends with a colon"),
+				 errdetail("Dalli digests long keys with their namespace; the key prefix \"%s\" is not a Dalli namespace.",
+						   cfg->key_prefix),
+				 errhint("Dalli's namespace \"app\" is key_prefix \"app:\".")));
 	MemoryContextSwitchTo(old);
 }
 

@@ -7,8 +7,8 @@
 # KEYS: one hex-encoded key per line (decoded, tagged UTF-8).
 # write: set(key, "dalli:" + hex, 0, raw: true) for every key; prints the
 #        number of keys stored.
-# read:  get_multi over all keys; prints one line per key found: hex, a tab,
-#        the value.
+# read:  get_multi over all keys (get for keys Dalli digests); prints one
+#        line per key found: hex, a tab, the value.
 require 'dalli'
 require 'logger'
 
@@ -35,10 +35,18 @@ when 'write'
   stored = keys.count { |k| client.set(k, "dalli:#{k.b.unpack1('H*')}", 0, raw: true) }
   puts stored
 when 'read'
-  keys.each_slice(500) do |slice|
+  # Dalli's get_multi names a key it digested (over 250 characters with the
+  # namespace) by its digest in the result, so those are read one by one
+  ns_len = namespace ? namespace.length + 1 : 0
+  long, short = keys.partition { |k| ns_len + k.length > 250 }
+  short.each_slice(500) do |slice|
     client.get_multi(slice).each do |k, v|
       puts "#{k.b.unpack1('H*')}\t#{v}"
     end
+  end
+  long.each do |k|
+    v = client.get(k, raw: true)
+    puts "#{k.b.unpack1('H*')}\t#{v}" unless v.nil?
   end
 else
   abort "usage: dalli_rw.rb write|read [--namespace NS] SERVER..."

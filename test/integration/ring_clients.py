@@ -7,7 +7,9 @@ Dalli namespace), the client stores generated keys (ASCII, ':'-heavy,
 UTF-8, and for Dalli, keys with spaces), then one mc_get_multi over a
 foreign server with the same server list and distribution must return every
 key with its value; then mcfdw stores keys with mc_set and the client must
-find them all.  A key routed differently lands on a server where the other
+find them all.  Two Dalli rings also get keys of 251 to 600 characters,
+which Dalli stores under a digest (the foreign server has long_keys
+'dalli').  A key routed differently lands on a server where the other
 side does not look, so any routing difference shows up as missing keys.
 """
 
@@ -34,11 +36,27 @@ UNI = ["\u00e9", "\u00fc", "\u00df", "\u03a9", "\u65e5", "\u672c", "\U0001f600",
 ASCII = [chr(x) for x in range(0x21, 0x7f)]
 
 
-def gen_keys(seed, spaces=False):
-    """Distinct keys of up to 186 bytes (so mcfdw can send any of them)."""
+def long_key(rng, n):
+    """A key over Dalli's 250 characters: a printable ASCII head (what the
+    digested name keeps: 212 or 213 characters) and a tail that may hold
+    spaces and UTF-8, which the digest hides."""
+    head = "views/%d/" % n + "".join(rng.choice(ASCII) for _ in range(rng.randint(250, 400)))
+    tail = "".join(rng.choice(UNI + [" ", "/", "x"]) for _ in range(rng.randint(0, 150)))
+    return head + tail
+
+
+def gen_keys(seed, spaces=False, long=False):
+    """Distinct keys of up to 186 bytes (so mcfdw can send any of them), a
+    third of them over 250 characters when long is set."""
     rng = random.Random(seed)
     out, seen = [], set()
     while len(out) < NKEYS:
+        if long and rng.randrange(3) == 0:
+            kb = long_key(rng, len(out)).encode()
+            if kb not in seen:
+                seen.add(kb)
+                out.append(kb)
+            continue
         kind = rng.randrange(6 if spaces else 5)
         if kind == 0:
             k = "user:%d" % len(out)
@@ -72,10 +90,12 @@ def dalli(mode, specs, keys, namespace=None):
     return r.stdout
 
 
-def mcfdw_server(name, specs, dist, prefix=None):
+def mcfdw_server(name, specs, dist, prefix=None, long_keys=False):
     opts = {"distribution": dist}
     if prefix is not None:
         opts["key_prefix"] = prefix
+    if long_keys:
+        opts["long_keys"] = "dalli"
     db.server(c, name, ",".join(specs), **opts)
 
 
@@ -94,12 +114,14 @@ def mcfdw_write(name, keys, tag):
     return cur.fetchone()[0]
 
 
-def case(label, family, ms, weights=None, dist=None, behaviors=None, namespace=None, seed=0):
+def case(label, family, ms, weights=None, dist=None, behaviors=None, namespace=None, seed=0,
+         long_keys=False):
     specs = ["127.0.0.1:%d" % m.port + ("" if not weights else ":%d" % weights[i])
              for i, m in enumerate(ms)]
-    keys = gen_keys(seed, spaces=(family == "dalli"))
+    keys = gen_keys(seed, spaces=(family == "dalli"), long=long_keys)
     name = "rc_%d" % seed
-    mcfdw_server(name, specs, dist, prefix=(namespace + ":") if namespace else None)
+    mcfdw_server(name, specs, dist, prefix=(namespace + ":") if namespace else None,
+                 long_keys=long_keys)
 
     # 1. the client writes, mcfdw reads
     flush(ms)
@@ -173,6 +195,18 @@ for i, (label, fam, ms, w, dist, beh, ns) in enumerate(cases):
     try:
         case(label, fam, ms, weights=w, dist=dist, behaviors=beh, namespace=ns, seed=i)
     except Exception as e:  # noqa: BLE001 - one broken case must not hide the others
+        t.ok(False, label, repr(e))
+        c.rollback()
+
+# keys over 250 characters: Dalli digests them, mcfdw must too (long_keys)
+long_cases = [
+    ("dalli, long keys, 4 servers", S[:4], None),
+    ("dalli, long keys, namespace 'app', 3 servers", S[:3], "app"),
+]
+for i, (label, ms, ns) in enumerate(long_cases):
+    try:
+        case(label, "dalli", ms, dist="dalli", namespace=ns, seed=100 + i, long_keys=True)
+    except Exception as e:  # noqa: BLE001
         t.ok(False, label, repr(e))
         c.rollback()
 
