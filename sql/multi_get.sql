@@ -68,6 +68,38 @@ BEGIN
   END LOOP;
   RAISE NOTICE 'rows: %', n;
 END $$;
+-- every row shape: values either side of the 1-byte varlena header limit
+-- (126/127 bytes) and of the rows laid out by hand (1024/1025), after keys
+-- of every length mod 4 (so every alignment pad), and keys either side of
+-- 126/127 bytes; each row is checked against mc_get, then stored in a
+-- table and read back
+CREATE TEMP TABLE mg_shapes AS
+SELECT 'mg:len:' || n || repeat('.', p) AS k, n, p
+  FROM unnest(ARRAY[0, 1, 125, 126, 127, 128, 1023, 1024, 1025, 4000]) n, generate_series(0, 3) p;
+SELECT count(*) FILTER (WHERE mc_set(k, repeat(chr(97 + p), n), flags => n * 10 + p, server => 'mg'))
+  FROM mg_shapes;
+SELECT m.flags / 10 AS n, count(*) AS rows,
+       bool_and(length(m.value) = m.flags / 10) AS len_ok,
+       bool_and(m.value = repeat(chr(97 + m.flags % 10), m.flags / 10)) AS value_ok,
+       bool_and(m.value = mc_get(m.key, server => 'mg')) AS same_as_mc_get,
+       bool_and(m.key = s.k) AS key_ok
+  FROM mc_get_multi(ARRAY(SELECT k FROM mg_shapes), server => 'mg') m
+  JOIN mg_shapes s ON s.k = m.key
+ GROUP BY 1 ORDER BY 1;
+CREATE TEMP TABLE mg_copy AS SELECT * FROM mc_get_multi(ARRAY(SELECT k FROM mg_shapes), server => 'mg');
+SELECT count(*), sum(length(key)), sum(length(value)), sum(flags), md5(string_agg(key || value, ',' ORDER BY key))
+     = (SELECT md5(string_agg(k || repeat(chr(97 + p), n), ',' ORDER BY k)) FROM mg_shapes) AS same_bytes
+  FROM mg_copy;
+SELECT count(*) FILTER (WHERE mc_set(repeat('K', n), 'key of ' || n, flags => n, server => 'mg'))
+  FROM unnest(ARRAY[125, 126, 127, 128, 250]) n;
+SELECT length(key), value, flags FROM mc_get_multi(ARRAY(SELECT repeat('K', n) FROM unnest(ARRAY[125, 126, 127, 128, 250]) n), server => 'mg')
+ ORDER BY 1;
+-- bytea rows keep NUL bytes, at either header size
+SELECT count(*) FILTER (WHERE mc_set('mg:bin:' || n, decode(repeat('00ff', n / 2), 'hex'), server => 'mg'))
+  FROM unnest(ARRAY[2, 126, 128, 1024, 2048]) n;
+SELECT key, length(value), value = decode(repeat('00ff', length(value) / 2), 'hex') AS bytes_ok
+  FROM mc_get_multi_bytea(ARRAY(SELECT 'mg:bin:' || n FROM unnest(ARRAY[2, 126, 128, 1024, 2048]) n), server => 'mg')
+ ORDER BY length(value);
 -- privileges: USAGE is required, as for every function
 CREATE ROLE mc_mg_user;
 SET ROLE mc_mg_user;
