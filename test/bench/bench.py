@@ -8,8 +8,9 @@ ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or partial
 (BENCH_ONLY=...) run writes results/quick.csv.tmp and quick.txt.tmp instead,
 so only a full run replaces the committed figures.
 
-Contenders alternate inside each round (floor, mcfdw, pgmemcache[, raw],
-then again), so drift of this shared machine hits all of them alike; every
+Contenders alternate inside each round (floor, mcfdw, pgmemcache[, raw]),
+so drift of this shared machine hits all of them alike, and the order
+rotates from round to round (rotated()), so none is always first; every
 figure is a median over rounds.  Ratios are mcfdw / the other contender.
 
 Runs inside the rig: PGHOST/PGPORT, MCFDW_MC_PORTS (four memcacheds, the
