@@ -846,7 +846,7 @@ def main():
     print("")
     print(text, end="", flush=True)
     os.makedirs(RESULTS, exist_ok=True)
-    partial = QUICK or bool(ONLY) or "BENCH_ROUNDS" in os.environ or "BENCH_SECONDS" in os.environ
+    partial = QUICK or bool(ONLY) or bool(os.environ.get("BENCH_ROUNDS")) or bool(os.environ.get("BENCH_SECONDS"))
     base = os.path.join(RESULTS, "quick" if partial else "latest")
     csv_path = base + (".csv.tmp" if partial else ".csv")
     txt_path = base + (".txt.tmp" if partial else ".txt")
