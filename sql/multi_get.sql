@@ -72,7 +72,9 @@ END $$;
 -- (126/127 bytes) and of the rows laid out by hand (1024/1025), after keys
 -- of every length mod 4 (so every alignment pad), and keys either side of
 -- 126/127 bytes; each row is checked against mc_get, then stored in a
--- table and read back
+-- table and read back.  mcfdw.debug_check_rows also compares every row
+-- mcfdw lays out itself with PostgreSQL's own layout, byte for byte.
+SET mcfdw.debug_check_rows = on;
 CREATE TEMP TABLE mg_shapes AS
 SELECT 'mg:len:' || n || repeat('.', p) AS k, n, p
   FROM unnest(ARRAY[0, 1, 125, 126, 127, 128, 1023, 1024, 1025, 4000]) n, generate_series(0, 3) p;
@@ -100,6 +102,7 @@ SELECT count(*) FILTER (WHERE mc_set('mg:bin:' || n, decode(repeat('00ff', n / 2
 SELECT key, length(value), value = decode(repeat('00ff', length(value) / 2), 'hex') AS bytes_ok
   FROM mc_get_multi_bytea(ARRAY(SELECT 'mg:bin:' || n FROM unnest(ARRAY[2, 126, 128, 1024, 2048]) n), server => 'mg')
  ORDER BY length(value);
+RESET mcfdw.debug_check_rows;
 -- privileges: USAGE is required, as for every function
 CREATE ROLE mc_mg_user;
 SET ROLE mc_mg_user;

@@ -161,6 +161,7 @@ extern List *McUsableServers(void);
 
 /* options.c */
 extern char *mc_default_server;
+extern bool mc_debug_check_rows;
 extern void McOptionsInit(void);
 extern const char *McDistName(McDist dist);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,

@@ -357,6 +357,40 @@ put_varlena(char *data, size_t off, const char *src, size_t len)
 }
 
 /*
+ * mcfdw.debug_check_rows: form the same row with heap_form_minimal_tuple
+ * and compare it, byte for byte past the unused padding, with what the
+ * tuplestore will get from put_row's tuple.  The regression tests turn it
+ * on, so a layout slip is an error there instead of a wrong row (or a
+ * crash) somewhere else.
+ */
+static void
+check_row_layout(MgBatch *b, const MgKey *k, const char *v, size_t len,
+				 const McReply *r, HeapTuple ht)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	struct varlena *val = palloc(len + VARHDRSZ);
+	MinimalTuple ref;
+	MinimalTuple got;
+	size_t		from = offsetof(MinimalTupleData, t_infomask2);
+
+	SET_VARSIZE(val, len + VARHDRSZ);
+	memcpy(VARDATA(val), v, len);
+	values[0] = k->datum;
+	values[1] = PointerGetDatum(val);
+	values[2] = Int32GetDatum((int32) r->client_flags);
+	ref = heap_form_minimal_tuple(b->tupdesc, values, nulls);
+	got = minimal_tuple_from_heap_tuple(ht);
+	if (got->t_len != ref->t_len ||
+		memcmp((char *) got + from, (char *) ref + from, ref->t_len - from) != 0)
+		elog(ERROR, "row of key \"%.*s\" laid out by mcfdw differs from heap_form_minimal_tuple's (%u vs %u bytes)",
+			 (int) k->len, k->data, got->t_len, ref->t_len);
+	pfree(ref);
+	pfree(got);
+	pfree(val);
+}
+
+/*
  * Store the row (key, value, flags) in the tuplestore, laid out here
  * exactly as heap_form_tuple would lay it out.  tuplestore_putvalues
  * spends most of a multi-get's per-key instructions working that layout
@@ -404,6 +438,8 @@ put_row(MgBatch *b, const MgKey *k, const char *v, size_t len, const McReply *r)
 	ht.t_data = td;
 	ItemPointerSetInvalid(&ht.t_self);
 	ht.t_tableOid = InvalidOid;
+	if (unlikely(mc_debug_check_rows))
+		check_row_layout(b, k, v, len, r, &ht);
 	tuplestore_puttuple(b->tupstore, &ht);
 	return true;
 }

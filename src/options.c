@@ -31,6 +31,9 @@ PG_FUNCTION_INFO_V1(mcfdw_validator);
 /* GUC: foreign server used by calls that name none. */
 char	   *mc_default_server = NULL;
 
+/* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
+bool		mc_debug_check_rows = false;
+
 /* The server options, in the order the errhint lists them. */
 static const char *const server_options[] = {
 	"servers", "connect_timeout", "io_timeout", "distribution",
@@ -79,6 +82,15 @@ McOptionsInit(void)
 							   PGC_USERSET,
 							   0,
 							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("mcfdw.debug_check_rows",
+							 "Checks every row mc_get_multi lays out itself against PostgreSQL's own layout.",
+							 "A row that differs byte for byte is an error.  For the tests: "
+							 "it forms each row twice.",
+							 &mc_debug_check_rows,
+							 false,
+							 PGC_SUSET,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mcfdw");
 }
 
