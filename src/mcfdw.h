@@ -170,6 +170,7 @@ extern void McParseServerOptions(List *options, McServerConfig *cfg,
 /* pool.c: servers, health, routing */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
+extern void McServerForgetDefault(void);
 extern McServer *McServerGetSlow(Oid serverid);
 extern McServer *mc_last_server;
 

@@ -40,6 +40,13 @@ static const char *const server_options[] = {
 	"key_prefix", "long_keys", "failure_limit", "retry_delay", "failover", NULL
 };
 
+/* mcfdw.server's assign hook: the pool forgets which server it named. */
+static void
+default_server_assign(const char *newval, void *extra)
+{
+	McServerForgetDefault();
+}
+
 /*
  * Distribution names: each reproduces one client family's routing (see
  * ring.h for which client setting each matches).
@@ -81,7 +88,7 @@ McOptionsInit(void)
 							   "memcached",
 							   PGC_USERSET,
 							   0,
-							   NULL, NULL, NULL);
+							   NULL, default_server_assign, NULL);
 	DefineCustomBoolVariable("mcfdw.debug_check_rows",
 							 "Checks every row mc_get_multi lays out itself against PostgreSQL's own layout.",
 							 "A row that differs byte for byte is an error.  For the tests: "

@@ -41,7 +41,18 @@ static bool sweep_needed = false;
  */
 static char last_name[NAMEDATALEN];
 static Oid	last_oid = InvalidOid;
+static bool last_is_default = false;	/* last_oid is mcfdw.server's */
 McServer   *mc_last_server = NULL;
+
+/*
+ * mcfdw.server changed (SET, RESET, a rollback, a reload): the default
+ * server's cached OID may be another server's now.
+ */
+void
+McServerForgetDefault(void)
+{
+	last_is_default = false;
+}
 
 /*
  * Syscache callback for pg_foreign_server: ALTER SERVER, DROP SERVER and
@@ -287,8 +298,15 @@ sweep_dropped_servers(void)
 McServer *
 McServerLookup(const char *name)
 {
-	if (name == NULL)
+	bool		is_default = (name == NULL);
+
+	if (is_default)
+	{
+		/* the usual call names no server: not even a name compare */
+		if (likely(last_is_default && last_oid != InvalidOid))
+			return McServerGet(last_oid);
 		name = mc_default_server;
+	}
 	if (name == NULL || name[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -301,6 +319,7 @@ McServerLookup(const char *name)
 		strlcpy(last_name, name, sizeof(last_name));
 		last_oid = oid;
 	}
+	last_is_default = is_default;
 	return McServerGet(last_oid);
 }
 
