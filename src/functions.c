@@ -80,9 +80,10 @@ route_long_key(McServer *srv, const char *data, size_t len, char *buf)
 }
 
 /*
- * Check a key and give its routed form (prefix + key; the key itself when
- * there is no prefix, else assembled in buf, which must hold
- * MC_MAX_KEY_PREFIX + MC_KEY_MAX bytes) and whether it must go base64.
+ * Check a key and give its routed form (prefix + key, or the digested name
+ * of an over-long key, assembled in buf, which must hold MC_MAX_KEY_PREFIX +
+ * MC_KEY_MAX bytes; the data pointer itself when the key is routed as
+ * given, which callers may test for) and whether it must go base64.
  * Keys with spaces, control characters or non-ASCII bytes go base64 with
  * the b flag, so no key can inject protocol; lengths are checked here so the
  * server never sees a request it would reject.  Shared by every function

@@ -47,6 +47,7 @@ typedef struct MgKey
 	uint32		len;
 	uint16		server;			/* instance index (< MC_MAX_ENDPOINTS) */
 	bool		b64;			/* must go base64 */
+	bool		as_given;		/* its routed form is the key itself */
 } MgKey;
 
 /* One instance's share of the batch. */
@@ -154,6 +155,7 @@ collect_keys(MgBatch *b, ArrayType *arr)
 		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
 		/* checked here, so a bad key fails the call before anything is sent */
 		raw = McRouteKey(srv, k->data, k->len, rawbuf, &rawlen, &k->b64);
+		k->as_given = (raw == k->data);
 		if (!keyset_add(&set, b->keys, b->nkeys))
 			continue;
 		k->server = (uint16) McServerPickWith(srv, raw, rawlen, alive);
@@ -235,8 +237,8 @@ fill_requests(MgBatch *b, MgServer *ms)
 		char	   *dst = McConnWriteSpace(conn, MC_REQ_HEADER_MAX);
 		size_t		n;
 
-		/* a plain key goes out as given; others as McPrepareKey routes them */
-		if (!k->b64 && b->srv->cfg.key_prefix_len == 0 && k->len <= MC_KEY_MAX)
+		/* a key routed as given goes out as it is; others as McPrepareKey routes them */
+		if (k->as_given && !k->b64)
 			n = mc_encode_get_opaque(dst, k->data, k->len, false, true,
 									 (uint32) ms->next_send);
 		else
@@ -357,28 +359,71 @@ put_varlena(char *data, size_t off, const char *src, size_t len)
 }
 
 /*
- * mcfdw.debug_check_rows: form the same row with heap_form_minimal_tuple
- * and compare it, byte for byte past the unused padding, with what the
+ * The row's datums for the general path (tuplestore_putvalues).  The value
+ * is used where it lies in the read buffer: a varlena header is written
+ * over the already-parsed reply header just before it, so the tuple builder
+ * copies the value once.  A 4-byte header must be aligned; when it cannot
+ * be, the value goes through the scratch buffer.
+ */
+static void
+row_datums(MgBatch *b, const MgKey *k, char *v, size_t len, const McReply *r,
+		   Datum *values, bool *nulls)
+{
+	char	   *p;
+
+	if (len + VARHDRSZ_SHORT <= VARATT_SHORT_MAX)
+	{
+		p = v - VARHDRSZ_SHORT;
+		SET_VARSIZE_SHORT(p, len + VARHDRSZ_SHORT);
+	}
+	else if (len <= MaxAllocSize - VARHDRSZ &&
+			 (((uintptr_t) (v - VARHDRSZ)) % sizeof(int32)) == 0)
+	{
+		p = v - VARHDRSZ;
+		SET_VARSIZE(p, len + VARHDRSZ);
+	}
+	else
+	{
+		/* a 4-byte header must be aligned: use the scratch buffer */
+		if (len > MaxAllocSize - VARHDRSZ)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("memcached value of %zu bytes is too large", len)));
+		if (b->scratch_len < len + VARHDRSZ)
+		{
+			b->scratch_len = Max(len + VARHDRSZ, 2 * b->scratch_len);
+			b->scratch = b->scratch ? repalloc(b->scratch, b->scratch_len)
+				: palloc(b->scratch_len);
+		}
+		p = b->scratch;
+		SET_VARSIZE(p, len + VARHDRSZ);
+		memcpy(VARDATA(p), v, len);
+	}
+	values[0] = k->datum;
+	values[1] = PointerGetDatum(p);
+	nulls[0] = nulls[1] = false;
+	nulls[2] = !(r->present & MC_F_FLAGS);
+	values[2] = Int32GetDatum(nulls[2] ? 0 : (int32) r->client_flags);
+}
+
+/*
+ * mcfdw.debug_check_rows: form the same row the general path would, with
+ * heap_form_minimal_tuple, and compare it, byte for byte past the unused padding, with what the
  * tuplestore will get from put_row's tuple.  The regression tests turn it
  * on, so a layout slip is an error there instead of a wrong row (or a
  * crash) somewhere else.
  */
 static void
-check_row_layout(MgBatch *b, const MgKey *k, const char *v, size_t len,
+check_row_layout(MgBatch *b, const MgKey *k, char *v, size_t len,
 				 const McReply *r, HeapTuple ht)
 {
 	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
-	struct varlena *val = palloc(len + VARHDRSZ);
+	bool		nulls[3];
 	MinimalTuple ref;
 	MinimalTuple got;
 	size_t		from = offsetof(MinimalTupleData, t_infomask2);
 
-	SET_VARSIZE(val, len + VARHDRSZ);
-	memcpy(VARDATA(val), v, len);
-	values[0] = k->datum;
-	values[1] = PointerGetDatum(val);
-	values[2] = Int32GetDatum((int32) r->client_flags);
+	row_datums(b, k, v, len, r, values, nulls);
 	ref = heap_form_minimal_tuple(b->tupdesc, values, nulls);
 	got = minimal_tuple_from_heap_tuple(ht);
 	if (got->t_len != ref->t_len ||
@@ -387,7 +432,6 @@ check_row_layout(MgBatch *b, const MgKey *k, const char *v, size_t len,
 			 (int) k->len, k->data, got->t_len, ref->t_len);
 	pfree(ref);
 	pfree(got);
-	pfree(val);
 }
 
 /*
@@ -403,7 +447,7 @@ check_row_layout(MgBatch *b, const MgKey *k, const char *v, size_t len,
  * elements never are).
  */
 static bool
-put_row(MgBatch *b, const MgKey *k, const char *v, size_t len, const McReply *r)
+put_row(MgBatch *b, const MgKey *k, char *v, size_t len, const McReply *r)
 {
 	const char *key = DatumGetPointer(k->datum);
 	size_t		klen;
@@ -446,18 +490,15 @@ put_row(MgBatch *b, const MgKey *k, const char *v, size_t len, const McReply *r)
 
 /*
  * Turn a VA reply into a row: put_row for the common row, else the general
- * path, where the value is copied once, by the tuple builder: a varlena
- * header is written over the already-parsed header line just before the
- * value, so the value is used where it lies in the read buffer.
+ * path (row_datums, then tuplestore_putvalues).
  */
 static void
 emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 {
 	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	bool		nulls[3];
 	char	   *v = base + r->value_off;
 	size_t		len = r->value_len;
-	char	   *p;
 
 	if (b->as_text && !McTextValid(v, len))
 		ereport(ERROR,
@@ -467,38 +508,7 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 				 errhint("Use mc_get_multi_bytea() to read binary values.")));
 	if (put_row(b, k, v, len, r))
 		return;
-	if (len + VARHDRSZ_SHORT <= VARATT_SHORT_MAX)
-	{
-		p = v - VARHDRSZ_SHORT;
-		SET_VARSIZE_SHORT(p, len + VARHDRSZ_SHORT);
-	}
-	else if (len <= MaxAllocSize - VARHDRSZ &&
-			 (((uintptr_t) (v - VARHDRSZ)) % sizeof(int32)) == 0)
-	{
-		p = v - VARHDRSZ;
-		SET_VARSIZE(p, len + VARHDRSZ);
-	}
-	else
-	{
-		/* a 4-byte header must be aligned: use the scratch buffer */
-		if (len > MaxAllocSize - VARHDRSZ)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("memcached value of %zu bytes is too large", len)));
-		if (b->scratch_len < len + VARHDRSZ)
-		{
-			b->scratch_len = Max(len + VARHDRSZ, 2 * b->scratch_len);
-			b->scratch = b->scratch ? repalloc(b->scratch, b->scratch_len)
-				: palloc(b->scratch_len);
-		}
-		p = b->scratch;
-		SET_VARSIZE(p, len + VARHDRSZ);
-		memcpy(VARDATA(p), v, len);
-	}
-	values[0] = k->datum;
-	values[1] = PointerGetDatum(p);
-	nulls[2] = !(r->present & MC_F_FLAGS);
-	values[2] = Int32GetDatum(nulls[2] ? 0 : (int32) r->client_flags);
+	row_datums(b, k, v, len, r, values, nulls);
 	tuplestore_putvalues(b->tupstore, b->tupdesc, values, nulls);
 }
 
