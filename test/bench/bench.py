@@ -159,14 +159,21 @@ def pgbench(script, clients=1, seconds=None, log=True):
     return float(m.group(1)), lat
 
 
-def rawclient(nkeys, seconds=None):
-    """Median microseconds per batch of the raw C client."""
+def run_rawclient(nkeys, *args):
+    """Run test/bench/bin/rawclient on the four servers over k0..k99999;
+    returns what it printed, or raises with it when it failed."""
     out = subprocess.run([RAWCLIENT, "-p", ",".join(map(str, PORTS)), "-n", str(nkeys),
-                          "-k", str(KEYS), "-t", str(seconds or SECONDS)],
+                          "-k", str(KEYS)] + [str(a) for a in args],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if out.returncode != 0:
-        raise RuntimeError("rawclient failed: " + out.stdout)
-    return float(re.search(r"median_us=([0-9.]+)", out.stdout).group(1))
+        raise RuntimeError("rawclient %s failed: %s" % (" ".join(map(str, args)), out.stdout))
+    return out.stdout
+
+
+def rawclient(nkeys, seconds=None):
+    """Median microseconds per batch of the raw C client."""
+    out = run_rawclient(nkeys, "-t", seconds or SECONDS)
+    return float(re.search(r"median_us=([0-9.]+)", out).group(1))
 
 
 # ---- set-up ----------------------------------------------------------------
@@ -371,13 +378,10 @@ def count_syscalls_strace(conn, pid, sql):
 def raw_singles(off):
     """The raw C client's 10,000 round trips (rawclient -s): wall ms, and
     user and system CPU seconds, from getrusage inside the client."""
-    out = subprocess.run([RAWCLIENT, "-p", ",".join(map(str, PORTS)), "-n", str(LOOP),
-                          "-k", str(KEYS), "-s", str(off)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    m = re.search(r"wall_ms=([0-9.]+) user_us_per_call=([0-9.]+) sys_us_per_call=([0-9.]+)",
-                  out.stdout)
-    if out.returncode != 0 or not m:
-        raise RuntimeError("rawclient -s failed: " + out.stdout)
+    out = run_rawclient(LOOP, "-s", off)
+    m = re.search(r"wall_ms=([0-9.]+) user_us_per_call=([0-9.]+) sys_us_per_call=([0-9.]+)", out)
+    if not m:
+        raise RuntimeError("rawclient -s printed: " + out)
     return (float(m.group(1)), float(m.group(2)) * LOOP / 1e6, float(m.group(3)) * LOOP / 1e6)
 
 
