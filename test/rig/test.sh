@@ -2,6 +2,12 @@
 # test.sh — `make test` (and `make unit`): bring the rig up, run every suite,
 # count TAP, and end with the line "N passed, N failed".
 #
+# With MCFDW_BUILD=1 (`make test` sets it), two builds come first, each
+# counted as one test: `make WERROR=1` (the release build, compiled only: a
+# warning that shows only without Asserts fails here), then
+# `make WERROR=1 ASSERTS=1 install`, the assert-enabled build that every
+# suite below runs against.  When that one fails, nothing else runs.
+#
 # Suites, in order (MCFDW_TESTS / `make test TESTS=...` picks some):
 #   unit         test/unit/test_*.c, built by `make test/unit/bin/test_X`
 #   scripts      test/unit/*.sh, then test/fuzz/run_fuzz.sh when present
@@ -210,6 +216,27 @@ fail_one() {
 	FAILED=$((FAILED + 1))
 	FAILED_NAMES+=("$1")
 }
+
+# ---- 0. the builds ----------------------------------------------------------
+# Each in a make of its own: the Makefile that called us may have started
+# before PGXS was installed.
+if [ "${MCFDW_BUILD:-0}" = "1" ]; then
+	header "build"
+	name="release build (make WERROR=1)"
+	run_prog "$LIMIT_UNIT" "$MAKE" --no-print-directory -s WERROR=1 all
+	if [ "$RUN_RC" -eq 0 ]; then echo "ok - $name"; PASSED=$((PASSED + 1)); else fail_one "$name"; fi
+	name="assert-enabled build, installed (make WERROR=1 ASSERTS=1 install)"
+	run_prog "$LIMIT_UNIT" "$MAKE" --no-print-directory -s WERROR=1 ASSERTS=1 install
+	if [ "$RUN_RC" -eq 0 ]; then
+		echo "ok - $name"
+		PASSED=$((PASSED + 1))
+	else
+		fail_one "$name"
+		echo "# rig: nothing was installed; no suite runs"
+		summary
+		exit 1
+	fi
+fi
 
 # ---- the rig ---------------------------------------------------------------
 if [ $NEED_RIG -eq 1 ]; then
