@@ -8,6 +8,15 @@ ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or partial
 (BENCH_ONLY=...) run writes results/quick.csv.tmp and quick.txt.tmp instead,
 so only a full run replaces the committed figures.
 
+Targets are ratios measured side by side in the same run.  Two kinds of
+figure are printed without a target, because no client could meet one on a
+shared VM: user CPU from tick accounting (the raw C client, which does
+little but its system calls, is charged over half of pgmemcache's user
+time; the callgrind instruction ratio, <= 0.5 x pgm, is the target instead)
+and mcfdw against pgmemcache on 10,000 keys (the raw client itself is only
+~17x faster than pgmemcache there; "added over floor <= 1.5 x raw" is the
+target instead).
+
 Contenders alternate inside each round (floor, mcfdw, pgmemcache[, raw]),
 so drift of this shared machine hits all of them alike, and the order
 rotates from round to round (rotated()), so none is always first; every
@@ -285,7 +294,7 @@ def verify_multi(n):
         raise RuntimeError("%d-key multi-get: mcfdw found %s, pgmemcache %s" % (n, a, b))
 
 
-def w_multi(num, n, target_raw, target_pgm=None):
+def w_multi(num, n, target_raw):
     say("%d. %s-key multi-get over %d servers: %d rounds x %gs per contender (floor, "
         "mc_get_multi, memcache_get_multi, raw C client)"
         % (num, format(n, ","), len(PORTS), ROUNDS, SECONDS))
@@ -309,11 +318,6 @@ def w_multi(num, n, target_raw, target_pgm=None):
     row(w, "mcfdw: added over floor", add_mc, "us", ratio(add_mc, add_pg), r_raw,
         "<= %s x raw" % target_raw, check(r_raw, "<=", target_raw))
     row(w, "pgmemcache: added over floor", add_pg, "us", None, ratio(add_pg, raw))
-    if target_pgm:
-        r = ratio(add_mc, add_pg)
-        row(w, "mcfdw vs pgmemcache (added over floor)", r, "x", r, None,
-            "<= %.2f (>= %dx faster)" % (1.0 / target_pgm, target_pgm),
-            check(r, "<=", 1.0 / target_pgm))
 
 
 # ---- workload 4: 10,000 single gets in one statement -------------------------
@@ -443,15 +447,18 @@ def w4_loop():
     def per_call(xs):
         return sum(xs) / (len(xs) * LOOP) * 1e6
     um, up, uf = (per_call(user[k]) for k in ("mcfdw", "pgmemcache", "floor"))
-    note = "pooled over all statements; the kernel splits user from system time by sampling at its tick"
-    r = ratio(um, up)
-    row(w, "mcfdw: user CPU per call", um, "us", r, ratio(um, uf), "<= 0.5 x pgm", check(r, "<=", 0.5),
-        note)
+    # No target on user CPU: the raw client's row below shows that a loop
+    # making only a round trip's three system calls is charged over half of
+    # pgmemcache's user time, so "<= 0.5 x pgm" would measure the tick
+    # accounting, not the extension.  The callgrind row (w4_callgrind) carries
+    # that target instead: instructions counted, nothing sampled.
+    note = ("pooled over all statements; the kernel splits user from system time by sampling at its "
+            "tick; no target (see the callgrind row)")
+    row(w, "mcfdw: user CPU per call", um, "us", ratio(um, up), ratio(um, uf), note=note)
     row(w, "pgmemcache: user CPU per call", up, "us", None, ratio(up, uf))
     row(w, "floor: user CPU per call", uf, "us")
     am, ap = um - uf, up - uf
-    r = ratio(am, ap)
-    row(w, "mcfdw: user CPU per get (over floor)", am, "us", r, None, "<= 0.5 x pgm", check(r, "<=", 0.5))
+    row(w, "mcfdw: user CPU per get (over floor)", am, "us", ratio(am, ap))
     row(w, "pgmemcache: user CPU per get (over floor)", ap, "us")
     # the raw client spends next to nothing in user mode but its three
     # system calls per round trip: what it is charged is the floor of the
@@ -835,7 +842,7 @@ def main():
     info = machine()
     steps = [(1, w1_single_get),
              (2, lambda: w_multi(2, 100, 1.25)),
-             (3, lambda: w_multi(3, 10000, 1.5, target_pgm=20)),
+             (3, lambda: w_multi(3, 10000, 1.5)),
              (3, w3_callgrind),
              (4, w4_loop),
              (4, w4_callgrind),
