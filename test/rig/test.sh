@@ -6,7 +6,8 @@
 # counted as one test: `make WERROR=1` (the release build, compiled only: a
 # warning that shows only without Asserts fails here), then
 # `make WERROR=1 ASSERTS=1 install`, the assert-enabled build that every
-# suite below runs against.  When that one fails, nothing else runs.
+# suite below runs against (one more test checks that its Asserts are in).
+# When that one fails, nothing else runs.
 #
 # Suites, in order (MCFDW_TESTS / `make test TESTS=...` picks some):
 #   unit         test/unit/test_*.c, built by `make test/unit/bin/test_X`
@@ -230,6 +231,15 @@ if [ "${MCFDW_BUILD:-0}" = "1" ]; then
 	if [ "$RUN_RC" -eq 0 ]; then
 		echo "ok - $name"
 		PASSED=$((PASSED + 1))
+		# A failed Assert calls ExceptionalCondition: no reference to it
+		# means ASSERTS=1 compiled no Assert at all.
+		name="assert-enabled build: mcfdw.so calls ExceptionalCondition"
+		if nm -D --undefined-only mcfdw.so | grep -qw ExceptionalCondition; then
+			echo "ok - $name"
+			PASSED=$((PASSED + 1))
+		else
+			fail_one "$name"
+		fi
 	else
 		fail_one "$name"
 		echo "# rig: nothing was installed; no suite runs"
