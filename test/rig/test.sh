@@ -232,9 +232,10 @@ if [ "${MCFDW_BUILD:-0}" = "1" ]; then
 		echo "ok - $name"
 		PASSED=$((PASSED + 1))
 		# A failed Assert calls ExceptionalCondition: no reference to it
-		# means ASSERTS=1 compiled no Assert at all.
+		# means ASSERTS=1 compiled no Assert at all.  (grep reads all of
+		# nm's output: a grep -q that stops early fails under pipefail.)
 		name="assert-enabled build: mcfdw.so calls ExceptionalCondition"
-		if nm -D --undefined-only mcfdw.so | grep -qw ExceptionalCondition; then
+		if nm -D --undefined-only mcfdw.so | grep -w ExceptionalCondition >/dev/null; then
 			echo "ok - $name"
 			PASSED=$((PASSED + 1))
 		else
