@@ -4,11 +4,14 @@
  * Owns: non-blocking connects (started and finished separately, so a batch
  * connects to all its instances at once), one WaitEventSet per connection
  * (the multi-get's, one per server, and its non-blocking slices are in
- * conn_multi.c), interruptible sends and reads with deadlines, the read buffer (always NUL-terminated, for
- * mc_parse_reply_z), failure accounting, retrying a pooled socket the
- * server closed while idle, and closing a connection whose reply was not
- * read to the end.  Must not: choose instances (pool.c) or know what
- * commands mean.
+ * conn_multi.c), interruptible sends and reads with deadlines, the read
+ * buffer (always NUL-terminated, for mc_parse_reply_z), retrying a pooled
+ * socket the server closed while idle, and closing a connection whose reply
+ * was not read to the end.  A failing instance is reported, not judged: the
+ * cause is kept in the connection and the call returns failure.  Must not:
+ * choose instances, count failures or decide that an instance is dead
+ * (pool.c does all three, and calls down into this file, never the other
+ * way), or know what commands mean.
  *
  * Lifetime: buffers and wait sets live in "mcfdw connections", a child of
  * TopMemoryContext, for the life of the backend.
@@ -138,79 +141,80 @@ McConnClose(McConn *conn)
 }
 
 /*
- * Record a failure against the instance: after failure_limit in a row it is
- * marked dead for retry_delay seconds, so callers fail fast (or fail over)
- * instead of each waiting out a timeout.
+ * The instance misbehaved or went away: close the socket and keep the cause
+ * for the caller.  Used for connect errors, timeouts, resets, EOF and
+ * unparseable replies — everything that says the instance is unhealthy.
+ * Nothing is counted or raised here: the caller hands the connection to
+ * pool.c (McInstanceFailed), which counts the failure against the
+ * instance's health and raises it with McConnRaise unless the call is soft
+ * (a multi-get with failover drops the instance and goes on).  "hard"
+ * failures are raised even then.  Always returns false.
  */
-static void
-conn_record_failure(McConn *conn, const char *msg)
+static bool
+conn_fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
+			const char *fmt, va_list ap)
 {
-	McServer   *srv = conn->server;
+	int			save_errno = errno;
 
-	strlcpy(conn->last_error, msg, sizeof(conn->last_error));
-	conn->failures++;
-	if (conn->failures >= srv->cfg.failure_limit && conn->dead_until == 0)
-	{
-		conn->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   (int64) srv->cfg.retry_delay * 1000);
-		srv->ndead++;
-	}
+	McConnClose(conn);
+	errno = save_errno;			/* for %m */
+	vsnprintf(conn->fail_why, sizeof(conn->fail_why), fmt, ap);
+	conn->fail_code = sqlerrcode;
+	conn->fail_action = action;
+	conn->fail_hard = hard;
+	return false;
+}
+
+/* conn_fail_v for the callers of this file. */
+static bool
+conn_fail(McConn *conn, bool hard, int sqlerrcode, const char *action,
+		  const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	conn_fail_v(conn, hard, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+/* conn_fail_v for a caller that found the instance misbehaving (a bad reply). */
+bool
+McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
+			  const char *fmt, va_list ap)
+{
+	return conn_fail_v(conn, false, sqlerrcode, action, fmt, ap);
+}
+
+/* The cause of the connection's last failure, and whether it must be raised. */
+const char *
+McConnFailure(McConn *conn, bool *hard)
+{
+	if (hard)
+		*hard = conn->fail_hard;
+	return conn->fail_why;
 }
 
 /*
- * The instance misbehaved or went away: close the socket, count the failure
- * and raise the error.  Used for connect errors, timeouts, resets, EOF and
- * unparseable replies — everything that says the instance is unhealthy.  The
- * primary message names the foreign server; the detail names the instance
- * and the cause, which is also kept for the mc_servers view.  With soft set
- * (a multi-get with failover on) nothing is raised: the caller drops the
- * instance from the batch and goes on, and false is returned.
+ * Raise the connection's last failure.  The primary message names the
+ * foreign server; the detail names the instance and the cause.
  */
-static bool
-conn_fail_v(McConn *conn, bool soft, int sqlerrcode, const char *action,
-			const char *fmt, va_list ap)
-{
-	char		why[200];
-	int			save_errno = errno;
-	const char *name = McConnName(conn);
-
-	errno = save_errno;			/* for %m */
-	vsnprintf(why, sizeof(why), fmt, ap);
-	McConnClose(conn);
-	conn_record_failure(conn, why);
-	if (soft)
-		return false;
-	ereport(ERROR,
-			(errcode(sqlerrcode),
-			 errmsg("could not %s memcached server \"%s\"", action, conn->server->name),
-			 errdetail("Instance %s: %s.", name, why)));
-	return false;				/* not reached */
-}
-
-/* conn_fail_v that may return (soft) or raise. */
-bool
-McConnFailSoft(McConn *conn, bool soft, int sqlerrcode, const char *action,
-			   const char *fmt,...)
-{
-	va_list		ap;
-	bool		r;
-
-	va_start(ap, fmt);
-	r = conn_fail_v(conn, soft, sqlerrcode, action, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-/* conn_fail_v that always raises. */
 void
-McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...)
+McConnRaise(McConn *conn)
 {
-	va_list		ap;
-
-	va_start(ap, fmt);
-	conn_fail_v(conn, false, sqlerrcode, action, fmt, ap);
-	va_end(ap);
+	ereport(ERROR,
+			(errcode(conn->fail_code),
+			 errmsg("could not %s memcached server \"%s\"", conn->fail_action,
+					conn->server->name),
+			 errdetail("Instance %s: %s.", McConnName(conn), conn->fail_why)));
 	pg_unreachable();
+}
+
+/* The connection's instance: its index in the server's configuration. */
+int
+McConnIndex(McConn *conn)
+{
+	return conn->index;
 }
 
 /*
@@ -218,10 +222,11 @@ McConnFail(McConn *conn, int sqlerrcode, const char *action, const char *fmt,...
  * are serviced, so cancel and statement_timeout work) or timeout_ms of
  * inactivity pass.  One WaitEventSet per connection avoids building an epoll
  * set per wait, and the clock is read only when a wait ends without the
- * socket being ready.  Returns false only on a soft timeout.
+ * socket being ready.  Returns false on a timeout (a failure of the
+ * instance, kept in conn).
  */
 static bool
-conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool soft)
+conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 {
 	int64		deadline = 0;
 	long		timeout = -1;
@@ -263,8 +268,8 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool 
 		{
 			timeout = mono_ms_left(deadline);
 			if (timeout <= 0)
-				return McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
-									  "timed out after %d ms", timeout_ms);
+				return conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+								 "timed out after %d ms", timeout_ms);
 		}
 	}
 }
@@ -276,7 +281,7 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action, bool 
  * the handshakes with all its instances in flight at once.
  */
 static bool
-conn_connect_start(McConn *conn, bool soft)
+conn_connect_start(McConn *conn)
 {
 	McServer   *srv = conn->server;
 	McEndpoint *ep = &srv->cfg.endpoints[conn->index];
@@ -294,9 +299,9 @@ conn_connect_start(McConn *conn, bool soft)
 	snprintf(portstr, sizeof(portstr), "%d", ep->port);
 	rc = getaddrinfo(ep->host, portstr, &hints, &res);
 	if (rc != 0 || res == NULL)
-		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-							  "connect to", "could not resolve host name: %s",
-							  gai_strerror(rc));
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "could not resolve host name: %s",
+						 gai_strerror(rc));
 
 	if (!AcquireExternalFD())
 	{
@@ -315,8 +320,8 @@ conn_connect_start(McConn *conn, bool soft)
 		ReleaseExternalFD();
 		freeaddrinfo(res);
 		errno = save;
-		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-							  "connect to", "could not create socket: %m");
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "could not create socket: %m");
 	}
 	conn->sock = sock;
 	srv->sock_gen++;
@@ -324,8 +329,8 @@ conn_connect_start(McConn *conn, bool soft)
 	rc = connect(sock, res->ai_addr, res->ai_addrlen);
 	freeaddrinfo(res);
 	if (rc < 0 && errno != EINPROGRESS)
-		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-							  "connect to", "%m");
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "%m");
 
 	conn->wes = CreateWaitEventSet(conn_memory(), 3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
@@ -355,7 +360,7 @@ conn_connect_start(McConn *conn, bool soft)
  * connect begun by conn_connect_start, and check its outcome.
  */
 static bool
-conn_connect_finish(McConn *conn, bool soft)
+conn_connect_finish(McConn *conn)
 {
 	int			soerr = 0;
 	socklen_t	slen = sizeof(soerr);
@@ -369,7 +374,7 @@ conn_connect_finish(McConn *conn, bool soft)
 
 		timeout = Max(1, (int) left);
 	}
-	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to", soft))
+	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to"))
 		return false;
 	if (getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
 		soerr = errno;
@@ -377,8 +382,8 @@ conn_connect_finish(McConn *conn, bool soft)
 	if (soerr != 0)
 	{
 		errno = soerr;
-		return McConnFailSoft(conn, soft, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-							  "connect to", "%m");
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "%m");
 	}
 	return true;
 }
@@ -401,52 +406,39 @@ conn_still_open(McConn *conn)
 }
 
 /*
- * Get an instance ready for a request without waiting: close the socket if
- * an interrupted request left it out of step, refuse a dead instance, probe
- * a long-idle socket, and start a connect if there is no socket.  The
- * connection is marked busy until McConnEnd.  Returns NULL (soft) when the
- * instance is dead or the connect could not even start.
+ * Get a connection ready for a request without waiting: close the socket if
+ * an interrupted request left it out of step, probe a long-idle socket, and
+ * start a connect if there is no socket.  The connection is marked busy
+ * until McConnEnd.  Returns false when the connect could not even start.
+ * Whether the instance may be tried at all is pool.c's to say, before.
  */
-McConn *
-McConnPrepare(McServer *srv, int index, bool soft)
+bool
+McConnPrepare(McConn *conn)
 {
-	McConn	   *conn = &srv->conns[index];
 	int64		now;
 
 	if (conn->busy)
 		McConnClose(conn);
 	now = mono_usec();
-	if (conn->dead_until != 0 && !McEndpointAlive(conn, GetCurrentTimestamp()))
-	{
-		if (soft)
-			return NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("memcached server \"%s\" is unavailable", srv->name),
-				 errdetail("Instance %s failed %d times in a row, most recently: %s.",
-						   McConnName(conn), conn->failures, conn->last_error),
-				 errhint("It will be tried again at %s.",
-						 timestamptz_to_str(conn->dead_until))));
-	}
 	if (conn->sock != PGINVALID_SOCKET &&
 		now - conn->last_used > USECS_PER_SEC && !conn_still_open(conn))
 		McConnClose(conn);
-	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn, soft))
-		return NULL;
+	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
+		return false;
 	conn->last_used = now;
 	conn->stamp_fresh = true;
 	conn->busy = true;
 	conn->expect_wait = false;
 	conn->retryable = (conn->requests > 0);
 	conn->rgot = 0;
-	return conn;
+	return true;
 }
 
-/* Complete a connect McConnPrepare started; false on a soft failure. */
+/* Complete a connect McConnPrepare started; false if it failed. */
 bool
-McConnFinishConnect(McConn *conn, bool soft)
+McConnFinishConnect(McConn *conn)
 {
-	return conn_connect_finish(conn, soft);
+	return conn_connect_finish(conn);
 }
 
 /*
@@ -470,20 +462,20 @@ conn_closed_while_idle(McConn *conn, int err)
 /*
  * A socket error (err; 0 for an EOF) ended a send or a read: either a
  * pooled socket was closed while idle (retry), or the instance failed (the
- * failure is recorded, and raised unless soft).  One place for the ladder
- * every I/O step would otherwise repeat.
+ * cause is kept for the caller).  One place for the ladder every I/O step
+ * would otherwise repeat.
  */
 McIoStatus
-conn_io_failed(McConn *conn, int err, bool soft, const char *action)
+conn_io_failed(McConn *conn, int err, const char *action)
 {
 	if (conn_closed_while_idle(conn, err))
 		return MC_IO_RETRY;
 	errno = err;
 	if (err == 0)
-		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action,
-					   "the server closed the connection");
+		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+				  "the server closed the connection");
 	else
-		McConnFailSoft(conn, soft, ERRCODE_CONNECTION_FAILURE, action, "%m");
+		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action, "%m");
 	return MC_IO_FAILED;
 }
 
@@ -494,7 +486,7 @@ conn_io_failed(McConn *conn, int err, bool soft, const char *action)
  */
 static McIoStatus
 conn_send(McConn *conn, const char *hdr, size_t hlen,
-		  const char *data, size_t dlen, bool soft)
+		  const char *data, size_t dlen)
 {
 	struct iovec iov[3];
 	struct msghdr msg;
@@ -514,7 +506,7 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 			hlen -= n;
 		}
 		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return conn_io_failed(conn, errno, soft, "send to");
+			return conn_io_failed(conn, errno, "send to");
 	}
 	iov[niov].iov_base = unconstify(char *, hdr);
 	iov[niov++].iov_len = hlen;
@@ -543,11 +535,11 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 			{
 				if (!conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
-							   "send to", soft))
+							   "send to"))
 					return MC_IO_FAILED;
 				continue;
 			}
-			return conn_io_failed(conn, errno, soft, "send to");
+			return conn_io_failed(conn, errno, "send to");
 		}
 		/* drop what was written from the front of the iovec */
 		while (n > 0 && msg.msg_iovlen > 0)
@@ -576,16 +568,18 @@ sent:
 /*
  * Make room for at least need more bytes after rend: slide unread bytes to
  * the front, then grow.  Growth is to a power of two so a stream of large
- * values does not reallocate per reply.
+ * values does not reallocate per reply.  A reply too large to buffer is a
+ * hard failure: raised even in a soft call, since failing over would only
+ * fetch it again.
  */
-void
+bool
 conn_reserve(McConn *conn, size_t need)
 {
 	size_t		have = conn->rend - conn->rstart;
 
 	need++;						/* and the NUL after the data */
 	if (conn->rcap - conn->rend >= need)
-		return;
+		return true;
 	if (conn->rstart > 0)
 	{
 		memmove(conn->rbuf, conn->rbuf + conn->rstart, have);
@@ -600,11 +594,12 @@ conn_reserve(McConn *conn, size_t need)
 		while (cap - have < need)
 			cap *= 2;
 		if (cap > MaxAllocSize)
-			McConnFail(conn, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
-					   "reply of %zu bytes is too large", have + need);
+			return conn_fail(conn, true, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+							 "reply of %zu bytes is too large", have + need);
 		conn->rbuf = repalloc(conn->rbuf, cap);
 		conn->rcap = cap;
 	}
+	return true;
 }
 
 /*
@@ -614,11 +609,12 @@ conn_reserve(McConn *conn, size_t need)
  * way no system call is spent on a read that is sure to fail.
  */
 static McIoStatus
-conn_fill(McConn *conn, size_t need, bool soft)
+conn_fill(McConn *conn, size_t need)
 {
 	size_t		got = 0;
 
-	conn_reserve(conn, need);
+	if (!conn_reserve(conn, need))
+		return MC_IO_FAILED;
 	while (got < need)
 	{
 		ssize_t		n;
@@ -627,7 +623,7 @@ conn_fill(McConn *conn, size_t need, bool soft)
 		if (conn->expect_wait)
 		{
 			if (!conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
-						   "read from", soft))
+						   "read from"))
 				return MC_IO_FAILED;
 			conn->expect_wait = false;
 		}
@@ -644,7 +640,7 @@ conn_fill(McConn *conn, size_t need, bool soft)
 			continue;
 		}
 		if (n == 0)
-			return conn_io_failed(conn, 0, soft, "read from");
+			return conn_io_failed(conn, 0, "read from");
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -652,7 +648,7 @@ conn_fill(McConn *conn, size_t need, bool soft)
 			conn->expect_wait = true;
 			continue;
 		}
-		return conn_io_failed(conn, errno, soft, "read from");
+		return conn_io_failed(conn, errno, "read from");
 	}
 	return MC_IO_OK;
 }
@@ -661,15 +657,15 @@ conn_fill(McConn *conn, size_t need, bool soft)
  * Return the next complete reply, reading as much as needed.  The reply is
  * described in place: offsets in *reply are relative to the returned
  * pointer, which stays valid until the next read on this connection.
- * Returns NULL with *st set when the socket failed (soft) or turned out to
- * be closed while idle (retry).
+ * Returns NULL with *st set when the instance failed or the socket turned
+ * out to be closed while idle (retry).
  */
 static const char *
-conn_read_reply(McConn *conn, McReply *reply, bool soft, McIoStatus *st)
+conn_read_reply(McConn *conn, McReply *reply, McIoStatus *st)
 {
 	/* nothing read yet (the usual case right after a request): read first */
 	if (conn->rend == conn->rstart &&
-		(*st = conn_fill(conn, 1, soft)) != MC_IO_OK)
+		(*st = conn_fill(conn, 1)) != MC_IO_OK)
 		return NULL;
 	for (;;)
 	{
@@ -678,43 +674,40 @@ conn_read_reply(McConn *conn, McReply *reply, bool soft, McIoStatus *st)
 
 		if (t == MC_REPLY_BAD)
 		{
-			McConnFailSoft(conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
-						   "the reply is not valid meta protocol");
+			conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+					  "the reply is not valid meta protocol");
 			*st = MC_IO_FAILED;
 			return NULL;
 		}
 		if (t != MC_REPLY_NEED_MORE)
 			return base;
-		if ((*st = conn_fill(conn, reply->need, soft)) != MC_IO_OK)
+		if ((*st = conn_fill(conn, reply->need)) != MC_IO_OK)
 			return NULL;
 	}
 }
 
 /*
- * One request, one reply, on instance index.  Retries once, on a fresh
- * socket, when a pooled one turns out to have been closed by the server
- * while idle.  On success the connection is busy and the reply is described
- * by *reply (offsets relative to the returned pointer); finish with
- * McConnConsume + McConnEnd.  With soft set, a failing instance gives NULL
- * instead of an error.
+ * One request, one reply.  Retries once, on a fresh socket, when a pooled
+ * one turns out to have been closed by the server while idle.  On success
+ * the connection is busy and the reply is described by *reply (offsets
+ * relative to the returned pointer); finish with McConnConsume and
+ * pool.c's McInstanceEnd.  A failing instance gives NULL, the cause kept
+ * in conn.
  */
 const char *
-McConnRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
-				const char *data, size_t dlen, McReply *reply, McConn **connp,
-				bool soft)
+McConnRoundtrip(McConn *conn, const char *hdr, size_t hlen,
+				const char *data, size_t dlen, McReply *reply)
 {
 	for (;;)
 	{
-		McConn	   *conn = McConnPrepare(srv, index, soft);
 		const char *base = NULL;
 		McIoStatus	st;
 
-		*connp = conn;
-		if (conn == NULL || (conn->connecting && !conn_connect_finish(conn, soft)))
+		if (!McConnPrepare(conn) || (conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
-		st = conn_send(conn, hdr, hlen, data, dlen, soft);
+		st = conn_send(conn, hdr, hlen, data, dlen);
 		if (st == MC_IO_OK)
-			base = conn_read_reply(conn, reply, soft, &st);
+			base = conn_read_reply(conn, reply, &st);
 		if (base != NULL)
 			return base;
 		if (st == MC_IO_FAILED)
@@ -742,7 +735,6 @@ void
 McConnEnd(McConn *conn)
 {
 	conn->busy = false;
-	conn->failures = 0;
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
 	if (conn->rcap > RBUF_KEEP)
@@ -794,27 +786,24 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 
 /*
  * Run a text-protocol command answered by "STAT <name> <value>" lines and
- * "END" ("stats", "stats slabs", "stats items", "stats settings") on one
- * instance, handing each line to cb.  With soft set, a failing instance
- * does not raise: false is returned and the cause is in conn->last_error
- * (or the instance is dead), so a stats view can show one row per
- * unreachable instance instead of failing as a whole.  Cancels and timeouts
- * of the statement are never swallowed.
+ * "END" ("stats", "stats slabs", "stats items", "stats settings"), handing
+ * each line to cb.  A failing instance, or one that answers something else,
+ * gives false with the cause kept in conn (McConnFailure), so a stats view
+ * can show one row per unreachable instance instead of failing as a whole.
+ * Cancels and timeouts of the statement are never swallowed.
  */
 bool
-McConnStatLines(McServer *srv, int index, const char *cmd,
-				McStatLineFn cb, void *arg, bool soft)
+McConnStatLines(McConn *conn, const char *cmd, McStatLineFn cb, void *arg)
 {
 	size_t		len = strlen(cmd);
 
 	for (;;)					/* at most twice: see conn_closed_while_idle */
 	{
-		McConn	   *conn = McConnPrepare(srv, index, soft);
 		McIoStatus	st;
 
-		if (conn == NULL || (conn->connecting && !conn_connect_finish(conn, soft)))
+		if (!McConnPrepare(conn) || (conn->connecting && !conn_connect_finish(conn)))
 			return false;
-		st = conn_send(conn, cmd, len, NULL, 0, soft);
+		st = conn_send(conn, cmd, len, NULL, 0);
 		while (st == MC_IO_OK)
 		{
 			McReply		r;
@@ -822,7 +811,7 @@ McConnStatLines(McServer *srv, int index, const char *cmd,
 			McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
 
 			if (t == MC_REPLY_NEED_MORE)
-				st = conn_fill(conn, r.need, soft);
+				st = conn_fill(conn, r.need);
 			else if (t == MC_REPLY_STAT)
 			{
 				cb(arg, base + r.msg_off, r.msg_len,
@@ -836,13 +825,11 @@ McConnStatLines(McServer *srv, int index, const char *cmd,
 				return true;
 			}
 			else if (t == MC_REPLY_BAD)
-				return McConnFailSoft(conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
-									  "the reply is not valid meta protocol");
-			else if (soft)
-				return McConnFailSoft(conn, true, ERRCODE_PROTOCOL_VIOLATION, "read from",
-									  "unexpected reply to a stats command");
+				return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								 "the reply is not valid meta protocol");
 			else
-				McConnReplyError(conn, base, &r);
+				return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								 "unexpected reply to a stats command");
 		}
 		if (st == MC_IO_FAILED)
 			return false;

@@ -18,11 +18,11 @@ typedef enum McIoStatus
 {
 	MC_IO_OK,
 	MC_IO_RETRY,				/* pooled socket was closed while idle: retry */
-	MC_IO_FAILED				/* soft failure, recorded against the instance */
+	MC_IO_FAILED				/* the instance failed: cause kept in the connection */
 } McIoStatus;
 
 extern MemoryContext conn_memory(void);
-extern void conn_reserve(McConn *conn, size_t need);
-extern McIoStatus conn_io_failed(McConn *conn, int err, bool soft, const char *action);
+extern bool conn_reserve(McConn *conn, size_t need);
+extern McIoStatus conn_io_failed(McConn *conn, int err, const char *action);
 
 #endif							/* MCFDW_CONN_INT_H */

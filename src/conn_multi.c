@@ -7,9 +7,10 @@
  * receiving whatever the socket takes or has without waiting, dropping an
  * idle socket the server closed, and the write buffer a batch refills in
  * slices.  Must not: wait (multi_get.c waits on the set, so one wait serves
- * every instance of a batch), parse replies, or choose instances.  Errors
- * and the retry of a pooled socket closed while idle go through conn.c's
- * conn_io_failed, so both sides of a connection fail the same way.
+ * every instance of a batch), parse replies, choose instances, or count
+ * failures (it reports them, as conn.c does).  Errors and the retry of a
+ * pooled socket closed while idle go through conn.c's conn_io_failed, so
+ * both sides of a connection fail the same way.
  */
 #include "postgres.h"
 
@@ -76,11 +77,12 @@ McConnArm(McConn *conn, uint32 events)
 
 /*
  * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
- * when the socket buffer is full), -1 after a soft failure, -2 when a pooled
- * socket turned out to be closed while idle (closed; the caller may retry).
+ * when the socket buffer is full), -1 when the instance failed (the cause
+ * kept in conn), -2 when a pooled socket turned out to be closed while idle
+ * (closed; the caller may retry).
  */
 ssize_t
-McConnSendSome(McConn *conn, bool soft)
+McConnSendSome(McConn *conn)
 {
 	ssize_t		n;
 
@@ -94,7 +96,7 @@ McConnSendSome(McConn *conn, bool soft)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		return conn_io_failed(conn, errno, soft, "send to") == MC_IO_RETRY ? -2 : -1;
+		return conn_io_failed(conn, errno, "send to") == MC_IO_RETRY ? -2 : -1;
 	}
 	conn->woff += n;
 	if (conn->woff == conn->wlen)
@@ -104,17 +106,19 @@ McConnSendSome(McConn *conn, bool soft)
 
 /*
  * Receive what the socket has, without waiting, making room for at least
- * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 after
- * a soft failure, -2 for a pooled socket closed while idle.  expect_wait
- * tells the caller whether the socket was drained.
+ * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 when
+ * the instance failed (the cause kept in conn), -2 for a pooled socket
+ * closed while idle.  expect_wait tells the caller whether the socket was
+ * drained.
  */
 ssize_t
-McConnRecvSome(McConn *conn, size_t need, bool soft)
+McConnRecvSome(McConn *conn, size_t need)
 {
 	ssize_t		n;
 	size_t		room;
 
-	conn_reserve(conn, Max(need, RBUF_BATCH_READ));
+	if (!conn_reserve(conn, Max(need, RBUF_BATCH_READ)))
+		return -1;
 	room = conn->rcap - conn->rend - 1;
 	for (;;)
 	{
@@ -122,12 +126,12 @@ McConnRecvSome(McConn *conn, size_t need, bool soft)
 		if (n > 0)
 			break;
 		if (n == 0)
-			return conn_io_failed(conn, 0, soft, "read from") == MC_IO_RETRY ? -2 : -1;
+			return conn_io_failed(conn, 0, "read from") == MC_IO_RETRY ? -2 : -1;
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		return conn_io_failed(conn, errno, soft, "read from") == MC_IO_RETRY ? -2 : -1;
+		return conn_io_failed(conn, errno, "read from") == MC_IO_RETRY ? -2 : -1;
 	}
 	conn->rend += n;
 	conn->rbuf[conn->rend] = '\0';

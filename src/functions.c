@@ -288,7 +288,8 @@ check_text_value(struct varlena *v, McKey *k)
 
 /*
  * Send one request for key k and read its one reply.  Returns the reply
- * base; the caller reads what it needs, then calls McConnConsume+McConnEnd.
+ * base; the caller reads what it needs, then calls McConnConsume and
+ * McInstanceEnd.
  */
 static const char *
 roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
@@ -326,7 +327,7 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	else if (r.type != MC_REPLY_EN)
 		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
+	McInstanceEnd(srv, conn);
 	if (result == NULL)
 		PG_RETURN_NULL();
 	if (as_text)
@@ -385,7 +386,7 @@ gets_common(FunctionCallInfo fcinfo, bool as_text)
 	else if (r.type != MC_REPLY_EN)
 		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
+	McInstanceEnd(srv, conn);
 	if (value == NULL)
 		PG_RETURN_NULL();
 	if (as_text)
@@ -479,7 +480,7 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 			McConnReplyError(conn, base, &r);
 	}
 	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
+	McInstanceEnd(srv, conn);
 	PG_RETURN_BOOL(stored);
 }
 
@@ -560,7 +561,7 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
 	else if (r.type != missing)
 		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
+	McInstanceEnd(srv, conn);
 	PG_RETURN_BOOL(found);
 }
 
@@ -660,7 +661,7 @@ arith_common(FunctionCallInfo fcinfo, bool incr)
 	{
 		/* the reply is complete and the stream in step: keep the socket */
 		McConnConsume(conn, r.consumed);
-		McConnEnd(conn);
+		McInstanceEnd(srv, conn);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("cannot %s memcached key \"%.*s\": its value is not a number",
@@ -670,7 +671,7 @@ arith_common(FunctionCallInfo fcinfo, bool incr)
 	else
 		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
+	McInstanceEnd(srv, conn);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (v > (uint64) PG_INT64_MAX)
@@ -713,11 +714,11 @@ mc_flush_all(PG_FUNCTION_ARGS)
 		McReply		r;
 		const char *base;
 
-		base = McConnRoundtrip(srv, i, cmd, sizeof(cmd) - 1, NULL, 0, &r, &conn, false);
+		base = McRoundtrip(srv, i, cmd, sizeof(cmd) - 1, NULL, 0, &r, &conn, false);
 		if (r.type != MC_REPLY_HD)
 			McConnReplyError(conn, base, &r);
 		McConnConsume(conn, r.consumed);
-		McConnEnd(conn);
+		McInstanceEnd(srv, conn);
 		n++;
 	}
 	PG_RETURN_INT32(n);

@@ -54,13 +54,17 @@ typedef struct McServerConfig
 	bool		long_keys_dalli;	/* long_keys 'dalli': digest long keys */
 } McServerConfig;
 
-/* Connection states, as the mc_servers view names them. */
-typedef enum McConnState
+/*
+ * The health of one memcached instance, kept by pool.c alone: the
+ * connection layer reports failures, pool.c counts them and decides when
+ * an instance is dead.  Others read it through McInstanceHealthOf.
+ */
+typedef struct McInstanceHealth
 {
-	MC_CONN_NEVER,				/* never used in this backend */
-	MC_CONN_IDLE,				/* was used, socket closed */
-	MC_CONN_CONNECTED			/* socket open and in step */
-} McConnState;
+	int			failures;		/* consecutive */
+	TimestampTz dead_until;		/* 0 = not dead */
+	char		last_error[256];
+} McInstanceHealth;
 
 struct McServer;
 
@@ -106,9 +110,12 @@ typedef struct McConn
 	uint64		requests;		/* requests sent on the current socket */
 	uint64		connects;		/* sockets opened in this backend */
 	uint64		total_requests; /* requests sent in this backend */
-	int			failures;		/* consecutive */
-	TimestampTz dead_until;		/* 0 = not dead */
-	char		last_error[256];
+
+	/* the last failure, for the caller to count and (maybe) raise */
+	int			fail_code;		/* SQLSTATE */
+	const char *fail_action;	/* "connect to", "read from", ... */
+	bool		fail_hard;		/* raise even when the caller is soft */
+	char		fail_why[200];
 } McConn;
 
 /* A foreign server of the mcfdw wrapper, as this backend knows it. */
@@ -125,6 +132,7 @@ typedef struct McServer
 	McRing	   *live;
 	bool	   *live_alive;		/* the health map live was built for */
 	McConn	   *conns;			/* cfg.nendpoints of them */
+	McInstanceHealth *health;	/* cfg.nendpoints of them; pool.c's */
 	int			ndead;			/* instances with dead_until set */
 	uint64		sock_gen;		/* bumped whenever a socket opens or closes */
 	WaitEventSet *mwes;			/* multi-get wait set over all open sockets */
@@ -149,6 +157,10 @@ typedef struct McKey
 	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
 	char		wirebuf[MC_KEY_MAX];
 } McKey;
+
+/* A stats command's callback: one "STAT name value" line. */
+typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
+							  const char *value, size_t valuelen);
 
 /* functions.c */
 extern const char *McRouteKey(McServer *srv, const char *data, size_t len,
@@ -189,8 +201,20 @@ McServerGet(Oid serverid)
 		return srv;
 	return McServerGetSlow(serverid);
 }
-extern bool McEndpointAlive(McConn *conn, TimestampTz now);
+extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
+extern McConn *McInstanceBegin(McServer *srv, int index, bool soft);
+extern bool McInstanceFailed(McServer *srv, McConn *conn, bool soft);
+extern bool McInstanceFail(McServer *srv, McConn *conn, bool soft,
+						   int sqlerrcode, const char *action,
+						   const char *fmt,...) pg_attribute_printf(6, 7);
+extern void McInstanceEnd(McServer *srv, McConn *conn);
+extern const char *McRoundtrip(McServer *srv, int index,
+							   const char *hdr, size_t hlen,
+							   const char *data, size_t dlen,
+							   McReply *reply, McConn **connp, bool soft);
+extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
+								McStatLineFn cb, void *arg);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
@@ -198,39 +222,40 @@ extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 								  const char *data, size_t dlen,
 								  McReply *reply, McConn **connp);
 
-/* conn.c: one socket per instance */
+/*
+ * conn.c: one socket per instance.  A failing instance is reported, never
+ * judged: the call returns false/NULL/-1 with the cause kept in the
+ * connection, and the caller (pool.c's McInstance*) counts it and raises.
+ */
 extern const char *McConnName(McConn *conn);
-extern McConn *McConnPrepare(McServer *srv, int index, bool soft);
-extern bool McConnFinishConnect(McConn *conn, bool soft);
-extern const char *McConnRoundtrip(McServer *srv, int index,
+extern int	McConnIndex(McConn *conn);
+extern bool McConnPrepare(McConn *conn);
+extern bool McConnFinishConnect(McConn *conn);
+extern const char *McConnRoundtrip(McConn *conn,
 								   const char *hdr, size_t hlen,
 								   const char *data, size_t dlen,
-								   McReply *reply, McConn **connp, bool soft);
+								   McReply *reply);
 extern void McConnConsume(McConn *conn, size_t n);
 extern void McConnEnd(McConn *conn);
 extern void McConnClose(McConn *conn);
 extern void McConnDiscard(McConn *conn);
-extern void McConnFail(McConn *conn, int sqlerrcode, const char *action,
-					   const char *fmt,...)
-			pg_attribute_printf(4, 5) pg_attribute_noreturn();
-extern bool McConnFailSoft(McConn *conn, bool soft, int sqlerrcode,
-						   const char *action, const char *fmt,...)
-			pg_attribute_printf(5, 6);
+extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
+						  const char *fmt, va_list ap) pg_attribute_printf(4, 0);
+extern const char *McConnFailure(McConn *conn, bool *hard);
+extern void McConnRaise(McConn *conn) pg_attribute_noreturn();
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) pg_attribute_noreturn();
 
-/* conn.c: the multi-get's non-blocking primitives */
+/* conn_multi.c: the multi-get's non-blocking primitives */
 extern WaitEventSet *McServerWaitSet(McServer *srv);
 extern void McConnArm(McConn *conn, uint32 events);
-extern ssize_t McConnSendSome(McConn *conn, bool soft);
-extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool soft);
+extern ssize_t McConnSendSome(McConn *conn);
+extern ssize_t McConnRecvSome(McConn *conn, size_t need);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
 extern void McConnDropIdle(McConn *conn);
 
 /* conn.c: stats commands ("STAT name value" lines, then END) */
-typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
-							  const char *value, size_t valuelen);
-extern bool McConnStatLines(McServer *srv, int index, const char *cmd,
-							McStatLineFn cb, void *arg, bool soft);
+extern bool McConnStatLines(McConn *conn, const char *cmd,
+							McStatLineFn cb, void *arg);
 
 #endif							/* MCFDW_H */

@@ -207,7 +207,7 @@ connect_all(MgBatch *b)
 
 		if (ms->nkeys == 0)
 			continue;
-		ms->conn = McConnPrepare(b->srv, s, b->soft);
+		ms->conn = McInstanceBegin(b->srv, s, b->soft);
 		ms->active = (ms->conn != NULL);
 		ms->need = 1;
 		ms->last_progress = now;
@@ -216,8 +216,11 @@ connect_all(MgBatch *b)
 	{
 		MgServer   *ms = &b->servers[s];
 
-		if (ms->active && !McConnFinishConnect(ms->conn, b->soft))
+		if (ms->active && !McConnFinishConnect(ms->conn))
+		{
+			McInstanceFailed(b->srv, ms->conn, b->soft);
 			drop_server(ms);
+		}
 	}
 }
 
@@ -538,7 +541,7 @@ handle_replies(MgBatch *b, MgServer *ms)
 
 			if (j < 0)
 			{
-				if (!McConnFailSoft(conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 									"a reply does not match any outstanding request"))
 					return false;
 			}
@@ -550,7 +553,7 @@ handle_replies(MgBatch *b, MgServer *ms)
 			ms->next_match = ms->nkeys;
 			ms->active = false;
 			McConnConsume(conn, r.consumed);
-			McConnEnd(conn);
+			McInstanceEnd(b->srv, conn);
 			return true;
 		}
 		else if (t == MC_REPLY_EN)
@@ -559,7 +562,7 @@ handle_replies(MgBatch *b, MgServer *ms)
 		}
 		else if (t == MC_REPLY_BAD)
 		{
-			if (!McConnFailSoft(conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 								"the reply is not valid meta protocol"))
 				return false;
 		}
@@ -567,7 +570,7 @@ handle_replies(MgBatch *b, MgServer *ms)
 		{
 			if (b->soft)
 			{
-				McConnFailSoft(conn, true, ERRCODE_FDW_ERROR, "read from",
+				McInstanceFail(b->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
 							   "unexpected reply");
 				return false;
 			}
@@ -586,15 +589,17 @@ static bool
 restart_server(MgBatch *b, MgServer *ms, int s)
 {
 	if (ms->retried || ms->next_match > 0)
-		return McConnFailSoft(ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+		return McInstanceFail(b->srv, ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
 							  "read from", "the server closed the connection");
 	ms->retried = true;
 	ms->next_send = 0;
 	ms->mn_queued = false;
 	ms->need = 1;
-	ms->conn = McConnPrepare(b->srv, s, b->soft);
-	if (ms->conn == NULL || !McConnFinishConnect(ms->conn, b->soft))
+	ms->conn = McInstanceBegin(b->srv, s, b->soft);
+	if (ms->conn == NULL)
 		return false;
+	if (!McConnFinishConnect(ms->conn))
+		return McInstanceFailed(b->srv, ms->conn, b->soft);
 	ms->conn->wlen = ms->conn->woff = 0;
 	return true;
 }
@@ -610,7 +615,9 @@ pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 	fill_requests(b, ms);
 	while (ms->conn->wlen > ms->conn->woff)
 	{
-		n = McConnSendSome(ms->conn, b->soft);
+		n = McConnSendSome(ms->conn);
+		if (n == -1)
+			McInstanceFailed(b->srv, ms->conn, b->soft);
 		if (n == -2 && restart_server(b, ms, s))
 		{
 			fill_requests(b, ms);
@@ -628,7 +635,9 @@ pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 	}
 	while (readable && ms->active)
 	{
-		n = McConnRecvSome(ms->conn, ms->need, b->soft);
+		n = McConnRecvSome(ms->conn, ms->need);
+		if (n == -1)
+			McInstanceFailed(b->srv, ms->conn, b->soft);
 		if (n == -2 && restart_server(b, ms, s))
 			return;
 		if (n < 0)
@@ -689,7 +698,7 @@ run_batch(MgBatch *b)
 
 				if (left <= 0)
 				{
-					McConnFailSoft(ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+					McInstanceFail(srv, ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
 								   "read from", "timed out after %d ms", io_timeout);
 					drop_server(ms);
 					continue;

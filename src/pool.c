@@ -3,11 +3,14 @@
  *
  * Owns: the cache of mcfdw foreign servers (keyed by OID, rebuilt when the
  * catalog changes, with the USAGE check cached per role), instance health
- * (dead-until, the ring of live instances for failover), choosing the
+ * (consecutive failures, dead-until, the count of dead instances, the ring
+ * of live instances for failover; nothing else writes them), choosing the
  * instance for a key, and the (sub)transaction callbacks that close
- * connections an error or a cancel left out of step.  Must not: touch
- * sockets (conn.c does) or know what commands mean (functions.c,
- * multi_get.c do).
+ * connections an error or a cancel left out of step.  Every request goes
+ * through here (McInstanceBegin, McRoundtrip, McInstanceFailed,
+ * McInstanceEnd) so the connection's outcome reaches the health record.
+ * Must not: touch sockets (conn.c does) or know what commands mean
+ * (functions.c, multi_get.c do).
  *
  * Lifetime: everything here lives in "mcfdw pool", a child of
  * TopMemoryContext, for the life of the backend.  Server entries are marked
@@ -183,6 +186,7 @@ server_rebuild(McServer *srv)
 	McRingNode *nodes;
 	McRing	   *ring;
 	McConn	   *conns;
+	McInstanceHealth *health;
 	const char *err = NULL;
 
 	if (strcmp(fdw->fdwname, "mcfdw") != 0)
@@ -211,6 +215,7 @@ server_rebuild(McServer *srv)
 						fs->servername),
 				 errdetail("%s", err ? err : "unknown error")));
 	conns = MemoryContextAllocZero(cxt, sizeof(McConn) * cfg.nendpoints);
+	health = MemoryContextAllocZero(cxt, sizeof(McInstanceHealth) * cfg.nendpoints);
 
 	/* nothing below can fail: commit the new state */
 	MemoryContextSetParent(cxt, pool_cxt);
@@ -231,9 +236,9 @@ server_rebuild(McServer *srv)
 					McConnClose(oc);
 				*nc = *oc;
 				oc->index = -1; /* moved */
-				/* a configuration change is a fresh start for health */
-				nc->failures = 0;
-				nc->dead_until = 0;
+				/* a fresh start for health, but the last error stays on view */
+				strlcpy(health[i].last_error, srv->health[j].last_error,
+						sizeof(health[i].last_error));
 				break;
 			}
 		}
@@ -251,6 +256,7 @@ server_rebuild(McServer *srv)
 	srv->cfg = cfg;
 	srv->ring = ring;
 	srv->conns = conns;
+	srv->health = health;
 	srv->ndead = 0;
 	for (int i = 0; i < cfg.nendpoints; i++)
 		conns[i].server = srv;
@@ -359,18 +365,27 @@ McServerGetSlow(Oid serverid)
  * Is an instance dead right now?  A dead instance whose retry time has come
  * counts as alive again: the next request to it is the probe that decides.
  */
-bool
-McEndpointAlive(McConn *conn, TimestampTz now)
+static bool
+instance_alive(McServer *srv, int index, TimestampTz now)
 {
-	if (conn->dead_until == 0)
+	McInstanceHealth *h = &srv->health[index];
+
+	if (h->dead_until == 0)
 		return true;
-	if (now >= conn->dead_until)
+	if (now >= h->dead_until)
 	{
-		conn->dead_until = 0;
-		conn->server->ndead--;
+		h->dead_until = 0;
+		srv->ndead--;
 		return true;
 	}
 	return false;
+}
+
+/* An instance's health, for the views: read, never changed. */
+const McInstanceHealth *
+McInstanceHealthOf(McServer *srv, int index)
+{
+	return &srv->health[index];
 }
 
 /*
@@ -386,8 +401,146 @@ McServerAliveMap(McServer *srv, bool *buf)
 		return NULL;
 	now = GetCurrentTimestamp();
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
-		buf[i] = McEndpointAlive(&srv->conns[i], now);
+		buf[i] = instance_alive(srv, i, now);
 	return srv->ndead == 0 ? NULL : buf;
+}
+
+/*
+ * The connection reported that its instance failed: count the failure and,
+ * unless the call is soft (a multi-get or a failover that goes on without
+ * the instance) and the failure is not one to raise regardless, raise it.
+ * After failure_limit in a row the instance is marked dead for retry_delay
+ * seconds, so callers fail fast (or fail over) instead of each waiting out
+ * a timeout.  Returns false when it returns.
+ */
+bool
+McInstanceFailed(McServer *srv, McConn *conn, bool soft)
+{
+	McInstanceHealth *h = &srv->health[McConnIndex(conn)];
+	bool		hard;
+	const char *why = McConnFailure(conn, &hard);
+
+	strlcpy(h->last_error, why, sizeof(h->last_error));
+	h->failures++;
+	if (h->failures >= srv->cfg.failure_limit && h->dead_until == 0)
+	{
+		h->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													(int64) srv->cfg.retry_delay * 1000);
+		srv->ndead++;
+	}
+	if (!soft || hard)
+		McConnRaise(conn);
+	return false;
+}
+
+/*
+ * The caller found the instance misbehaving (a reply that fits no request,
+ * a batch that stopped making progress): close the connection and count
+ * the failure as McInstanceFailed does.
+ */
+bool
+McInstanceFail(McServer *srv, McConn *conn, bool soft, int sqlerrcode,
+			   const char *action, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	McConnFailedV(conn, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	return McInstanceFailed(srv, conn, soft);
+}
+
+/*
+ * The request is complete: end it on the connection, and the instance's
+ * run of failures with it.
+ */
+void
+McInstanceEnd(McServer *srv, McConn *conn)
+{
+	srv->health[McConnIndex(conn)].failures = 0;
+	McConnEnd(conn);
+}
+
+/*
+ * May instance index be tried now?  A dead one is refused: with an error,
+ * or false when the call is soft.
+ */
+static bool
+instance_usable(McServer *srv, int index, bool soft)
+{
+	McInstanceHealth *h = &srv->health[index];
+
+	if (h->dead_until == 0 || instance_alive(srv, index, GetCurrentTimestamp()))
+		return true;
+	if (soft)
+		return false;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("memcached server \"%s\" is unavailable", srv->name),
+			 errdetail("Instance %s failed %d times in a row, most recently: %s.",
+					   McConnName(&srv->conns[index]), h->failures, h->last_error),
+			 errhint("It will be tried again at %s.",
+					 timestamptz_to_str(h->dead_until))));
+	return false;				/* not reached */
+}
+
+/*
+ * The connection to instance index, ready for a request (McConnPrepare):
+ * NULL (soft) when the instance is dead or the connect could not start.
+ */
+McConn *
+McInstanceBegin(McServer *srv, int index, bool soft)
+{
+	McConn	   *conn = &srv->conns[index];
+
+	if (!instance_usable(srv, index, soft))
+		return NULL;
+	if (!McConnPrepare(conn))
+	{
+		McInstanceFailed(srv, conn, soft);
+		return NULL;
+	}
+	return conn;
+}
+
+/*
+ * One request, one reply, on instance index (McConnRoundtrip), with the
+ * instance's health checked before and counted after.  With soft set, a
+ * failing or dead instance gives NULL instead of an error.
+ */
+const char *
+McRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
+			const char *data, size_t dlen, McReply *reply, McConn **connp,
+			bool soft)
+{
+	McConn	   *conn = &srv->conns[index];
+	const char *base;
+
+	*connp = conn;
+	if (!instance_usable(srv, index, soft))
+		return NULL;
+	base = McConnRoundtrip(conn, hdr, hlen, data, dlen, reply);
+	if (base == NULL)
+		McInstanceFailed(srv, conn, soft);
+	return base;
+}
+
+/*
+ * A stats command on instance index, softly: false when the instance is
+ * dead (not contacted) or failed (counted); see McConnStatLines.
+ */
+bool
+McInstanceStatLines(McServer *srv, int index, const char *cmd,
+					McStatLineFn cb, void *arg)
+{
+	McConn	   *conn = &srv->conns[index];
+
+	if (!instance_usable(srv, index, true))
+		return false;
+	if (!McConnStatLines(conn, cmd, cb, arg))
+		return McInstanceFailed(srv, conn, true);
+	srv->health[index].failures = 0;
+	return true;
 }
 
 /* The libmemcached (ketama) family of distributions. */
@@ -461,7 +614,7 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 }
 
 /*
- * McConnRoundtrip for a key, choosing its instance.  With failover on, an
+ * McRoundtrip for a key, choosing its instance.  With failover on, an
  * instance that fails the request is skipped for the rest of this call and
  * the key goes where the client family would send it with that instance
  * down (as Dalli does on the spot); each failure still counts towards
@@ -478,12 +631,11 @@ McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 
 	/* one healthy instance: nothing to choose */
 	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
-		return McConnRoundtrip(srv, 0, hdr, hlen, data, dlen, reply, connp,
-							   false);
+		return McRoundtrip(srv, 0, hdr, hlen, data, dlen, reply, connp, false);
 	alive = McServerAliveMap(srv, buf);
 	if (!srv->cfg.failover)
-		return McConnRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
-							   hdr, hlen, data, dlen, reply, connp, false);
+		return McRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
+						   hdr, hlen, data, dlen, reply, connp, false);
 	if (alive == NULL)
 	{
 		for (int i = 0; i < srv->cfg.nendpoints; i++)
@@ -493,8 +645,8 @@ McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 	for (;;)
 	{
 		int			idx = McServerPickWith(srv, key, keylen, buf);
-		const char *base = McConnRoundtrip(srv, idx, hdr, hlen, data, dlen,
-										   reply, connp, true);
+		const char *base = McRoundtrip(srv, idx, hdr, hlen, data, dlen,
+									   reply, connp, true);
 
 		if (base != NULL)
 			return base;

@@ -29,9 +29,9 @@ PG_FUNCTION_INFO_V1(mc_servers);
 
 /* The state word of an instance, as documented for the view. */
 static const char *
-conn_state(McConn *conn, TimestampTz now)
+conn_state(McConn *conn, bool dead)
 {
-	if (conn->dead_until != 0 && now < conn->dead_until)
+	if (dead)
 		return "dead";
 	if (conn->sock != PGINVALID_SOCKET)
 		return "connected";
@@ -89,10 +89,11 @@ mc_servers(PG_FUNCTION_ARGS)
 		for (int i = 0; i < srv->cfg.nendpoints; i++)
 		{
 			McConn	   *conn = &srv->conns[i];
+			const McInstanceHealth *h = McInstanceHealthOf(srv, i);
 			McEndpoint *ep = &srv->cfg.endpoints[i];
 			Datum		values[MC_SERVERS_COLS];
 			bool		nulls[MC_SERVERS_COLS] = {0};
-			bool		dead = conn->dead_until != 0 && now < conn->dead_until;
+			bool		dead = h->dead_until != 0 && now < h->dead_until;
 
 			values[0] = DirectFunctionCall1(namein, CStringGetDatum(srv->name));
 			values[1] = CStringGetTextDatum(ep->host);
@@ -101,14 +102,14 @@ mc_servers(PG_FUNCTION_ARGS)
 			values[4] = CStringGetTextDatum(McDistName(srv->cfg.distribution));
 			values[5] = Int32GetDatum(srv->ring->points_per_server ?
 									  (int32) srv->ring->points_per_server[i] : 0);
-			values[6] = CStringGetTextDatum(conn_state(conn, now));
-			values[7] = Int32GetDatum(conn->failures);
-			if (conn->last_error[0])
-				values[8] = CStringGetTextDatum(conn->last_error);
+			values[6] = CStringGetTextDatum(conn_state(conn, dead));
+			values[7] = Int32GetDatum(h->failures);
+			if (h->last_error[0])
+				values[8] = CStringGetTextDatum(h->last_error);
 			else
 				nulls[8] = true;
 			if (dead)
-				values[9] = TimestampTzGetDatum(conn->dead_until);
+				values[9] = TimestampTzGetDatum(h->dead_until);
 			else
 				nulls[9] = true;
 			values[10] = Int64GetDatum((int64) conn->connects);

@@ -113,24 +113,24 @@ target_servers(FunctionCallInfo fcinfo)
 /*
  * Send one stats command softly.  On failure *err says why, in words a
  * dashboard can show: an instance already marked dead is not contacted at
- * all (McConnStatLines returns at once), so its last recorded error is
+ * all (McInstanceStatLines returns at once), so its last recorded error is
  * given with that fact; otherwise the failure just recorded.
  */
 bool
 McStatLines(McServer *srv, int index, const char *cmd, McStatLineFn cb,
 		   void *arg, char **err)
 {
-	McConn	   *conn = &srv->conns[index];
-	bool		was_dead = conn->dead_until != 0 &&
-		GetCurrentTimestamp() < conn->dead_until;
+	const McInstanceHealth *h = McInstanceHealthOf(srv, index);
+	bool		was_dead = h->dead_until != 0 &&
+		GetCurrentTimestamp() < h->dead_until;
 
-	if (McConnStatLines(srv, index, cmd, cb, arg, true))
+	if (McInstanceStatLines(srv, index, cmd, cb, arg))
 		return true;
 	if (was_dead)
 		*err = psprintf("instance is marked dead after %d failures in a row, most recently: %s",
-						conn->failures, conn->last_error);
+						h->failures, h->last_error);
 	else
-		*err = pstrdup(conn->last_error[0] ? conn->last_error : "unknown failure");
+		*err = pstrdup(h->last_error[0] ? h->last_error : "unknown failure");
 	return false;
 }
 
