@@ -91,22 +91,46 @@ conn_reset_rbuf(McConn *conn)
 }
 
 /*
- * Name of a connection's instance for messages.  Only called on error and
- * reporting paths, so the allocation does not matter.
+ * Name of an instance ("host:port", "[v6]:port") for messages and views.
+ * Only called on error and reporting paths, so the allocation does not
+ * matter.
  */
 const char *
-McConnName(McConn *conn)
+McInstanceName(McServer *srv, int index)
 {
-	McEndpoint *ep = &conn->server->cfg.endpoints[conn->index];
+	McEndpoint *ep = &srv->cfg.endpoints[index];
 
 	if (strchr(ep->host, ':'))
 		return psprintf("[%s]:%d", ep->host, ep->port);
 	return psprintf("%s:%d", ep->host, ep->port);
 }
 
-/* Release a connection's buffers and socket for good (config change). */
+/* Name of a connection's instance, for messages. */
+const char *
+McConnName(McConn *conn)
+{
+	return McInstanceName(conn->server, conn->index);
+}
+
+/* The connection to instance index of a server. */
+McConn *
+McConnOf(McServer *srv, int index)
+{
+	return &srv->conns[index];
+}
+
+/* What the mc_servers view shows of a connection. */
 void
-McConnDiscard(McConn *conn)
+McConnGetStats(McConn *conn, McConnStats *out)
+{
+	out->open = (conn->sock != PGINVALID_SOCKET);
+	out->connects = conn->connects;
+	out->requests = conn->total_requests;
+}
+
+/* Release a connection's buffers and socket for good (config change). */
+static void
+conn_discard(McConn *conn)
 {
 	McConnClose(conn);
 	if (conn->rbuf)
@@ -115,6 +139,71 @@ McConnDiscard(McConn *conn)
 		pfree(conn->wbuf);
 	conn->rbuf = conn->wbuf = NULL;
 	conn->rcap = conn->wcap = 0;
+}
+
+/*
+ * Room for a rebuilt server's n connections, allocated before the rebuild
+ * commits (McConnCarryOver then cannot fail).
+ */
+McConn *
+McConnArrayNew(MemoryContext cxt, int n)
+{
+	return MemoryContextAllocZero(cxt, sizeof(McConn) * n);
+}
+
+/*
+ * Fill a rebuilt server's connections, while srv still has its old ones:
+ * new instance i continues old connection from[i] (the same host and port,
+ * so a GRANT or a timeout change does not cost a reconnect), or starts
+ * unused when from[i] is -1.  Old connections nobody continues are closed
+ * and freed.  The caller installs conns as srv->conns afterwards.
+ */
+void
+McConnCarryOver(McServer *srv, McConn *conns, int n, const int *from)
+{
+	for (int i = 0; i < n; i++)
+	{
+		McConn	   *nc = &conns[i];
+
+		nc->sock = PGINVALID_SOCKET;
+		if (from[i] >= 0)
+		{
+			McConn	   *oc = &srv->conns[from[i]];
+
+			if (oc->busy)
+				McConnClose(oc);
+			*nc = *oc;
+			oc->index = -1;		/* moved */
+		}
+		nc->index = i;
+		nc->server = srv;
+	}
+	for (int j = 0; srv->conns && j < srv->cfg.nendpoints; j++)
+		if (srv->conns[j].index >= 0)
+			conn_discard(&srv->conns[j]);
+}
+
+/*
+ * Close every connection of srv an error or a cancel left in the middle of
+ * a request (pool.c's (sub)transaction abort callbacks).
+ */
+void
+McConnCloseBusy(McServer *srv)
+{
+	for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
+		if (srv->conns[i].busy)
+			McConnClose(&srv->conns[i]);
+}
+
+/* Close and free every connection of a dropped server, and its wait set. */
+void
+McConnDiscardAll(McServer *srv)
+{
+	for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
+		conn_discard(&srv->conns[i]);
+	if (srv->mwes)
+		FreeWaitEventSet(srv->mwes);
+	srv->mwes = NULL;
 }
 
 /* Close the socket (the buffers stay for the next connection). */
@@ -425,6 +514,7 @@ McConnPrepare(McConn *conn)
 		McConnClose(conn);
 	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
 		return false;
+	conn->wlen = conn->woff = 0;	/* a request starts with nothing queued */
 	conn->last_used = now;
 	conn->stamp_fresh = true;
 	conn->busy = true;

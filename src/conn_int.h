@@ -1,8 +1,9 @@
 /*
  * conn_int.h — what conn.c and conn_multi.c share about a connection's
- * insides: buffer sizes, the wait-set slot of the latch, the outcome of a
- * socket step, and the helpers both sides of a connection call.  Not for
- * any other file: the rest of the extension goes through mcfdw.h.
+ * insides: the McConn struct, buffer sizes, the wait-set slot of the latch,
+ * the outcome of a socket step, and the helpers both sides of a connection
+ * call.  Not for any other file: the rest of the extension sees McConn as
+ * an opaque pointer and goes through the functions declared in mcfdw.h.
  */
 #ifndef MCFDW_CONN_INT_H
 #define MCFDW_CONN_INT_H
@@ -12,6 +13,56 @@
 #define WBUF_INITIAL	16384
 #define RBUF_BATCH_READ	65536	/* a multi-get reads up to this much per recv */
 #define LATCH_POS		0		/* the latch's slot in every wait set */
+
+/*
+ * One socket to one memcached instance.  Lives as long as the backend (or
+ * until its server's configuration changes).  "busy" is set while a request
+ * is outstanding: a connection found busy at its next use (an error or a
+ * cancel interrupted the read) is out of step and gets closed.
+ */
+struct McConn
+{
+	struct McServer *server;
+	int			index;			/* endpoint index */
+	pgsocket	sock;
+	bool		connecting;		/* non-blocking connect in progress */
+	int64		connect_started;	/* mono_usec() in conn.c */
+	bool		busy;
+	bool		expect_wait;	/* a request was sent: wait before reading */
+	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
+	size_t		rgot;			/* reply bytes received for this request */
+	int64		last_used;		/* mono_usec() at the start of the current request */
+	bool		stamp_fresh;	/* ... and nothing has arrived since */
+	WaitEventSet *wes;			/* latch + postmaster death + this socket */
+	int			sock_pos;		/* position of the socket event in wes */
+	int			mpos;			/* position in the server's mwes, -1 if absent */
+	uint32		mevents;		/* socket events mwes is armed for */
+	uint32		cur_events;		/* socket events wes is armed for */
+	Latch	   *latch;			/* latch wes was built with */
+
+	/* unread reply bytes are rbuf[rstart, rend) */
+	char	   *rbuf;
+	size_t		rcap;
+	size_t		rstart;
+	size_t		rend;
+
+	/* pipelined request bytes not yet sent are wbuf[woff, wlen) */
+	char	   *wbuf;
+	size_t		wcap;
+	size_t		wlen;
+	size_t		woff;
+
+	/* bookkeeping shown by mc_servers */
+	uint64		requests;		/* requests sent on the current socket */
+	uint64		connects;		/* sockets opened in this backend */
+	uint64		total_requests; /* requests sent in this backend */
+
+	/* the last failure, for the caller to count and (maybe) raise */
+	int			fail_code;		/* SQLSTATE */
+	const char *fail_action;	/* "connect to", "read from", ... */
+	bool		fail_hard;		/* raise even when the caller is soft */
+	char		fail_why[200];
+};
 
 /* Outcome of a socket operation that may fail softly. */
 typedef enum McIoStatus

@@ -108,11 +108,11 @@ McConnSendSome(McConn *conn)
  * Receive what the socket has, without waiting, making room for at least
  * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 when
  * the instance failed (the cause kept in conn), -2 for a pooled socket
- * closed while idle.  expect_wait tells the caller whether the socket was
- * drained.
+ * closed while idle.  *drained tells the caller whether the socket was
+ * drained (a short read), so it waits rather than tries again.
  */
 ssize_t
-McConnRecvSome(McConn *conn, size_t need)
+McConnRecvSome(McConn *conn, size_t need, bool *drained)
 {
 	ssize_t		n;
 	size_t		room;
@@ -138,7 +138,29 @@ McConnRecvSome(McConn *conn, size_t need)
 	conn->rgot += n;
 	conn->stamp_fresh = false;
 	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
+	*drained = conn->expect_wait;
 	return n;
+}
+
+/*
+ * The unread reply bytes, NUL-terminated (see conn_reset_rbuf), for the
+ * caller to parse in place and then McConnConsume.  Until then the bytes
+ * are the caller's to overwrite: the multi-get writes a value's varlena
+ * header over the reply header it has parsed, so the value is copied once,
+ * straight into its tuple.
+ */
+char *
+McConnUnread(McConn *conn, size_t *len)
+{
+	*len = conn->rend - conn->rstart;
+	return conn->rbuf + conn->rstart;
+}
+
+/* Request bytes queued and not yet sent. */
+size_t
+McConnUnsent(McConn *conn)
+{
+	return conn->wlen - conn->woff;
 }
 
 /*
@@ -154,7 +176,8 @@ McConnDropIdle(McConn *conn)
 
 /*
  * Make room for n more request bytes in wbuf (sent bytes are slid out
- * first).  The multi-get refills wbuf in slices, so it stays small however
+ * first) and return where they go; McConnWritten queues what was written
+ * there.  The multi-get refills wbuf in slices, so it stays small however
  * many keys a batch has.
  */
 char *
@@ -178,4 +201,24 @@ McConnWriteSpace(McConn *conn, size_t n)
 		conn->wbuf = repalloc(conn->wbuf, conn->wcap);
 	}
 	return conn->wbuf + conn->wlen;
+}
+
+/* Queue n bytes written where McConnWriteSpace said (at most what it made room for). */
+void
+McConnWritten(McConn *conn, size_t n)
+{
+	Assert(conn->wlen + n <= conn->wcap);
+	conn->wlen += n;
+}
+
+/*
+ * A pipeline of nrequests requests is queued: the socket has carried a
+ * request (a later failure on it is no longer "closed while idle"), and the
+ * view counts them.
+ */
+void
+McConnPipelined(McConn *conn, int nrequests)
+{
+	conn->requests++;
+	conn->total_requests += nrequests;
 }

@@ -1,10 +1,11 @@
 /*
  * mcfdw.h — declarations shared by the backend-side files of mcfdw.
  *
- * Owns: the server configuration (parsed foreign-server options), the
- * per-backend server and connection structures, and the entry points each
- * backend file exposes to the others.  The pure-C modules (protocol.h,
- * ring.h, hash.h) know nothing of these.
+ * Owns: the plain types the backend files share (the parsed foreign-server
+ * options, the per-backend server entry, an instance's health record; the
+ * connection is only named here, its insides are conn_int.h's) and the
+ * entry points each backend file exposes to the others.  The pure-C modules
+ * (protocol.h, ring.h, hash.h) know nothing of these.
  */
 #ifndef MCFDW_H
 #define MCFDW_H
@@ -66,57 +67,19 @@ typedef struct McInstanceHealth
 	char		last_error[256];
 } McInstanceHealth;
 
-struct McServer;
-
 /*
- * One socket to one memcached instance.  Lives as long as the backend (or
- * until its server's configuration changes).  "busy" is set while a request
- * is outstanding: a connection found busy at its next use (an error or a
- * cancel interrupted the read) is out of step and gets closed.
+ * One socket to one memcached instance: opaque outside conn.c and
+ * conn_multi.c (the struct is in conn_int.h).
  */
-typedef struct McConn
+typedef struct McConn McConn;
+
+/* What the mc_servers view shows of a connection. */
+typedef struct McConnStats
 {
-	struct McServer *server;
-	int			index;			/* endpoint index */
-	pgsocket	sock;
-	bool		connecting;		/* non-blocking connect in progress */
-	int64		connect_started;	/* mono_usec() in conn.c */
-	bool		busy;
-	bool		expect_wait;	/* a request was sent: wait before reading */
-	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
-	size_t		rgot;			/* reply bytes received for this request */
-	int64		last_used;		/* mono_usec() at the start of the current request */
-	bool		stamp_fresh;	/* ... and nothing has arrived since */
-	WaitEventSet *wes;			/* latch + postmaster death + this socket */
-	int			sock_pos;		/* position of the socket event in wes */
-	int			mpos;			/* position in the server's mwes, -1 if absent */
-	uint32		mevents;		/* socket events mwes is armed for */
-	uint32		cur_events;		/* socket events wes is armed for */
-	Latch	   *latch;			/* latch wes was built with */
-
-	/* unread reply bytes are rbuf[rstart, rend) */
-	char	   *rbuf;
-	size_t		rcap;
-	size_t		rstart;
-	size_t		rend;
-
-	/* pipelined request bytes not yet sent are wbuf[woff, wlen) */
-	char	   *wbuf;
-	size_t		wcap;
-	size_t		wlen;
-	size_t		woff;
-
-	/* bookkeeping shown by mc_servers */
-	uint64		requests;		/* requests sent on the current socket */
+	bool		open;			/* a socket is open */
 	uint64		connects;		/* sockets opened in this backend */
-	uint64		total_requests; /* requests sent in this backend */
-
-	/* the last failure, for the caller to count and (maybe) raise */
-	int			fail_code;		/* SQLSTATE */
-	const char *fail_action;	/* "connect to", "read from", ... */
-	bool		fail_hard;		/* raise even when the caller is soft */
-	char		fail_why[200];
-} McConn;
+	uint64		requests;		/* requests sent in this backend */
+} McConnStats;
 
 /* A foreign server of the mcfdw wrapper, as this backend knows it. */
 typedef struct McServer
@@ -131,9 +94,11 @@ typedef struct McServer
 	MemoryContext live_cxt;		/* the live-instances ring (ketama failover) */
 	McRing	   *live;
 	bool	   *live_alive;		/* the health map live was built for */
-	McConn	   *conns;			/* cfg.nendpoints of them */
 	McInstanceHealth *health;	/* cfg.nendpoints of them; pool.c's */
 	int			ndead;			/* instances with dead_until set */
+
+	/* the connection layer's (conn.c, conn_multi.c) */
+	McConn	   *conns;			/* cfg.nendpoints of them (McConnOf) */
 	uint64		sock_gen;		/* bumped whenever a socket opens or closes */
 	WaitEventSet *mwes;			/* multi-get wait set over all open sockets */
 	uint64		mwes_gen;		/* sock_gen mwes was built for */
@@ -227,8 +192,15 @@ extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
  * judged: the call returns false/NULL/-1 with the cause kept in the
  * connection, and the caller (pool.c's McInstance*) counts it and raises.
  */
+extern McConn *McConnOf(McServer *srv, int index);
+extern McConn *McConnArrayNew(MemoryContext cxt, int n);
+extern void McConnCarryOver(McServer *srv, McConn *conns, int n, const int *from);
+extern void McConnCloseBusy(McServer *srv);
+extern void McConnDiscardAll(McServer *srv);
+extern const char *McInstanceName(McServer *srv, int index);
 extern const char *McConnName(McConn *conn);
 extern int	McConnIndex(McConn *conn);
+extern void McConnGetStats(McConn *conn, McConnStats *out);
 extern bool McConnPrepare(McConn *conn);
 extern bool McConnFinishConnect(McConn *conn);
 extern const char *McConnRoundtrip(McConn *conn,
@@ -238,7 +210,6 @@ extern const char *McConnRoundtrip(McConn *conn,
 extern void McConnConsume(McConn *conn, size_t n);
 extern void McConnEnd(McConn *conn);
 extern void McConnClose(McConn *conn);
-extern void McConnDiscard(McConn *conn);
 extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
 						  const char *fmt, va_list ap) pg_attribute_printf(4, 0);
 extern const char *McConnFailure(McConn *conn, bool *hard);
@@ -250,8 +221,12 @@ extern void McConnReplyError(McConn *conn, const char *base,
 extern WaitEventSet *McServerWaitSet(McServer *srv);
 extern void McConnArm(McConn *conn, uint32 events);
 extern ssize_t McConnSendSome(McConn *conn);
-extern ssize_t McConnRecvSome(McConn *conn, size_t need);
+extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool *drained);
+extern size_t McConnUnsent(McConn *conn);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
+extern void McConnWritten(McConn *conn, size_t n);
+extern void McConnPipelined(McConn *conn, int nrequests);
+extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
 
 /* conn.c: stats commands ("STAT name value" lines, then END) */

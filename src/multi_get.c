@@ -232,38 +232,43 @@ static void
 fill_requests(MgBatch *b, MgServer *ms)
 {
 	McConn	   *conn = ms->conn;
-	McKey		mk;
+	size_t		unsent = McConnUnsent(conn);
 
-	while (ms->next_send < ms->nkeys && conn->wlen - conn->woff < MG_WRITE_SLICE)
+	if (ms->next_send < ms->nkeys && unsent < MG_WRITE_SLICE)
 	{
-		MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
-		char	   *dst = McConnWriteSpace(conn, MC_REQ_HEADER_MAX);
-		size_t		n;
+		/* room for the slice, and for the one request that may overshoot it */
+		char	   *start = McConnWriteSpace(conn, MG_WRITE_SLICE - unsent + MC_REQ_HEADER_MAX);
+		char	   *dst = start;
+		McKey		mk;
 
-		/* a key routed as given goes out as it is; others as McPrepareKey routes them */
-		if (k->as_given && !k->b64)
-			n = mc_encode_get_opaque(dst, k->data, k->len, false, true,
-									 (uint32) ms->next_send);
-		else
+		while (ms->next_send < ms->nkeys && unsent + (dst - start) < MG_WRITE_SLICE)
 		{
-			McPrepareKey(b->srv, k->data, k->len, &mk);
-			n = mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
-									 (uint32) ms->next_send);
+			MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
+			size_t		n;
+
+			/* a key routed as given goes out as it is; others as McPrepareKey routes them */
+			if (k->as_given && !k->b64)
+				n = mc_encode_get_opaque(dst, k->data, k->len, false, true,
+										 (uint32) ms->next_send);
+			else
+			{
+				McPrepareKey(b->srv, k->data, k->len, &mk);
+				n = mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
+										 (uint32) ms->next_send);
+			}
+			/* collect_keys checked every key: a refusal here is a bug, not a miss */
+			if (n == 0)
+				elog(ERROR, "could not encode a get request for a checked key");
+			dst += n;
+			ms->next_send++;
 		}
-		/* collect_keys checked every key: a refusal here is a bug, not a miss */
-		if (n == 0)
-			elog(ERROR, "could not encode a get request for a checked key");
-		conn->wlen += n;
-		ms->next_send++;
+		McConnWritten(conn, dst - start);
 	}
 	if (ms->next_send == ms->nkeys && !ms->mn_queued)
 	{
-		char	   *dst = McConnWriteSpace(conn, 8);
-
-		conn->wlen += mc_encode_noop(dst);
+		McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
 		ms->mn_queued = true;
-		conn->requests++;		/* the socket has now carried a request */
-		conn->total_requests += ms->nkeys;
+		McConnPipelined(conn, ms->nkeys);
 	}
 }
 
@@ -523,17 +528,20 @@ static bool
 handle_replies(MgBatch *b, MgServer *ms)
 {
 	McConn	   *conn = ms->conn;
+	size_t		len;
+	char	   *buf = McConnUnread(conn, &len);
+	size_t		off = 0;		/* bytes of buf handled, consumed at the end */
 
 	while (ms->active)
 	{
-		char	   *base = conn->rbuf + conn->rstart;
+		char	   *base = buf + off;
 		McReply		r;
-		McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
+		McReplyType t = mc_parse_reply_z(base, len - off, &r);
 
 		if (t == MC_REPLY_NEED_MORE)
 		{
 			ms->need = r.need;
-			return true;
+			break;
 		}
 		if (t == MC_REPLY_VA)
 		{
@@ -552,7 +560,7 @@ handle_replies(MgBatch *b, MgServer *ms)
 		{
 			ms->next_match = ms->nkeys;
 			ms->active = false;
-			McConnConsume(conn, r.consumed);
+			McConnConsume(conn, off + r.consumed);
 			McInstanceEnd(b->srv, conn);
 			return true;
 		}
@@ -576,8 +584,9 @@ handle_replies(MgBatch *b, MgServer *ms)
 			}
 			McConnReplyError(conn, base, &r);
 		}
-		McConnConsume(conn, r.consumed);
+		off += r.consumed;
 	}
+	McConnConsume(conn, off);
 	return true;
 }
 
@@ -600,7 +609,6 @@ restart_server(MgBatch *b, MgServer *ms, int s)
 		return false;
 	if (!McConnFinishConnect(ms->conn))
 		return McInstanceFailed(b->srv, ms->conn, b->soft);
-	ms->conn->wlen = ms->conn->woff = 0;
 	return true;
 }
 
@@ -609,11 +617,12 @@ static void
 pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 {
 	ssize_t		n;
+	bool		drained;
 
 	if (!ms->active)
 		return;
 	fill_requests(b, ms);
-	while (ms->conn->wlen > ms->conn->woff)
+	while (McConnUnsent(ms->conn) > 0)
 	{
 		n = McConnSendSome(ms->conn);
 		if (n == -1)
@@ -635,7 +644,7 @@ pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 	}
 	while (readable && ms->active)
 	{
-		n = McConnRecvSome(ms->conn, ms->need);
+		n = McConnRecvSome(ms->conn, ms->need, &drained);
 		if (n == -1)
 			McInstanceFailed(b->srv, ms->conn, b->soft);
 		if (n == -2 && restart_server(b, ms, s))
@@ -654,7 +663,7 @@ pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
 			return;
 		}
 		/* a short read means the socket is drained: wait rather than retry */
-		if (ms->active && ms->conn->expect_wait)
+		if (ms->active && drained)
 			break;
 	}
 }
@@ -707,7 +716,7 @@ run_batch(MgBatch *b)
 					timeout = left;
 			}
 			McConnArm(ms->conn, WL_SOCKET_READABLE |
-					  (ms->conn->wlen > ms->conn->woff ? WL_SOCKET_WRITEABLE : 0));
+					  (McConnUnsent(ms->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
 			pending++;
 		}
 		if (pending == 0)
@@ -729,14 +738,14 @@ run_batch(MgBatch *b)
 			}
 			if (conn == NULL)
 				continue;
-			ms = &b->servers[conn->index];
+			ms = &b->servers[McConnIndex(conn)];
 			if (!ms->active || ms->conn != conn)
 			{
 				/* an idle socket became readable: the server closed it */
 				McConnDropIdle(conn);
 				continue;
 			}
-			pump_server(b, ms, conn->index,
+			pump_server(b, ms, McConnIndex(conn),
 						(events[e].events & WL_SOCKET_READABLE) != 0, now);
 		}
 	}

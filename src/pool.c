@@ -119,11 +119,7 @@ close_busy_connections(void)
 		return;
 	hash_seq_init(&scan, server_hash);
 	while ((srv = hash_seq_search(&scan)) != NULL)
-	{
-		for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
-			if (srv->conns[i].busy)
-				McConnClose(&srv->conns[i]);
-	}
+		McConnCloseBusy(srv);
 }
 
 /* Transaction callback: see close_busy_connections. */
@@ -187,6 +183,8 @@ server_rebuild(McServer *srv)
 	McRing	   *ring;
 	McConn	   *conns;
 	McInstanceHealth *health;
+	int		   *from;
+	bool	   *taken;
 	const char *err = NULL;
 
 	if (strcmp(fdw->fdwname, "mcfdw") != 0)
@@ -214,39 +212,39 @@ server_rebuild(McServer *srv)
 				 errmsg("cannot build the key ring of foreign server \"%s\"",
 						fs->servername),
 				 errdetail("%s", err ? err : "unknown error")));
-	conns = MemoryContextAllocZero(cxt, sizeof(McConn) * cfg.nendpoints);
+	conns = McConnArrayNew(cxt, cfg.nendpoints);
 	health = MemoryContextAllocZero(cxt, sizeof(McInstanceHealth) * cfg.nendpoints);
 
-	/* nothing below can fail: commit the new state */
-	MemoryContextSetParent(cxt, pool_cxt);
+	/*
+	 * Which old instance each new one continues: the same host and port.
+	 * Health starts afresh (an administrator who changed the server wants
+	 * it tried), but the last error stays on view.
+	 */
+	from = palloc(sizeof(int) * cfg.nendpoints);
+	taken = palloc0(sizeof(bool) * Max(srv->cfg.nendpoints, 1));
 	for (int i = 0; i < cfg.nendpoints; i++)
 	{
-		McConn	   *nc = &conns[i];
-
-		nc->sock = PGINVALID_SOCKET;
+		from[i] = -1;
 		for (int j = 0; srv->conns && j < srv->cfg.nendpoints; j++)
 		{
-			McConn	   *oc = &srv->conns[j];
-
-			if (oc->index >= 0 &&
+			if (!taken[j] &&
 				srv->cfg.endpoints[j].port == cfg.endpoints[i].port &&
 				strcmp(srv->cfg.endpoints[j].host, cfg.endpoints[i].host) == 0)
 			{
-				if (oc->busy)
-					McConnClose(oc);
-				*nc = *oc;
-				oc->index = -1; /* moved */
-				/* a fresh start for health, but the last error stays on view */
+				from[i] = j;
+				taken[j] = true;
 				strlcpy(health[i].last_error, srv->health[j].last_error,
 						sizeof(health[i].last_error));
 				break;
 			}
 		}
-		nc->index = i;
 	}
-	for (int j = 0; srv->conns && j < srv->cfg.nendpoints; j++)
-		if (srv->conns[j].index >= 0)
-			McConnDiscard(&srv->conns[j]);
+
+	/* nothing below can fail: commit the new state */
+	MemoryContextSetParent(cxt, pool_cxt);
+	McConnCarryOver(srv, conns, cfg.nendpoints, from);
+	pfree(from);
+	pfree(taken);
 	if (srv->cxt)
 		MemoryContextDelete(srv->cxt);
 
@@ -258,8 +256,6 @@ server_rebuild(McServer *srv)
 	srv->conns = conns;
 	srv->health = health;
 	srv->ndead = 0;
-	for (int i = 0; i < cfg.nendpoints; i++)
-		conns[i].server = srv;
 	srv->sock_gen++;			/* the multi-get wait set points at old conns */
 	srv->hashvalue = GetSysCacheHashValue1(FOREIGNSERVEROID,
 										   ObjectIdGetDatum(srv->serverid));
@@ -285,10 +281,7 @@ sweep_dropped_servers(void)
 		if (srv->valid ||
 			SearchSysCacheExists1(FOREIGNSERVEROID, ObjectIdGetDatum(srv->serverid)))
 			continue;
-		for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
-			McConnDiscard(&srv->conns[i]);
-		if (srv->mwes)
-			FreeWaitEventSet(srv->mwes);
+		McConnDiscardAll(srv);
 		if (srv->cxt)
 			MemoryContextDelete(srv->cxt);
 		hash_search(server_hash, &srv->serverid, HASH_REMOVE, NULL);
@@ -478,7 +471,7 @@ instance_usable(McServer *srv, int index, bool soft)
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("memcached server \"%s\" is unavailable", srv->name),
 			 errdetail("Instance %s failed %d times in a row, most recently: %s.",
-					   McConnName(&srv->conns[index]), h->failures, h->last_error),
+					   McInstanceName(srv, index), h->failures, h->last_error),
 			 errhint("It will be tried again at %s.",
 					 timestamptz_to_str(h->dead_until))));
 	return false;				/* not reached */
@@ -491,7 +484,7 @@ instance_usable(McServer *srv, int index, bool soft)
 McConn *
 McInstanceBegin(McServer *srv, int index, bool soft)
 {
-	McConn	   *conn = &srv->conns[index];
+	McConn	   *conn = McConnOf(srv, index);
 
 	if (!instance_usable(srv, index, soft))
 		return NULL;
@@ -513,7 +506,7 @@ McRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
 			const char *data, size_t dlen, McReply *reply, McConn **connp,
 			bool soft)
 {
-	McConn	   *conn = &srv->conns[index];
+	McConn	   *conn = McConnOf(srv, index);
 	const char *base;
 
 	*connp = conn;
@@ -533,7 +526,7 @@ bool
 McInstanceStatLines(McServer *srv, int index, const char *cmd,
 					McStatLineFn cb, void *arg)
 {
-	McConn	   *conn = &srv->conns[index];
+	McConn	   *conn = McConnOf(srv, index);
 
 	if (!instance_usable(srv, index, true))
 		return false;

@@ -29,13 +29,13 @@ PG_FUNCTION_INFO_V1(mc_servers);
 
 /* The state word of an instance, as documented for the view. */
 static const char *
-conn_state(McConn *conn, bool dead)
+conn_state(const McConnStats *cs, bool dead)
 {
 	if (dead)
 		return "dead";
-	if (conn->sock != PGINVALID_SOCKET)
+	if (cs->open)
 		return "connected";
-	if (conn->connects > 0)
+	if (cs->connects > 0)
 		return "idle";
 	return "never used";
 }
@@ -88,13 +88,14 @@ mc_servers(PG_FUNCTION_ARGS)
 
 		for (int i = 0; i < srv->cfg.nendpoints; i++)
 		{
-			McConn	   *conn = &srv->conns[i];
+			McConnStats cs;
 			const McInstanceHealth *h = McInstanceHealthOf(srv, i);
 			McEndpoint *ep = &srv->cfg.endpoints[i];
 			Datum		values[MC_SERVERS_COLS];
 			bool		nulls[MC_SERVERS_COLS] = {0};
 			bool		dead = h->dead_until != 0 && now < h->dead_until;
 
+			McConnGetStats(McConnOf(srv, i), &cs);
 			values[0] = DirectFunctionCall1(namein, CStringGetDatum(srv->name));
 			values[1] = CStringGetTextDatum(ep->host);
 			values[2] = Int32GetDatum(ep->port);
@@ -102,7 +103,7 @@ mc_servers(PG_FUNCTION_ARGS)
 			values[4] = CStringGetTextDatum(McDistName(srv->cfg.distribution));
 			values[5] = Int32GetDatum(srv->ring->points_per_server ?
 									  (int32) srv->ring->points_per_server[i] : 0);
-			values[6] = CStringGetTextDatum(conn_state(conn, dead));
+			values[6] = CStringGetTextDatum(conn_state(&cs, dead));
 			values[7] = Int32GetDatum(h->failures);
 			if (h->last_error[0])
 				values[8] = CStringGetTextDatum(h->last_error);
@@ -112,8 +113,8 @@ mc_servers(PG_FUNCTION_ARGS)
 				values[9] = TimestampTzGetDatum(h->dead_until);
 			else
 				nulls[9] = true;
-			values[10] = Int64GetDatum((int64) conn->connects);
-			values[11] = Int64GetDatum((int64) conn->total_requests);
+			values[10] = Int64GetDatum((int64) cs.connects);
+			values[11] = Int64GetDatum((int64) cs.requests);
 			values[12] = Int32GetDatum(i + 1);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}

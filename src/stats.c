@@ -166,7 +166,7 @@ McStatForEachInstance(FunctionCallInfo fcinfo, InstanceFn fn, void *arg)
 			CHECK_FOR_INTERRUPTS();
 			MemoryContextReset(cxt);
 			old = MemoryContextSwitchTo(cxt);
-			call.instance = CStringGetTextDatum(McConnName(&srv->conns[i]));
+			call.instance = CStringGetTextDatum(McInstanceName(srv, i));
 			fn(&call, srv, i);
 			MemoryContextSwitchTo(old);
 		}
