@@ -26,6 +26,7 @@ OBJS = \
 	src/conn.o \
 	src/conn_multi.o \
 	src/functions.o \
+	src/keys.o \
 	src/multi_get.o \
 	src/servers.o \
 	src/stats.o \

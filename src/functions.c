@@ -20,7 +20,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "mcfdw.h"
+#include "keys.h"
 
 PG_FUNCTION_INFO_V1(mc_get);
 PG_FUNCTION_INFO_V1(mc_get_bytea);
@@ -50,118 +50,11 @@ server_arg(FunctionCallInfo fcinfo, int argno)
 	return NameStr(*PG_GETARG_NAME(argno));
 }
 
-/*
- * A key too long for memcached, on a server with long_keys 'dalli': Dalli's
- * rule (ring.c), so a Rails cache key Dalli digested is found under the same
- * name, on the same instance.  The key prefix is Dalli's namespace plus its
- * colon (the validator made sure); characters are counted as Ruby counts a
- * UTF-8 string when the database encoding is UTF-8, else as bytes.  Writes
- * the routed key to buf and returns its length; a key that is still too
- * long (few but wide characters) is an error, as memcached would refuse it.
- * Out of line: the hot path never comes here.
- */
-static pg_noinline size_t
-route_long_key(McServer *srv, const char *data, size_t len, char *buf)
-{
-	char		out[MC_DALLI_ROUTE_KEY_MAX];
-	size_t		plen = srv->cfg.key_prefix_len;
-	size_t		n;
-
-	n = mc_dalli_route_key(plen ? srv->cfg.key_prefix : NULL, plen ? plen - 1 : 0,
-						   data, len, GetDatabaseEncoding() == PG_UTF8, out);
-	if (n > MC_KEY_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("memcached key is too long"),
-				 errdetail("Routed the Dalli way, the key is still %zu bytes; the limit is %d bytes.",
-						   n, MC_KEY_MAX)));
-	memcpy(buf, out, n);
-	return n;
-}
-
-/*
- * Check a key and give its routed form (prefix + key, or the digested name
- * of an over-long key, assembled in buf, which must hold MC_MAX_KEY_PREFIX +
- * MC_KEY_MAX bytes; the data pointer itself when the key is routed as
- * given, which callers may test for) and whether it must go base64.
- * Keys with spaces, control characters or non-ASCII bytes go base64 with
- * the b flag, so no key can inject protocol; lengths are checked here so the
- * server never sees a request it would reject.  Shared by every function
- * that takes keys.  Over-long keys are digested when the server says so
- * (route_long_key), else refused.
- */
-const char *
-McRouteKey(McServer *srv, const char *data, size_t len, char *buf,
-		   size_t *rawlen, bool *b64)
-{
-	size_t		plen = srv->cfg.key_prefix_len;
-	const char *raw = data;
-
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("memcached key cannot be empty")));
-	if (unlikely(len + plen > MC_KEY_MAX))
-	{
-		if (!srv->cfg.long_keys_dalli)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("memcached key is too long"),
-					 errdetail("The key is %zu bytes%s; the limit is %d bytes, or %d bytes for keys that contain spaces, control characters or non-ASCII bytes.",
-							   len + plen, plen ? " with the server's key prefix" : "",
-							   MC_KEY_MAX, MC_KEY_MAX_B64),
-					 errhint("Set the server option \"long_keys\" to \"dalli\" to store longer keys under an MD5 digest, as Dalli does.")));
-		*rawlen = route_long_key(srv, data, len, buf);
-		raw = buf;
-	}
-	else
-	{
-		if (plen > 0)
-		{
-			memcpy(buf, srv->cfg.key_prefix, plen);
-			memcpy(buf + plen, data, len);
-			raw = buf;
-		}
-		*rawlen = plen + len;
-	}
-	if (mc_key_check(raw, *rawlen, b64) != MC_KEY_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("memcached key is too long"),
-				 errdetail("The key is %zu bytes%s and contains spaces, control characters or non-ASCII bytes, so it is sent base64-encoded; such keys are limited to %d bytes.",
-						   *rawlen, len + plen > MC_KEY_MAX ? " routed the Dalli way" :
-						   plen ? " with the server's key prefix" : "",
-						   MC_KEY_MAX_B64)));
-	return raw;
-}
-
-/*
- * McRouteKey plus the key's wire form.  The forms point into the argument
- * when they can (no prefix, printable key), so k must not outlive it.
- */
-void
-McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k)
-{
-	k->raw = McRouteKey(srv, data, len, k->rawbuf, &k->raw_len, &k->b64);
-	if (k->b64)
-	{
-		k->wire_len = mc_b64_encode((const unsigned char *) k->raw, k->raw_len,
-									k->wirebuf);
-		k->wire = k->wirebuf;
-	}
-	else
-	{
-		/* a plain key without prefix goes out as it is: nothing copied */
-		k->wire = k->raw;
-		k->wire_len = k->raw_len;
-	}
-}
-
-/* McPrepareKey for a text argument. */
+/* McKeyPrepare for a text argument. */
 static void
 prepare_key(McServer *srv, text *key, McKey *k)
 {
-	McPrepareKey(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), k);
+	McKeyPrepare(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), k);
 }
 
 /*

@@ -106,31 +106,11 @@ typedef struct McServer
 	Oid			acl_ok_user;	/* last role that passed the USAGE check */
 } McServer;
 
-/*
- * A key as it is routed (prefix + key) and as it goes on the wire (raw, or
- * base64 of raw).  The forms point into the caller's key when they can, else
- * into the buffers here.  Lives on the stack: preparing a key allocates
- * nothing.
- */
-typedef struct McKey
-{
-	const char *raw;
-	size_t		raw_len;
-	const char *wire;
-	size_t		wire_len;
-	bool		b64;
-	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
-	char		wirebuf[MC_KEY_MAX];
-} McKey;
-
 /* A stats command's callback: one "STAT name value" line. */
 typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
 							  const char *value, size_t valuelen);
 
 /* functions.c */
-extern const char *McRouteKey(McServer *srv, const char *data, size_t len,
-							  char *buf, size_t *rawlen, bool *b64);
-extern void McPrepareKey(McServer *srv, const char *data, size_t len, McKey *k);
 extern bool McTextValid(const char *p, size_t len);
 
 /* servers.c */

@@ -31,7 +31,7 @@
 #include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
-#include "mcfdw.h"
+#include "keys.h"
 
 PG_FUNCTION_INFO_V1(mc_get_multi);
 PG_FUNCTION_INFO_V1(mc_get_multi_bytea);
@@ -39,15 +39,20 @@ PG_FUNCTION_INFO_V1(mc_get_multi_bytea);
 /* Keep at most this much encoded request text queued per instance. */
 #define MG_WRITE_SLICE		(32 * 1024)
 
-/* One distinct key of the batch. */
+/*
+ * One distinct key of the batch, routed once (McKeyRoute): what its wire
+ * form is made from, and its instance.  Kept small (the work memory per key
+ * is budgeted): the key as given is read back from datum when a message
+ * needs it.
+ */
 typedef struct MgKey
 {
 	Datum		datum;			/* the array element, returned as "key" */
-	const char *data;			/* its bytes (no prefix) */
-	uint32		len;
+	const char *src;			/* McKeyWire's src: the key's bytes, or its digest */
+	uint32		len;			/* length of src */
 	uint16		server;			/* instance index (< MC_MAX_ENDPOINTS) */
+	uint8		form;			/* McKeyForm */
 	bool		b64;			/* must go base64 */
-	bool		as_given;		/* its routed form is the key itself */
 } MgKey;
 
 /* One instance's share of the batch. */
@@ -74,6 +79,8 @@ typedef struct MgBatch
 	MgKey	   *keys;
 	int			nkeys;
 	MgServer   *servers;		/* one per configured instance */
+	char	   *digests;		/* where digested keys' routed forms are kept */
+	size_t		digests_left;
 	Tuplestorestate *tupstore;
 	TupleDesc	tupdesc;
 	char	   *scratch;		/* for values whose header cannot be written in place */
@@ -81,6 +88,42 @@ typedef struct MgBatch
 	bool		rows_by_hand;	/* the result type is the one put_row lays out */
 	char	   *rowbuf;			/* put_row's tuple, reused for every row */
 } MgBatch;
+
+/* The key as given, for messages and de-duplication. */
+static inline const char *
+key_data(const MgKey *k)
+{
+	return k->form == MC_KEY_DIGESTED ? VARDATA_ANY(DatumGetPointer(k->datum)) : k->src;
+}
+
+static inline size_t
+key_len(const MgKey *k)
+{
+	return k->form == MC_KEY_DIGESTED ? VARSIZE_ANY_EXHDR(DatumGetPointer(k->datum)) : k->len;
+}
+
+/*
+ * Keep a digested key's routed form for the batch, so fill_requests need
+ * not digest it again.  Digested keys are rare (long_keys 'dalli' and a key
+ * over 250 bytes), and their forms are packed into blocks, not allocated
+ * one by one.
+ */
+static const char *
+keep_digest(MgBatch *b, const char *raw, size_t len)
+{
+	char	   *p;
+
+	if (b->digests_left < len)
+	{
+		b->digests_left = Max(8192, len);
+		b->digests = palloc(b->digests_left);
+	}
+	p = b->digests;
+	memcpy(p, raw, len);
+	b->digests += len;
+	b->digests_left -= len;
+	return p;
+}
 
 /*
  * Open-addressing set of key indexes, to ask each distinct key once.  Sized
@@ -92,11 +135,16 @@ typedef struct KeySet
 	uint32		mask;
 } KeySet;
 
-/* Insert key i unless an equal key is already there; true if inserted. */
+/*
+ * Insert key i (not yet routed: src is the key as given) unless an equal
+ * key is already there; true if inserted.
+ */
 static bool
 keyset_add(KeySet *set, MgKey *keys, int i)
 {
-	uint32		h = hash_bytes((const unsigned char *) keys[i].data, keys[i].len);
+	const char *data = keys[i].src;
+	size_t		len = keys[i].len;
+	uint32		h = hash_bytes((const unsigned char *) data, len);
 
 	for (uint32 pos = h & set->mask;; pos = (pos + 1) & set->mask)
 	{
@@ -107,15 +155,15 @@ keyset_add(KeySet *set, MgKey *keys, int i)
 			set->slots[pos] = i;
 			return true;
 		}
-		if (keys[j].len == keys[i].len &&
-			memcmp(keys[j].data, keys[i].data, keys[i].len) == 0)
+		if (key_len(&keys[j]) == len && memcmp(key_data(&keys[j]), data, len) == 0)
 			return false;
 	}
 }
 
 /*
- * Read the key array: skip NULLs, check, de-duplicate, route.  Then group
- * the keys by instance (a counting sort), keeping their order.
+ * Read the key array: skip NULLs, check and route (once per key),
+ * de-duplicate, choose the instance.  Then group the keys by instance (a
+ * counting sort), keeping their order.
  */
 static void
 collect_keys(MgBatch *b, ArrayType *arr)
@@ -147,17 +195,23 @@ collect_keys(MgBatch *b, ArrayType *arr)
 		MgKey	   *k = &b->keys[b->nkeys];
 		const char *raw;
 		size_t		rawlen;
+		McKeyForm	form;
 
 		if (nulls[i])
 			continue;
 		k->datum = elems[i];
-		k->data = VARDATA_ANY(DatumGetPointer(elems[i]));
+		k->src = VARDATA_ANY(DatumGetPointer(elems[i]));
 		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
 		/* checked here, so a bad key fails the call before anything is sent */
-		raw = McRouteKey(srv, k->data, k->len, rawbuf, &rawlen, &k->b64);
-		k->as_given = (raw == k->data);
+		form = McKeyRoute(srv, k->src, k->len, rawbuf, &raw, &rawlen, &k->b64);
 		if (!keyset_add(&set, b->keys, b->nkeys))
 			continue;
+		k->form = (uint8) form;
+		if (unlikely(form == MC_KEY_DIGESTED))
+		{
+			k->src = keep_digest(b, raw, rawlen);
+			k->len = rawlen;
+		}
 		k->server = (uint16) McServerPickWith(srv, raw, rawlen, alive);
 		counts[k->server]++;
 		b->nkeys++;
@@ -239,21 +293,24 @@ fill_requests(MgBatch *b, MgServer *ms)
 		/* room for the slice, and for the one request that may overshoot it */
 		char	   *start = McConnWriteSpace(conn, MG_WRITE_SLICE - unsent + MC_REQ_HEADER_MAX);
 		char	   *dst = start;
-		McKey		mk;
+		char		wirebuf[MC_KEY_MAX];
 
 		while (ms->next_send < ms->nkeys && unsent + (dst - start) < MG_WRITE_SLICE)
 		{
 			MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
 			size_t		n;
 
-			/* a key routed as given goes out as it is; others as McPrepareKey routes them */
-			if (k->as_given && !k->b64)
-				n = mc_encode_get_opaque(dst, k->data, k->len, false, true,
+			/* a key routed as given goes out as it is; others as collect_keys routed them */
+			if (k->form == MC_KEY_GIVEN && !k->b64)
+				n = mc_encode_get_opaque(dst, k->src, k->len, false, true,
 										 (uint32) ms->next_send);
 			else
 			{
-				McPrepareKey(b->srv, k->data, k->len, &mk);
-				n = mc_encode_get_opaque(dst, mk.wire, mk.wire_len, mk.b64, true,
+				const char *wire;
+				size_t		wlen = McKeyWire(b->srv, k->src, k->len, k->form,
+											 k->b64, wirebuf, &wire);
+
+				n = mc_encode_get_opaque(dst, wire, wlen, k->b64, true,
 										 (uint32) ms->next_send);
 			}
 			/* collect_keys checked every key: a refusal here is a bug, not a miss */
@@ -437,7 +494,7 @@ check_row_layout(MgBatch *b, const MgKey *k, char *v, size_t len,
 	if (got->t_len != ref->t_len ||
 		memcmp((char *) got + from, (char *) ref + from, ref->t_len - from) != 0)
 		elog(ERROR, "row of key \"%.*s\" laid out by mcfdw differs from heap_form_minimal_tuple's (%u vs %u bytes)",
-			 (int) k->len, k->data, got->t_len, ref->t_len);
+			 (int) key_len(k), key_data(k), got->t_len, ref->t_len);
 	pfree(ref);
 	pfree(got);
 }
@@ -512,7 +569,7 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
-						(int) k->len, k->data, GetDatabaseEncodingName()),
+						(int) key_len(k), key_data(k), GetDatabaseEncodingName()),
 				 errhint("Use mc_get_multi_bytea() to read binary values.")));
 	if (put_row(b, k, v, len, r))
 		return;
