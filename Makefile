@@ -28,6 +28,7 @@ OBJS = \
 	src/functions.o \
 	src/keys.o \
 	src/multi_get.o \
+	src/rowlayout.o \
 	src/servers.o \
 	src/stats.o \
 	src/slabs.o \

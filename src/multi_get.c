@@ -32,6 +32,7 @@
 #include "utils/wait_event.h"
 
 #include "keys.h"
+#include "rowlayout.h"
 
 PG_FUNCTION_INFO_V1(mc_get_multi);
 PG_FUNCTION_INFO_V1(mc_get_multi_bytea);
@@ -85,8 +86,8 @@ typedef struct MgBatch
 	TupleDesc	tupdesc;
 	char	   *scratch;		/* for values whose header cannot be written in place */
 	size_t		scratch_len;
-	bool		rows_by_hand;	/* the result type is the one put_row lays out */
-	char	   *rowbuf;			/* put_row's tuple, reused for every row */
+	bool		rows_by_hand;	/* the result type is one McRowPut lays out */
+	char	   *rowbuf;			/* McRowPut's tuple, reused for every row */
 } MgBatch;
 
 /* The key as given, for messages and de-duplication. */
@@ -356,74 +357,6 @@ reply_position(const char *base, const McReply *r, const MgServer *ms)
 }
 
 /*
- * Rows whose value is at most this long are laid out by put_row; longer
- * values go through tuplestore_putvalues, which copies them once where
- * put_row's buffer would add a second copy.
- */
-#define MG_ROW_BY_HAND_MAX	1024
-#define MG_ROWBUF_SIZE		(MAXALIGN(SizeofHeapTupleHeader) + 2 * (VARHDRSZ + 3) + \
-							 MC_KEY_MAX + MG_ROW_BY_HAND_MAX + sizeof(int32) + 3)
-
-/*
- * Can put_row lay out this function's rows: (text, text or bytea, int4),
- * as its SQL declaration says?  Checked once per call, so a changed
- * declaration falls back to the general path instead of a wrong layout.
- */
-static bool
-rows_by_hand_ok(TupleDesc desc)
-{
-	if (desc->natts != 3)
-		return false;
-	for (int i = 0; i < 3; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		bool		ok = i < 2 ?
-			(att->attlen == -1 && att->attalign == TYPALIGN_INT &&
-			 att->attstorage != TYPSTORAGE_PLAIN) :
-			(att->attlen == 4 && att->attbyval && att->attalign == TYPALIGN_INT);
-
-		if (!ok || att->attisdropped)
-			return false;
-	}
-	return true;
-}
-
-/*
- * Align off for an int-aligned attribute, zeroing the pad: readers tell a
- * pad from a 1-byte varlena header by its being zero (att_align_pointer),
- * and the row buffer holds the previous row's bytes.
- */
-static inline size_t
-pad_int(char *data, size_t off)
-{
-	size_t		aligned = TYPEALIGN(ALIGNOF_INT, off);
-
-	while (off < aligned)
-		data[off++] = 0;
-	return aligned;
-}
-
-/*
- * Append a varlena holding len bytes at off, as heap_fill_tuple stores an
- * uncompressed one: a 1-byte header, unaligned, when it fits, else an
- * int-aligned 4-byte header.  Returns the offset after it.
- */
-static inline size_t
-put_varlena(char *data, size_t off, const char *src, size_t len)
-{
-	if (len + VARHDRSZ_SHORT <= VARATT_SHORT_MAX)
-	{
-		SET_VARSIZE_SHORT(data + off, len + VARHDRSZ_SHORT);
-		memcpy(data + off + VARHDRSZ_SHORT, src, len);
-		return off + VARHDRSZ_SHORT + len;
-	}
-	off = pad_int(data, off);
-	SET_VARSIZE(data + off, len + VARHDRSZ);
-	memcpy(data + off + VARHDRSZ, src, len);
-	return off + VARHDRSZ + len;
-}
-
-/*
  * The row's datums for the general path (tuplestore_putvalues).  The value
  * is used where it lies in the read buffer: a varlena header is written
  * over the already-parsed reply header just before it, so the tuple builder
@@ -472,90 +405,8 @@ row_datums(MgBatch *b, const MgKey *k, char *v, size_t len, const McReply *r,
 }
 
 /*
- * mcfdw.debug_check_rows: form the same row the general path would, with
- * heap_form_minimal_tuple, and compare it, byte for byte past the unused padding, with what the
- * tuplestore will get from put_row's tuple.  The regression tests turn it
- * on, so a layout slip is an error there instead of a wrong row (or a
- * crash) somewhere else.
- */
-static void
-check_row_layout(MgBatch *b, const MgKey *k, char *v, size_t len,
-				 const McReply *r, HeapTuple ht)
-{
-	Datum		values[3];
-	bool		nulls[3];
-	MinimalTuple ref;
-	MinimalTuple got;
-	size_t		from = offsetof(MinimalTupleData, t_infomask2);
-
-	row_datums(b, k, v, len, r, values, nulls);
-	ref = heap_form_minimal_tuple(b->tupdesc, values, nulls);
-	got = minimal_tuple_from_heap_tuple(ht);
-	if (got->t_len != ref->t_len ||
-		memcmp((char *) got + from, (char *) ref + from, ref->t_len - from) != 0)
-		elog(ERROR, "row of key \"%.*s\" laid out by mcfdw differs from heap_form_minimal_tuple's (%u vs %u bytes)",
-			 (int) key_len(k), key_data(k), got->t_len, ref->t_len);
-	pfree(ref);
-	pfree(got);
-}
-
-/*
- * Store the row (key, value, flags) in the tuplestore, laid out here
- * exactly as heap_form_tuple would lay it out.  tuplestore_putvalues
- * spends most of a multi-get's per-key instructions working that layout
- * out again for every row (heap_compute_data_size, heap_fill_tuple,
- * palloc0); the row type is fixed, so it takes a few steps here, in a
- * buffer reused for every row, and the tuplestore makes its one copy.
- * Returns false (nothing stored) for rows it does not handle: a long value,
- * a reply without flags (a NULL needs a null bitmap), a key over 250 bytes
- * (long_keys), or a key datum that is compressed or external (array
- * elements never are).
- */
-static bool
-put_row(MgBatch *b, const MgKey *k, char *v, size_t len, const McReply *r)
-{
-	const char *key = DatumGetPointer(k->datum);
-	size_t		klen;
-	size_t		off = 0;
-	HeapTupleHeader td;
-	HeapTupleData ht;
-	char	   *data;
-	const size_t hoff = MAXALIGN(SizeofHeapTupleHeader);
-
-	if (!b->rows_by_hand || len > MG_ROW_BY_HAND_MAX || !(r->present & MC_F_FLAGS) ||
-		VARATT_IS_EXTERNAL(key) || VARATT_IS_COMPRESSED(key))
-		return false;
-	klen = VARSIZE_ANY_EXHDR(key);
-	if (klen > MC_KEY_MAX)
-		return false;			/* a long key (long_keys): rare, general path */
-	if (b->rowbuf == NULL)
-		b->rowbuf = palloc(MG_ROWBUF_SIZE);
-
-	td = (HeapTupleHeader) b->rowbuf;
-	memset(td, 0, hoff);
-	data = b->rowbuf + hoff;
-	off = put_varlena(data, off, VARDATA_ANY(key), klen);
-	off = put_varlena(data, off, v, len);
-	off = pad_int(data, off);
-	*(int32 *) (data + off) = (int32) r->client_flags;
-	off += sizeof(int32);
-	td->t_infomask = HEAP_HASVARWIDTH;	/* no nulls, so no bitmap */
-	HeapTupleHeaderSetNatts(td, 3);
-	td->t_hoff = hoff;
-	HeapTupleHeaderSetDatumLength(td, hoff + off);
-	ht.t_len = hoff + off;
-	ht.t_data = td;
-	ItemPointerSetInvalid(&ht.t_self);
-	ht.t_tableOid = InvalidOid;
-	if (unlikely(mc_debug_check_rows))
-		check_row_layout(b, k, v, len, r, &ht);
-	tuplestore_puttuple(b->tupstore, &ht);
-	return true;
-}
-
-/*
- * Turn a VA reply into a row: put_row for the common row, else the general
- * path (row_datums, then tuplestore_putvalues).
+ * Turn a VA reply into a row: laid out by hand (rowlayout.c) for the common
+ * row, else the general path (row_datums, then tuplestore_putvalues).
  */
 static void
 emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
@@ -571,7 +422,9 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
 						(int) key_len(k), key_data(k), GetDatabaseEncodingName()),
 				 errhint("Use mc_get_multi_bytea() to read binary values.")));
-	if (put_row(b, k, v, len, r))
+	if (b->rows_by_hand && (r->present & MC_F_FLAGS) &&
+		McRowPut(b->tupstore, b->tupdesc, &b->rowbuf, k->datum, v, len,
+				 (int32) r->client_flags))
 		return;
 	row_datums(b, k, v, len, r, values, nulls);
 	tuplestore_putvalues(b->tupstore, b->tupdesc, values, nulls);
@@ -827,7 +680,7 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	b.soft = b.srv->cfg.failover;
 	b.tupstore = rsinfo->setResult;
 	b.tupdesc = rsinfo->setDesc;
-	b.rows_by_hand = rows_by_hand_ok(b.tupdesc);
+	b.rows_by_hand = McRowLayoutFits(b.tupdesc);
 
 	/* per-call work memory, freed at the end (or with the query on error) */
 	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw multi-get",

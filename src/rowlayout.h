@@ -1,0 +1,17 @@
+/*
+ * rowlayout.h — the multi-get's hand-laid rows (rowlayout.c).  Only
+ * multi_get.c includes it.
+ */
+#ifndef MCFDW_ROWLAYOUT_H
+#define MCFDW_ROWLAYOUT_H
+
+#include "access/tupdesc.h"
+#include "utils/tuplestore.h"
+
+#include "mcfdw.h"
+
+extern bool McRowLayoutFits(TupleDesc desc);
+extern bool McRowPut(Tuplestorestate *ts, TupleDesc desc, char **rowbuf,
+					 Datum key, const char *v, size_t len, int32 flags);
+
+#endif							/* MCFDW_ROWLAYOUT_H */
