@@ -23,7 +23,7 @@
 struct McConn
 {
 	struct McServer *server;
-	int			index;			/* endpoint index */
+	int			index;			/* instance index in server->cfg.endpoints */
 	pgsocket	sock;
 	bool		connecting;		/* non-blocking connect in progress */
 	int64		connect_started;	/* mono_usec() in conn.c */

@@ -1,10 +1,14 @@
 /*
  * functions.c — the single-key SQL functions: reads, writes, atomics.
  *
- * Owns: argument handling (NULLs, key checks, ttl conversion), building one
- * meta command per call, and turning its reply into a SQL value.  Must not:
- * touch sockets directly (pool.c does) or parse bytes (protocol.c does).
- * Every function takes an optional server name; NULL means mcfdw.server.
+ * Owns: argument handling (NULLs, ttl conversion), building one meta
+ * command per call, turning its reply into a SQL value, and the check that
+ * a text value is valid in the database encoding (McTextValid, shared with
+ * multi_get.c).  Must not: apply key rules itself (keys.c does), touch
+ * sockets (conn.c does, reached through pool.c's McRoundtripKey and
+ * McRoundtrip, which also count the instance's health) or parse bytes
+ * (protocol.c does).  Every function takes an optional server name; NULL
+ * means mcfdw.server.
  */
 #include "postgres.h"
 

@@ -1,20 +1,24 @@
 /*
  * multi_get.c — mc_get_multi / mc_get_multi_bytea: many keys, one round.
  *
- * Owns: the batch engine.  Keys are checked, de-duplicated and routed once;
- * each instance gets one pipeline ("mg <key> v f O<pos> q" per key, then
- * "mn") written before any reply is awaited; replies are read from whichever
- * socket is ready (the server's persistent multi-get wait set), parsed in
- * place, matched to their key by the echoed opaque token, and each value is
- * copied once, into the tuple that SQL receives.
+ * Owns: the batch engine.  Keys are checked and routed once each (keys.c),
+ * de-duplicated, and given their instance (pool.c); each instance gets one
+ * pipeline ("mg <key> v f O<pos> q" per key, then "mn") written before any
+ * reply is awaited; then one wait on the server's multi-get wait set serves
+ * whichever socket is ready, interruptibly and within io_timeout of
+ * inactivity per instance.  Replies are parsed in place, matched to their
+ * key by the echoed opaque token, and each value is copied once, into the
+ * tuple that SQL receives (laid out by rowlayout.c for the common row).
  *
  * Why O and not k: memcached echoes k as the key was stored, and an item a
  * binary-protocol client (Dalli) stored under a key with spaces comes back
  * as "k<key with spaces>", which no parser can split.  The opaque token is
- * ours, always parseable, and shorter on the wire than most keys.  Requests are encoded in slices so
- * memory stays bounded however large the batch; rows go to a tuplestore,
- * which spills to disk past work_mem.  Must not: open sockets or wait on its
- * own (pool.c does), or allocate per key or per reply.
+ * ours, always parseable, and shorter on the wire than most keys.
+ *
+ * Requests are encoded in slices so memory stays bounded however large the
+ * batch; rows go to a tuplestore, which spills to disk past work_mem.  Must
+ * not: open, read or write sockets itself (conn.c and conn_multi.c do, and
+ * report failures that pool.c counts), or allocate per key or per reply.
  */
 #include "postgres.h"
 
@@ -51,13 +55,13 @@ typedef struct MgKey
 	Datum		datum;			/* the array element, returned as "key" */
 	const char *src;			/* McKeyWire's src: the key's bytes, or its digest */
 	uint32		len;			/* length of src */
-	uint16		server;			/* instance index (< MC_MAX_ENDPOINTS) */
+	uint16		instance;		/* instance index (< MC_MAX_ENDPOINTS) */
 	uint8		form;			/* McKeyForm */
 	bool		b64;			/* must go base64 */
 } MgKey;
 
 /* One instance's share of the batch. */
-typedef struct MgServer
+typedef struct MgInstance
 {
 	McConn	   *conn;			/* NULL: dropped (soft failure) or unused */
 	int		   *keys;			/* indexes into the key array, request order */
@@ -69,7 +73,7 @@ typedef struct MgServer
 	bool		retried;
 	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
-} MgServer;
+} MgInstance;
 
 /* Everything a batch needs, allocated once per call. */
 typedef struct MgBatch
@@ -79,7 +83,7 @@ typedef struct MgBatch
 	bool		soft;			/* failover on: a failing instance's keys are misses */
 	MgKey	   *keys;
 	int			nkeys;
-	MgServer   *servers;		/* one per configured instance */
+	MgInstance *instances;		/* one per configured instance */
 	char	   *digests;		/* where digested keys' routed forms are kept */
 	size_t		digests_left;
 	Tuplestorestate *tupstore;
@@ -213,24 +217,24 @@ collect_keys(MgBatch *b, ArrayType *arr)
 			k->src = keep_digest(b, raw, rawlen);
 			k->len = rawlen;
 		}
-		k->server = (uint16) McServerPickWith(srv, raw, rawlen, alive);
-		counts[k->server]++;
+		k->instance = (uint16) McServerPickWith(srv, raw, rawlen, alive);
+		counts[k->instance]++;
 		b->nkeys++;
 	}
 
-	/* group by instance: each server's keys become a slice of one array */
+	/* group by instance: each instance's keys become a slice of one array */
 	slots = palloc(sizeof(int) * Max(b->nkeys, 1));
-	b->servers = palloc0(sizeof(MgServer) * srv->cfg.nendpoints);
+	b->instances = palloc0(sizeof(MgInstance) * srv->cfg.nendpoints);
 	for (int s = 0, off = 0; s < srv->cfg.nendpoints; s++)
 	{
-		b->servers[s].keys = slots + off;
+		b->instances[s].keys = slots + off;
 		off += counts[s];
 	}
 	for (int i = 0; i < b->nkeys; i++)
 	{
-		MgServer   *ms = &b->servers[b->keys[i].server];
+		MgInstance *mi = &b->instances[b->keys[i].instance];
 
-		ms->keys[ms->nkeys++] = i;
+		mi->keys[mi->nkeys++] = i;
 	}
 }
 
@@ -240,10 +244,10 @@ collect_keys(MgBatch *b, ArrayType *arr)
  * multi-get with failover.
  */
 static void
-drop_server(MgServer *ms)
+drop_instance(MgInstance *mi)
 {
-	ms->conn = NULL;
-	ms->active = false;
+	mi->conn = NULL;
+	mi->active = false;
 }
 
 /*
@@ -258,23 +262,23 @@ connect_all(MgBatch *b)
 
 	for (int s = 0; s < n; s++)
 	{
-		MgServer   *ms = &b->servers[s];
+		MgInstance *mi = &b->instances[s];
 
-		if (ms->nkeys == 0)
+		if (mi->nkeys == 0)
 			continue;
-		ms->conn = McInstanceBegin(b->srv, s, b->soft);
-		ms->active = (ms->conn != NULL);
-		ms->need = 1;
-		ms->last_progress = now;
+		mi->conn = McInstanceBegin(b->srv, s, b->soft);
+		mi->active = (mi->conn != NULL);
+		mi->need = 1;
+		mi->last_progress = now;
 	}
 	for (int s = 0; s < n; s++)
 	{
-		MgServer   *ms = &b->servers[s];
+		MgInstance *mi = &b->instances[s];
 
-		if (ms->active && !McConnFinishConnect(ms->conn))
+		if (mi->active && !McConnFinishConnect(mi->conn))
 		{
-			McInstanceFailed(b->srv, ms->conn, b->soft);
-			drop_server(ms);
+			McInstanceFailed(b->srv, mi->conn, b->soft);
+			drop_instance(mi);
 		}
 	}
 }
@@ -284,27 +288,27 @@ connect_all(MgBatch *b)
  * the closing "mn" once every key is queued.
  */
 static void
-fill_requests(MgBatch *b, MgServer *ms)
+fill_requests(MgBatch *b, MgInstance *mi)
 {
-	McConn	   *conn = ms->conn;
+	McConn	   *conn = mi->conn;
 	size_t		unsent = McConnUnsent(conn);
 
-	if (ms->next_send < ms->nkeys && unsent < MG_WRITE_SLICE)
+	if (mi->next_send < mi->nkeys && unsent < MG_WRITE_SLICE)
 	{
 		/* room for the slice, and for the one request that may overshoot it */
 		char	   *start = McConnWriteSpace(conn, MG_WRITE_SLICE - unsent + MC_REQ_HEADER_MAX);
 		char	   *dst = start;
 		char		wirebuf[MC_KEY_MAX];
 
-		while (ms->next_send < ms->nkeys && unsent + (dst - start) < MG_WRITE_SLICE)
+		while (mi->next_send < mi->nkeys && unsent + (dst - start) < MG_WRITE_SLICE)
 		{
-			MgKey	   *k = &b->keys[ms->keys[ms->next_send]];
+			MgKey	   *k = &b->keys[mi->keys[mi->next_send]];
 			size_t		n;
 
 			/* a key routed as given goes out as it is; others as collect_keys routed them */
 			if (k->form == MC_KEY_GIVEN && !k->b64)
 				n = mc_encode_get_opaque(dst, k->src, k->len, false, true,
-										 (uint32) ms->next_send);
+										 (uint32) mi->next_send);
 			else
 			{
 				const char *wire;
@@ -312,21 +316,21 @@ fill_requests(MgBatch *b, MgServer *ms)
 											 k->b64, wirebuf, &wire);
 
 				n = mc_encode_get_opaque(dst, wire, wlen, k->b64, true,
-										 (uint32) ms->next_send);
+										 (uint32) mi->next_send);
 			}
 			/* collect_keys checked every key: a refusal here is a bug, not a miss */
 			if (n == 0)
 				elog(ERROR, "could not encode a get request for a checked key");
 			dst += n;
-			ms->next_send++;
+			mi->next_send++;
 		}
 		McConnWritten(conn, dst - start);
 	}
-	if (ms->next_send == ms->nkeys && !ms->mn_queued)
+	if (mi->next_send == mi->nkeys && !mi->mn_queued)
 	{
 		McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
-		ms->mn_queued = true;
-		McConnPipelined(conn, ms->nkeys);
+		mi->mn_queued = true;
+		McConnPipelined(conn, mi->nkeys);
 	}
 }
 
@@ -337,7 +341,7 @@ fill_requests(MgBatch *b, MgServer *ms)
  * order, so positions only grow; keys passed over were misses).
  */
 static int
-reply_position(const char *base, const McReply *r, const MgServer *ms)
+reply_position(const char *base, const McReply *r, const MgInstance *mi)
 {
 	uint32		pos = 0;
 
@@ -351,7 +355,7 @@ reply_position(const char *base, const McReply *r, const MgServer *ms)
 			return -1;
 		pos = pos * 10 + (c - '0');
 	}
-	if (pos < (uint32) ms->next_match || pos >= (uint32) ms->nkeys)
+	if (pos < (uint32) mi->next_match || pos >= (uint32) mi->nkeys)
 		return -1;
 	return (int) pos;
 }
@@ -435,14 +439,14 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
  * false if the instance had to be dropped (soft failure).
  */
 static bool
-handle_replies(MgBatch *b, MgServer *ms)
+handle_replies(MgBatch *b, MgInstance *mi)
 {
-	McConn	   *conn = ms->conn;
+	McConn	   *conn = mi->conn;
 	size_t		len;
 	char	   *buf = McConnUnread(conn, &len);
 	size_t		off = 0;		/* bytes of buf handled, consumed at the end */
 
-	while (ms->active)
+	while (mi->active)
 	{
 		char	   *base = buf + off;
 		McReply		r;
@@ -450,12 +454,12 @@ handle_replies(MgBatch *b, MgServer *ms)
 
 		if (t == MC_REPLY_NEED_MORE)
 		{
-			ms->need = r.need;
+			mi->need = r.need;
 			break;
 		}
 		if (t == MC_REPLY_VA)
 		{
-			int			j = reply_position(base, &r, ms);
+			int			j = reply_position(base, &r, mi);
 
 			if (j < 0)
 			{
@@ -463,13 +467,13 @@ handle_replies(MgBatch *b, MgServer *ms)
 									"a reply does not match any outstanding request"))
 					return false;
 			}
-			emit_row(b, base, &r, &b->keys[ms->keys[j]]);
-			ms->next_match = j + 1;
+			emit_row(b, base, &r, &b->keys[mi->keys[j]]);
+			mi->next_match = j + 1;
 		}
 		else if (t == MC_REPLY_MN)
 		{
-			ms->next_match = ms->nkeys;
-			ms->active = false;
+			mi->next_match = mi->nkeys;
+			mi->active = false;
 			McConnConsume(conn, off + r.consumed);
 			McInstanceEnd(b->srv, conn);
 			return true;
@@ -505,75 +509,75 @@ handle_replies(MgBatch *b, MgServer *ms)
  * that instance over once on a fresh socket.  Returns false if it cannot.
  */
 static bool
-restart_server(MgBatch *b, MgServer *ms, int s)
+restart_instance(MgBatch *b, MgInstance *mi, int s)
 {
-	if (ms->retried || ms->next_match > 0)
-		return McInstanceFail(b->srv, ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+	if (mi->retried || mi->next_match > 0)
+		return McInstanceFail(b->srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
 							  "read from", "the server closed the connection");
-	ms->retried = true;
-	ms->next_send = 0;
-	ms->mn_queued = false;
-	ms->need = 1;
-	ms->conn = McInstanceBegin(b->srv, s, b->soft);
-	if (ms->conn == NULL)
+	mi->retried = true;
+	mi->next_send = 0;
+	mi->mn_queued = false;
+	mi->need = 1;
+	mi->conn = McInstanceBegin(b->srv, s, b->soft);
+	if (mi->conn == NULL)
 		return false;
-	if (!McConnFinishConnect(ms->conn))
-		return McInstanceFailed(b->srv, ms->conn, b->soft);
+	if (!McConnFinishConnect(mi->conn))
+		return McInstanceFailed(b->srv, mi->conn, b->soft);
 	return true;
 }
 
 /* Send and receive on one instance until it would block. */
 static void
-pump_server(MgBatch *b, MgServer *ms, int s, bool readable, TimestampTz now)
+pump_instance(MgBatch *b, MgInstance *mi, int s, bool readable, TimestampTz now)
 {
 	ssize_t		n;
 	bool		drained;
 
-	if (!ms->active)
+	if (!mi->active)
 		return;
-	fill_requests(b, ms);
-	while (McConnUnsent(ms->conn) > 0)
+	fill_requests(b, mi);
+	while (McConnUnsent(mi->conn) > 0)
 	{
-		n = McConnSendSome(ms->conn);
+		n = McConnSendSome(mi->conn);
 		if (n == -1)
-			McInstanceFailed(b->srv, ms->conn, b->soft);
-		if (n == -2 && restart_server(b, ms, s))
+			McInstanceFailed(b->srv, mi->conn, b->soft);
+		if (n == -2 && restart_instance(b, mi, s))
 		{
-			fill_requests(b, ms);
+			fill_requests(b, mi);
 			continue;
 		}
 		if (n < 0)
 		{
-			drop_server(ms);
+			drop_instance(mi);
 			return;
 		}
 		if (n == 0)
 			break;
-		ms->last_progress = now;
-		fill_requests(b, ms);
+		mi->last_progress = now;
+		fill_requests(b, mi);
 	}
-	while (readable && ms->active)
+	while (readable && mi->active)
 	{
-		n = McConnRecvSome(ms->conn, ms->need, &drained);
+		n = McConnRecvSome(mi->conn, mi->need, &drained);
 		if (n == -1)
-			McInstanceFailed(b->srv, ms->conn, b->soft);
-		if (n == -2 && restart_server(b, ms, s))
+			McInstanceFailed(b->srv, mi->conn, b->soft);
+		if (n == -2 && restart_instance(b, mi, s))
 			return;
 		if (n < 0)
 		{
-			drop_server(ms);
+			drop_instance(mi);
 			return;
 		}
 		if (n == 0)
 			break;
-		ms->last_progress = now;
-		if (!handle_replies(b, ms))
+		mi->last_progress = now;
+		if (!handle_replies(b, mi))
 		{
-			drop_server(ms);
+			drop_instance(mi);
 			return;
 		}
 		/* a short read means the socket is drained: wait rather than retry */
-		if (ms->active && drained)
+		if (mi->active && drained)
 			break;
 	}
 }
@@ -592,7 +596,7 @@ run_batch(MgBatch *b)
 	TimestampTz now = GetCurrentTimestamp();
 
 	for (int s = 0; s < n; s++)
-		pump_server(b, &b->servers[s], s, false, now);
+		pump_instance(b, &b->instances[s], s, false, now);
 
 	for (;;)
 	{
@@ -605,28 +609,28 @@ run_batch(MgBatch *b)
 		wes = McServerWaitSet(srv);
 		for (int s = 0; s < n; s++)
 		{
-			MgServer   *ms = &b->servers[s];
+			MgInstance *mi = &b->instances[s];
 			int			io_timeout = srv->cfg.io_timeout;
 
-			if (!ms->active)
+			if (!mi->active)
 				continue;
 			if (io_timeout > 0)
 			{
 				long		left = TimestampDifferenceMilliseconds(now,
-																   TimestampTzPlusMilliseconds(ms->last_progress, io_timeout));
+																   TimestampTzPlusMilliseconds(mi->last_progress, io_timeout));
 
 				if (left <= 0)
 				{
-					McInstanceFail(srv, ms->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
-								   "read from", "timed out after %d ms", io_timeout);
-					drop_server(ms);
+					McInstanceFail(srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+								   "read from", "timed out after %d mi", io_timeout);
+					drop_instance(mi);
 					continue;
 				}
 				if (timeout < 0 || left < timeout)
 					timeout = left;
 			}
-			McConnArm(ms->conn, WL_SOCKET_READABLE |
-					  (McConnUnsent(ms->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
+			McConnArm(mi->conn, WL_SOCKET_READABLE |
+					  (McConnUnsent(mi->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
 			pending++;
 		}
 		if (pending == 0)
@@ -638,7 +642,7 @@ run_batch(MgBatch *b)
 		for (int e = 0; e < nev; e++)
 		{
 			McConn	   *conn = (McConn *) events[e].user_data;
-			MgServer   *ms;
+			MgInstance *mi;
 
 			if (events[e].events & WL_LATCH_SET)
 			{
@@ -648,14 +652,14 @@ run_batch(MgBatch *b)
 			}
 			if (conn == NULL)
 				continue;
-			ms = &b->servers[McConnIndex(conn)];
-			if (!ms->active || ms->conn != conn)
+			mi = &b->instances[McConnIndex(conn)];
+			if (!mi->active || mi->conn != conn)
 			{
 				/* an idle socket became readable: the server closed it */
 				McConnDropIdle(conn);
 				continue;
 			}
-			pump_server(b, ms, McConnIndex(conn),
+			pump_instance(b, mi, McConnIndex(conn),
 						(events[e].events & WL_SOCKET_READABLE) != 0, now);
 		}
 	}

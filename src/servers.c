@@ -3,7 +3,8 @@
  *
  * Owns: the SRF behind mc_servers, one row per memcached instance of every
  * mcfdw foreign server the current user may use, with its place on the
- * ring and the pool's state for it.  Must not: connect or send anything;
+ * ring, its health (asked of pool.c) and its connection (asked of conn.c).
+ * Must not: connect or send anything;
  * it reports, it does not probe.
  */
 #include "postgres.h"
