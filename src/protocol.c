@@ -1,5 +1,5 @@
 /*
- * protocol.c — memcached meta protocol: key encoding, request encoding and
+ * protocol.c — memcached meta protocol: key checking, request encoding and
  * the in-place reply parser.
  *
  * Owns: the byte-level wire format, and nothing else.  Must not: include
@@ -22,19 +22,15 @@
  *	- when a flag repeats, the first occurrence wins (later ones are still
  *	  checked for well-formedness).
  *
- * Parser layout: parse_general is the reference for every reply (memchr for
- * the LF, then one pass over the line with its CR as a sentinel).  On
- * x86-64, parse_va_fast first tries the multi-get's VA reply from a SIMD
- * mask of the header's delimiters; it accepts only replies it fully
- * understands and hands everything else, unchanged, to parse_general.
+ * Parser layout: mc_parse_reply (parse_general) is the reference for every
+ * reply: memchr for the LF, then one pass over the line with its CR as a
+ * sentinel.  mc_parse_reply_z parses the two VA shapes mcfdw requests
+ * straight through from a NUL-terminated buffer and hands every other
+ * shape, unchanged, to mc_parse_reply.
  */
 #include "protocol.h"
 
 #include <string.h>
-
-#if defined(__SSE2__) && defined(__GNUC__)
-#include <emmintrin.h>
-#endif
 
 /* Worst-case header mc_encode_request can produce; must fit the contract. */
 #define MC_REQ_WORST (2 + 1 + MC_KEY_MAX	/* cmd, space, key */ \
@@ -106,78 +102,6 @@ mc_b64_encode(const unsigned char *src, size_t len, char *dst)
 }
 
 /*
- * A switch instead of a 256-entry table keeps the file free of large
- * initialisers; decoding only runs on echoed keys, never per value byte.
- */
-static int
-b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/*
- * Strict on purpose: anything that is not the canonical encoding (wrong
- * length, stray '=', non-zero pad bits) is refused, because a key that does
- * not round-trip must never be matched against a request.
- */
-size_t
-mc_b64_decode(const char *src, size_t len, unsigned char *dst)
-{
-	const unsigned char *s = (const unsigned char *) src;
-	unsigned char *d = dst;
-	size_t		i;
-
-	if (len % 4 != 0)
-		return (size_t) -1;
-	for (i = 0; i < len; i += 4)
-	{
-		int			a = b64_value(s[i]);
-		int			b = b64_value(s[i + 1]);
-		int			c;
-		int			e;
-		bool		last = (i + 4 == len);
-
-		if (a < 0 || b < 0)
-			return (size_t) -1;
-		if (last && s[i + 2] == '=' && s[i + 3] == '=')
-		{
-			if (b & 15)
-				return (size_t) -1;
-			*d++ = (unsigned char) ((a << 2) | (b >> 4));
-			break;
-		}
-		c = b64_value(s[i + 2]);
-		if (c < 0)
-			return (size_t) -1;
-		if (last && s[i + 3] == '=')
-		{
-			if (c & 3)
-				return (size_t) -1;
-			*d++ = (unsigned char) ((a << 2) | (b >> 4));
-			*d++ = (unsigned char) (((b & 15) << 4) | (c >> 2));
-			break;
-		}
-		e = b64_value(s[i + 3]);
-		if (e < 0)
-			return (size_t) -1;
-		*d++ = (unsigned char) ((a << 2) | (b >> 4));
-		*d++ = (unsigned char) (((b & 15) << 4) | (c >> 2));
-		*d++ = (unsigned char) (((c & 3) << 6) | e);
-	}
-	return (size_t) (d - dst);
-}
-
-/*
  * Printable keys go raw so they stay readable (and reachable with a plain
  * text-protocol "get"); anything memcached would split or choke on is sent
  * base64 so no key can ever inject protocol.
@@ -200,28 +124,6 @@ mc_key_check(const char *key, size_t len, bool *b64)
 		return len > MC_KEY_MAX ? MC_KEY_TOO_LONG : MC_KEY_OK;
 	*b64 = true;
 	return len > MC_KEY_MAX_B64 ? MC_KEY_TOO_LONG : MC_KEY_OK;
-}
-
-McKeyStatus
-mc_key_encode(const char *key, size_t len, char *out, size_t *outlen,
-			  bool *b64)
-{
-	McKeyStatus st = mc_key_check(key, len, b64);
-
-	*outlen = 0;
-	if (st != MC_KEY_OK)
-	{
-		*b64 = false;
-		return st;
-	}
-	if (*b64)
-		*outlen = mc_b64_encode((const unsigned char *) key, len, out);
-	else
-	{
-		memcpy(out, key, len);
-		*outlen = len;
-	}
-	return MC_KEY_OK;
 }
 
 /* ---------------------------------------------------------------------
@@ -352,28 +254,6 @@ mc_encode_request(char *dst, const char *cmd, const char *wkey, size_t wlen,
 }
 
 /*
- * The multi-get writes one of these per key, so it is three fixed-size
- * copies: no formatting, no branches on flags beyond picking a suffix.
- */
-size_t
-mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen, bool b64,
-					bool want_flags)
-{
-	static const char suffix[4][16] = {
-		" v k q\r\n", " v f k q\r\n", " b v k q\r\n", " b v f k q\r\n"
-	};
-	static const unsigned char suffix_len[4] = {8, 10, 10, 12};
-	int			i = (b64 ? 2 : 0) + (want_flags ? 1 : 0);
-
-	if (wlen > MC_KEY_MAX)
-		return 0;
-	memcpy(dst, "mg ", 3);
-	memcpy(dst + 3, wkey, wlen);
-	memcpy(dst + 3 + wlen, suffix[i], 16);
-	return 3 + wlen + suffix_len[i];
-}
-
-/*
  * The pipelined multi-get's request: "mg <key> [b] v [f] O<pos> q\r\n".  The
  * opaque token carries the key's position in its instance's pipeline, so a
  * hit is matched to its key without echoing the key (memcached echoes k as
@@ -457,15 +337,12 @@ mc_encode_noop(char *dst)
  * --------------------------------------------------------------------- */
 
 /*
- * Small helpers of the hot path must really be inlined (a call costs more
- * than the work), and the rare paths must stay out of line so they do not
- * cost the hot path registers.
+ * The rare paths must stay out of line so they do not cost the hot path
+ * registers.
  */
 #if defined(__GNUC__)
-#define MC_ALWAYS_INLINE inline __attribute__((always_inline))
 #define MC_NOINLINE __attribute__((noinline))
 #else
-#define MC_ALWAYS_INLINE inline
 #define MC_NOINLINE
 #endif
 
@@ -704,242 +581,6 @@ finish_short(const unsigned char *b, size_t len, McReply *r, bool bad)
 	return MC_REPLY_NEED_MORE;
 }
 
-#if defined(__SSE2__) && defined(__GNUC__)
-#define MC_FAST_VA 1
-
-/*
- * Bit i set when buf[i] <= 0x20, for the first 32 bytes: every token end of
- * a short header at once, so the fast path needs no per-byte scanning
- * except for digits.  SSE2 is part of x86-64, so no runtime check is needed.
- */
-static inline uint32_t
-delim_mask32(const unsigned char *b)
-{
-	const __m128i lim = _mm_set1_epi8(0x20);
-	__m128i		x0 = _mm_loadu_si128((const __m128i *) b);
-	__m128i		x1 = _mm_loadu_si128((const __m128i *) (b + 16));
-	uint32_t	m0 = (uint32_t) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x0, lim), x0));
-	uint32_t	m1 = (uint32_t) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x1, lim), x1));
-
-	return m0 | (m1 << 16);
-}
-
-/*
- * Value of the n (1..10) decimal digits ending just before q, or -1 when
- * one is not a digit or n is out of range.  The length is already known
- * from the delimiter mask, so only the digits themselves are checked.
- */
-static inline int64_t
-digits_known_len(const unsigned char *q, uint32_t n)
-{
-	const unsigned char *p = q - n;
-	int64_t		v = 0;
-
-	if (n - 1 > 9)
-		return -1;
-	for (; p < q; p++)
-	{
-		unsigned	d = (unsigned) *p - '0';
-
-		if (d > 9)
-			return -1;
-		v = v * 10 + d;
-	}
-	return v;
-}
-
-/*
- * Value of the n (1..4) digits ending just before q, or -1, in one 32-bit
- * word: XOR with '0' turns digits into 0..9, the bytes before the number
- * are masked to zero, ((z + 0x76) | z) & 0x80 flags any byte that is not
- * a digit, and two multiply-add steps combine the digits pairwise.  The
- * caller guarantees q - 4 is inside the buffer.  Little-endian only, like
- * the rest of the fast path.
- */
-static MC_ALWAYS_INLINE int64_t
-digits_upto4(const unsigned char *q, uint32_t n)
-{
-	uint32_t	z;
-
-	memcpy(&z, q - 4, 4);
-	z = (z ^ 0x30303030u) & (0xffffffffu << (32 - 8 * n));
-	if (((z + 0x76767676u) | z) & 0x80808080u)
-		return -1;
-	z = (z * 10 + (z >> 8)) & 0x00ff00ffu;
-	z = (z * 100 + (z >> 16)) & 0xffffu;
-	return (int64_t) z;
-}
-
-/*
- * Store what every fast-path VA result has in common, once the data block
- * is known to be complete; returns false (general parser decides) if not.
- * e is the header's CR.
- */
-static MC_ALWAYS_INLINE bool
-finish_va_fast(const unsigned char *b, size_t len, McReply *r, uint32_t e,
-			   unsigned present)
-{
-	size_t		vend;
-
-	if (b[e] != '\r' || b[e + 1] != '\n')
-		return false;
-	vend = e + 2 + r->value_len;
-	if (len < vend + 2 || b[vend] != '\r' || b[vend + 1] != '\n')
-		return false;
-	r->need = 0;
-	r->cas = 0;
-	r->ttl = 0;
-	r->size = 0;
-	r->opaque_off = 0;
-	r->opaque_len = 0;
-	r->msg_off = 0;
-	r->msg_len = 0;
-	r->stat_value_off = 0;
-	r->stat_value_len = 0;
-	r->present = present;
-	r->header_len = e + 2;
-	r->value_off = e + 2;
-	r->consumed = vend + 2;
-	r->type = MC_REPLY_VA;
-	return true;
-}
-
-/*
- * The flag loop of the fast path, for VA headers of other shapes (any mix
- * of f, k and b, headers up to 64 bytes).  Out of line so that its
- * registers are not paid for by the straight-line shapes.  dm holds the
- * delimiters after e, the end of the size token.
- */
-static MC_NOINLINE bool
-parse_va_fast_loop(const unsigned char *b, size_t len, McReply *r,
-				   uint64_t dm, uint32_t e)
-{
-	uint32_t	s;
-	int64_t		v;
-	unsigned	present = 0;
-	bool		extended = false;
-
-	while (b[e] == ' ')
-	{
-		unsigned char c;
-
-		s = e + 1;
-		dm &= dm - 1;
-		if (dm == 0)
-		{
-			/* header longer than 32 bytes: look at the next 32 once */
-			if (extended || len <= 64)
-				return false;
-			dm = (uint64_t) delim_mask32(b + 32) << 32;
-			extended = true;
-			if (dm == 0)
-				return false;
-		}
-		e = (uint32_t) __builtin_ctzll(dm);
-		c = b[s];
-		if (c == 'k')
-		{
-			if (!(present & MC_F_KEY))
-			{
-				present |= MC_F_KEY;
-				r->key_off = s + 1;
-				r->key_len = e - s - 1;
-			}
-		}
-		else if (c == 'f')
-		{
-			v = digits_known_len(b + e, e - s - 1);
-			if (v < 0 || (uint64_t) v > UINT32_MAX)
-				return false;
-			if (!(present & MC_F_FLAGS))
-			{
-				present |= MC_F_FLAGS;
-				r->client_flags = (uint32_t) v;
-			}
-		}
-		else if (c == 'b' && e == s + 1)
-			present |= MC_F_B64;
-		else
-			return false;
-	}
-	/* e < 32 and len > 32, or e < 64 and len > 64: b[e + 1] is readable */
-	return finish_va_fast(b, len, r, e, present);
-}
-
-/*
- * The multi-get's reply, parsed from a mask of the delimiters in its first
- * 32 bytes.  It accepts only what it fully understands (flags f, k and b,
- * well-formed, and a complete data block) and returns false for anything
- * else, even a valid reply: the general parser then decides, so the two
- * can never disagree.  The two shapes mc_encode_get_quiet asks for,
- * "VA <n> f<digit> k<key>" and "VA <n> k<key>" with the key ending inside
- * the first 32 bytes, are matched straight-line; other mixes go through
- * parse_va_fast_loop.
- */
-static MC_ALWAYS_INLINE bool
-parse_va_fast(const unsigned char *b, size_t len, McReply *r)
-{
-	uint64_t	dm;
-	uint64_t	m;
-	uint32_t	e;
-	uint32_t	ek;
-	int64_t		v;
-	unsigned	d;
-	uint32_t	head;
-
-	if (len <= 32)
-		return false;
-	/* "VA " in one compare (this code is x86-64 only, so little-endian) */
-	memcpy(&head, b, 4);
-	if ((head & 0xffffff) != ('V' | ('A' << 8) | (' ' << 16)))
-		return false;
-	/* a size token running past byte 31 has too many digits anyway */
-	dm = delim_mask32(b) & ~UINT32_C(7);
-	if (dm == 0)
-		return false;
-	e = (uint32_t) __builtin_ctzll(dm);
-	/* 1..4 digits: e >= 4, so the 4-byte window ending at e is in the buffer */
-	if (e - 4u < 4u)
-		v = digits_upto4(b + e, e - 3);
-	else
-		v = digits_known_len(b + e, e - 3);
-	if (v < 0 || (uint64_t) v > MC_VA_SIZE_MAX)
-		return false;
-	r->value_len = (size_t) v;
-	r->key_off = 0;
-	r->key_len = 0;
-	r->client_flags = 0;
-	if (b[e] != ' ')
-		return parse_va_fast_loop(b, len, r, dm, e);
-
-	/* e <= 31 and len > 32: b[e + 1] and b[ek + 1] are inside the buffer */
-	m = dm & (dm - 1);
-	ek = e;
-	if (b[e + 1] == 'f' && m != 0 &&
-		(uint32_t) __builtin_ctzll(m) == e + 3 &&
-		(d = (unsigned) b[e + 2] - '0') <= 9 && b[e + 3] == ' ')
-	{
-		r->client_flags = d;
-		ek = e + 3;
-		m &= m - 1;
-	}
-	if (b[ek + 1] == 'k' && m != 0)
-	{
-		uint32_t	e2 = (uint32_t) __builtin_ctzll(m);
-
-		if (b[e2] == '\r')
-		{
-			r->key_off = ek + 2;
-			r->key_len = e2 - ek - 2;
-			return finish_va_fast(b, len, r, e2,
-								  ek != e ? MC_F_FLAGS | MC_F_KEY : MC_F_KEY);
-		}
-	}
-	r->client_flags = 0;
-	return parse_va_fast_loop(b, len, r, dm, e);
-}
-#endif
-
 /*
  * Everything but VA: rare next to value replies, so it lives out of line
  * where it cannot cost the hot path registers.  The line [b, cr) is known
@@ -1112,27 +753,23 @@ bad:
 }
 
 /*
- * The public entry: the short-VA fast path when the CPU allows it, the
- * general parser (the reference for every shape) otherwise.
+ * The public entry is the general parser itself; it stays a separate
+ * out-of-line function so mc_parse_reply_z's straight-line path does not
+ * pay for its registers when it falls back.
  */
 McReplyType
 mc_parse_reply(const char *buf, size_t len, McReply *r)
 {
-	const unsigned char *b = (const unsigned char *) buf;
-
-#ifdef MC_FAST_VA
-	if (parse_va_fast(b, len, r))
-		return MC_REPLY_VA;
-#endif
-	return parse_general(b, len, r);
+	return parse_general((const unsigned char *) buf, len, r);
 }
 
 /*
  * The hot path of the connection read buffers, which keep a NUL right after
  * their last byte.  With that terminator every digit run and token scan
  * stops by itself, so the replies mcfdw asks for, "VA <n> f<flags> O<token>"
- * (a pipelined get) and "VA <n>" (a plain get), are parsed straight through: no delimiter search, no flag
- * loop, and no clearing of the fields the reply does not have.  Every other
+ * (a pipelined get) and "VA <n>" (a plain get), are parsed straight
+ * through: no delimiter search, no flag loop, and no clearing of the fields
+ * the reply does not have.  Every other
  * shape, and anything incomplete, goes to mc_parse_reply; the two agree on
  * every field the reply defines (the unit tests and the fuzzer compare
  * them).
@@ -1257,27 +894,4 @@ crlf:
 general:
 #endif
 	return mc_parse_reply(buf, len, r);
-}
-
-/*
- * The key a reply echoes is base64 only if the item was stored under a
- * binary key: memcached 1.6.18 answers "mg Zm9v b k" for an item stored as
- * plain "foo" with "kfoo" and no b.  So compare raw bytes, decoding first
- * when the reply says b.
- */
-bool
-mc_reply_key_matches(const char *buf, const McReply *r, const char *key,
-					 size_t keylen)
-{
-	unsigned char raw[MC_KEY_MAX];
-	size_t		n;
-
-	if (!(r->present & MC_F_KEY))
-		return false;
-	if (!(r->present & MC_F_B64))
-		return r->key_len == keylen && memcmp(buf + r->key_off, key, keylen) == 0;
-	if (r->key_len > MC_KEY_MAX)
-		return false;
-	n = mc_b64_decode(buf + r->key_off, r->key_len, raw);
-	return n == keylen && memcmp(raw, key, keylen) == 0;
 }

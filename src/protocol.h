@@ -1,5 +1,5 @@
 /*
- * protocol.h — memcached meta protocol: key encoding, request encoding and
+ * protocol.h — memcached meta protocol: key checking, request encoding and
  * the in-place reply parser.
  *
  * Owns: everything that turns a request into bytes and bytes into a reply
@@ -75,29 +75,19 @@ typedef struct McReqOpts
 } McReqOpts;
 
 /*
- * mc_key_encode: check a raw key and write its wire form into out
- * (capacity >= MC_KEY_MAX).  Keys with bytes <= 0x20, 0x7f or >= 0x80 are
- * base64-encoded (*b64 = true) so they can never inject protocol.
- */
-extern McKeyStatus mc_key_encode(const char *key, size_t len,
-								 char *out, size_t *outlen, bool *b64);
-
-/*
- * mc_key_check: mc_key_encode without the encoding: the status, and in *b64
- * whether the key must go base64.  For callers that check many keys first
- * and encode them later.
+ * mc_key_check: the status of a raw key, and in *b64 whether it must go
+ * base64: keys with bytes <= 0x20, 0x7f or >= 0x80 are sent base64-encoded
+ * (with mc_b64_encode and the b flag) so they can never inject protocol.
  */
 extern McKeyStatus mc_key_check(const char *key, size_t len, bool *b64);
 
 /* Standard base64 (RFC 4648, with padding).  Returns bytes written. */
 extern size_t mc_b64_encode(const unsigned char *src, size_t len, char *dst);
-/* Returns bytes written, or (size_t) -1 on malformed input. */
-extern size_t mc_b64_decode(const char *src, size_t len, unsigned char *dst);
 
 /*
  * Request encoders.  Each writes a complete header line ending in "\r\n" into
  * dst (capacity >= MC_REQ_HEADER_MAX) and returns its length.  wkey/wlen is
- * the wire form from mc_key_encode; b64 adds the b flag.
+ * the key's wire form (raw, or mc_b64_encode of it); b64 adds the b flag.
  *
  * mc_encode_request: generic; cmd is "mg", "ms", "md", "ma".  For "ms",
  * datalen is the value length (the caller sends the data and "\r\n" after the
@@ -116,13 +106,6 @@ extern size_t mc_b64_decode(const char *src, size_t len, unsigned char *dst);
 extern size_t mc_encode_request(char *dst, const char *cmd,
 								const char *wkey, size_t wlen, bool b64,
 								long datalen, const McReqOpts *opts);
-
-/*
- * Hot path of a pipelined multi-get: "mg <key> [b] v [f] k q\r\n".  Three
- * fixed copies, no formatting.  Returns 0 if wlen > MC_KEY_MAX.
- */
-extern size_t mc_encode_get_quiet(char *dst, const char *wkey, size_t wlen,
-								  bool b64, bool want_flags);
 
 /*
  * The multi-get's pipelined request: "mg <key> [b] v [f] O<opaque> q\r\n".
@@ -224,20 +207,10 @@ extern McReplyType mc_parse_reply(const char *buf, size_t len, McReply *r);
  * and is NUL.  The terminator lets the hot VA shapes be parsed in one pass.
  * The result agrees with mc_parse_reply's on type, consumed, header_len,
  * value_off, value_len, present, and every field whose present bit is set;
- * other fields may be left as they were (the fast path does not clear
+ * other fields may be left as they were (its straight-line path does not clear
  * them), so read a flag's field only when its MC_F_* bit is set.  Reads at
  * most up to buf[len].
  */
 extern McReplyType mc_parse_reply_z(const char *buf, size_t len, McReply *r);
-
-/*
- * (Addition to the lead's contract.)
- * mc_reply_key_matches: does the key echoed by reply r (parsed from buf)
- * equal the raw key?  Decodes base64 when the reply carries b.  Needed
- * because memcached echoes k in the form the item was *stored* with: an item
- * stored under a printable key comes back raw even when fetched with b.
- */
-extern bool mc_reply_key_matches(const char *buf, const McReply *r,
-								 const char *key, size_t keylen);
 
 #endif							/* MCFDW_PROTOCOL_H */

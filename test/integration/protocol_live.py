@@ -15,6 +15,7 @@ failure.  Skips (1..0) when memcached or a C compiler is missing.
 Usage: python3 test/integration/protocol_live.py
 """
 import atexit
+import base64
 import ctypes
 import os
 import shutil
@@ -133,21 +134,19 @@ class McReqOpts(ctypes.Structure):
 lib, C = build()
 lib.mc_parse_reply.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(McReply)]
 lib.mc_parse_reply.restype = ctypes.c_int
-lib.mc_key_encode.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
-                              ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_bool)]
-lib.mc_key_encode.restype = ctypes.c_int
+lib.mc_key_check.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_bool)]
+lib.mc_key_check.restype = ctypes.c_int
+lib.mc_b64_encode.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p]
+lib.mc_b64_encode.restype = ctypes.c_size_t
 lib.mc_encode_request.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                   ctypes.c_size_t, ctypes.c_bool, ctypes.c_long,
                                   ctypes.POINTER(McReqOpts)]
 lib.mc_encode_request.restype = ctypes.c_size_t
-lib.mc_encode_get_quiet.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
-                                    ctypes.c_bool, ctypes.c_bool]
-lib.mc_encode_get_quiet.restype = ctypes.c_size_t
+lib.mc_encode_get_opaque.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                                     ctypes.c_bool, ctypes.c_bool, ctypes.c_uint32]
+lib.mc_encode_get_opaque.restype = ctypes.c_size_t
 lib.mc_encode_noop.argtypes = [ctypes.c_char_p]
 lib.mc_encode_noop.restype = ctypes.c_size_t
-lib.mc_reply_key_matches.argtypes = [ctypes.c_char_p, ctypes.POINTER(McReply),
-                                     ctypes.c_char_p, ctypes.c_size_t]
-lib.mc_reply_key_matches.restype = ctypes.c_bool
 
 layout_ok = (ctypes.sizeof(McReply) == C["sizeof(McReply)"] and
              McReply.present.offset == C["offsetof(McReply, present)"] and
@@ -166,11 +165,17 @@ F = {k[len("MC_F_"):]: C[k] for k in C if k.startswith("MC_F_")}
 # --- helpers around the C functions ----------------------------------------
 
 def key_encode(raw):
-    out = ctypes.create_string_buffer(C["MC_KEY_MAX"] + 8)
-    n = ctypes.c_size_t()
+    """The wire form of a key as functions.c builds it: mc_key_check, then
+    mc_b64_encode when the key must go base64."""
     b64 = ctypes.c_bool()
-    st = lib.mc_key_encode(raw, len(raw), out, ctypes.byref(n), ctypes.byref(b64))
-    return st, out.raw[:n.value], b64.value
+    st = lib.mc_key_check(raw, len(raw), ctypes.byref(b64))
+    if st != C["MC_KEY_OK"]:
+        return st, b"", False
+    if not b64.value:
+        return st, raw, False
+    out = ctypes.create_string_buffer(4 * ((len(raw) + 2) // 3) + 1)
+    n = lib.mc_b64_encode(raw, len(raw), out)
+    return st, out.raw[:n], True
 
 
 def request(cmd, wkey, b64, datalen=-1, **kw):
@@ -189,9 +194,10 @@ def request(cmd, wkey, b64, datalen=-1, **kw):
     return dst.raw[:n]
 
 
-def get_quiet(wkey, b64, want_flags=True):
+def get_opaque(wkey, b64, pos, want_flags=True):
+    """The multi-get's pipelined request, mg <key> [b] v [f] O<pos> q."""
     dst = ctypes.create_string_buffer(C["MC_REQ_HEADER_MAX"])
-    n = lib.mc_encode_get_quiet(dst, wkey, len(wkey), b64, want_flags)
+    n = lib.mc_encode_get_opaque(dst, wkey, len(wkey), b64, want_flags, pos)
     return dst.raw[:n]
 
 
@@ -221,7 +227,10 @@ class Reply:
         self.b64 = bool(r.present & F["B64"])
 
     def key_matches(self, raw):
-        return lib.mc_reply_key_matches(self.raw, ctypes.byref(self.r), raw, len(raw))
+        """Does the echoed k name raw?  base64 only when the reply says b."""
+        if self.key is None:
+            return False
+        return (base64.b64decode(self.key, validate=True) if self.b64 else self.key) == raw
 
     def __repr__(self):
         return "%s %r" % (self.type, self.raw[:200])
@@ -340,12 +349,16 @@ for i, raw in enumerate(keys):
     st, wkey, b64 = key_encode(raw)
     rep = ms(c, raw, value, has_client_flags=True, client_flags=i + 1)
     ok(rep.type == "HD", "ms accepts key %r as %s" % (raw[:24], "base64" if b64 else "raw"), rep)
-    c.send(get_quiet(wkey, b64) + noop())
+    c.send(get_opaque(wkey, b64, i) + noop())
     reps = c.until("MN")
     va = reps[0]
     ok(len(reps) == 2 and va.type == "VA" and va.value == value and va.flags == i + 1 and
-       va.key_matches(raw) and va.b64 == b64,
-       "mg b v f k q finds it again, key echoed %s" % ("base64 with b" if b64 else "raw"), reps)
+       va.opaque == b"%d" % i,
+       "mg [b] v f O q finds it again (%s key)" % ("base64" if b64 else "raw"), reps)
+    c.send(request(b"mg", wkey, b64, want=F["KEY"]))
+    rep = c.reply()
+    ok(rep.type == "HD" and rep.key_matches(raw) and rep.b64 == b64,
+       "mg [b] k echoes the key %s" % ("base64 with b" if b64 else "raw"), rep)
 
 # the raw key reaches the item stored through its base64 form, and back
 for raw in (b"caf\xc3\xa9", b"\xff\xfe\x80", b"plain:key"):
@@ -361,7 +374,7 @@ c.send(request(b"mg", b"cmF3b25seQ==", True, want=F["VALUE"] | F["KEY"] | F["FLA
 rep = c.reply()
 ok(rep.type == "VA" and rep.value == b"hi" and rep.key == b"rawonly" and not rep.b64 and
    rep.key_matches(b"rawonly"),
-   "an item stored raw, fetched with b: k comes back raw, no b (key_matches handles it)", rep)
+   "an item stored raw, fetched with b: k comes back raw, no b", rep)
 
 # key limits: ours match the server's
 st186, w186, b186 = key_encode(b"\xe9" * 186)
@@ -388,14 +401,14 @@ for i, k in enumerate(names):
     if i % 3 != 0:
         ms(c, k, b"v%d" % i)
     st, wkey, b64 = key_encode(k)
-    batch += get_quiet(wkey, b64, want_flags=(i % 2 == 0))
+    batch += get_opaque(wkey, b64, i, want_flags=(i % 2 == 0))
 reps = c.until("MN", batch + noop())
 hits = [r for r in reps if r.type == "VA"]
 ok(len(hits) == len([i for i in range(20) if i % 3]) and reps[-1].type == "MN" and
-   all(r.key_matches(names[int(r.key.split(b":")[1])]) and
-       r.value == b"v" + r.key.split(b":")[1] for r in hits),
-   "pipelined mg v [f] k q x20 + mn: %d hits, misses silent, MN last" % len(hits), reps)
-ok(all((r.flags is not None) == (int(r.key.split(b":")[1]) % 2 == 0) for r in hits),
+   [int(r.opaque) for r in hits] == [i for i in range(20) if i % 3] and
+   all(r.value == b"v" + r.opaque for r in hits),
+   "pipelined mg v [f] O q x20 + mn: %d hits in order, misses silent, MN last" % len(hits), reps)
+ok(all((r.flags is not None) == (int(r.opaque) % 2 == 0) for r in hits),
    "f comes back exactly when asked for")
 
 # mg with s t c, T before t, and EN with k/O

@@ -10,7 +10,8 @@
 #     gets back, parsed from a connection buffer): the target of at
 #     most 100 instructions per header is the budget;
 #   - mc_parse_reply on "VA 100 f0 kuser:12345" (the general parser, which
-#     every other shape takes): a regression guard.
+#     every other shape and every incomplete reply takes): a regression
+#     guard.
 # Allocations are counted by an LD_PRELOAD shim built here; the count must
 # not grow with the number of replies.
 #
@@ -18,13 +19,13 @@
 #        CC=clang test/unit/parser_budget.sh
 #
 # Measured with gcc 12.2 -O2 on x86-64 (Debian 12): 98.0 for the hot path
-# (budget 100, the target), 135.0 for the general parser (budget 155,
+# (budget 100, the target), 275.1 for the general parser (budget 315,
 # +15%).  Lower a budget when the parser gets faster; raise one only with a
 # reason in the commit message.
 set -u
 
 BUDGET_Z=100
-BUDGET_GENERAL=155
+BUDGET_GENERAL=315
 K1=20000
 K2=120000
 
