@@ -160,19 +160,11 @@ bad_endpoint(const char *entry, const char *why)
 static long
 parse_endpoint_number(const char *s, long min, long max)
 {
-	long		v = 0;
+	uint64_t	v;
 
-	if (*s == '\0')
+	if (!mc_parse_u64(s, strlen(s), (uint64_t) max, &v) || v < (uint64_t) min)
 		return -1;
-	for (; *s; s++)
-	{
-		if (!isdigit((unsigned char) *s))
-			return -1;
-		v = v * 10 + (*s - '0');
-		if (v > max)
-			return -1;
-	}
-	return v < min ? -1 : v;
+	return (long) v;
 }
 
 /*

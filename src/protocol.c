@@ -2,7 +2,9 @@
  * protocol.c — memcached meta protocol: key checking, request encoding and
  * the in-place reply parser.
  *
- * Owns: the byte-level wire format, and nothing else.  Must not: include
+ * Owns: the byte-level wire format, and the one decimal-number rule every
+ * number read from untrusted text goes through (server replies here, option
+ * values and STAT lines in the backend files).  Must not: include
  * PostgreSQL headers, allocate, do I/O, or keep mutable state between calls.
  * Every entry point works on caller-owned buffers, so this file can be unit
  * tested, fuzzed and benchmarked on its own and linked into the extension
@@ -124,6 +126,50 @@ mc_key_check(const char *key, size_t len, bool *b64)
 		return len > MC_KEY_MAX ? MC_KEY_TOO_LONG : MC_KEY_OK;
 	*b64 = true;
 	return len > MC_KEY_MAX_B64 ? MC_KEY_TOO_LONG : MC_KEY_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Decimal numbers
+ * --------------------------------------------------------------------- */
+
+/*
+ * One rule for every decimal number read from untrusted text, whether a
+ * server's reply or an option value: digits only, at least one, and a value
+ * above max (overflow included) is an error, never a wrap.  10 * v + d <= max
+ * is tested as v <= (max - d) / 10, which cannot overflow.
+ */
+bool
+mc_parse_u64(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+	uint64_t	v = 0;
+	size_t		i;
+
+	if (len == 0)
+		return false;
+	for (i = 0; i < len; i++)
+	{
+		unsigned	d = (unsigned) (unsigned char) s[i] - '0';
+
+		if (d > 9 || d > max || v > (max - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return true;
+}
+
+/* The same with an optional '-': the whole int64 range, INT64_MIN included. */
+bool
+mc_parse_i64(const char *s, size_t len, int64_t *out)
+{
+	bool		neg = len > 0 && s[0] == '-';
+	uint64_t	v;
+
+	if (!mc_parse_u64(s + neg, len - neg, (uint64_t) INT64_MAX + neg, &v))
+		return false;
+	/* two's complement negation; exact for INT64_MIN */
+	*out = neg ? (int64_t) (0 - v) : (int64_t) v;
+	return true;
 }
 
 /* ---------------------------------------------------------------------
@@ -384,7 +430,7 @@ scan_token(const unsigned char *p, const unsigned char *bufend)
 
 /*
  * The CR ends every digit run, so no bounds check is needed.  The sum may
- * wrap for 20+ digit runs; callers re-check those with exact_u64, so the
+ * wrap for 20+ digit runs; callers re-check those with mc_parse_u64, so the
  * common short number costs one multiply-add per digit and nothing else.
  */
 static inline const unsigned char *
@@ -402,30 +448,15 @@ scan_digits(const unsigned char *p, uint64_t *out)
 	return p;
 }
 
-/* Slow path for long digit runs: overflow must be BAD, never a wrap. */
-static bool
-exact_u64(const unsigned char *p, const unsigned char *q, uint64_t *out)
-{
-	uint64_t	v = 0;
-
-	for (; p < q; p++)
-	{
-		if (v > (UINT64_MAX - (uint64_t) (*p - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t) (*p - '0');
-	}
-	*out = v;
-	return true;
-}
-
 /*
  * A number is good when it has at least one digit and fits 64 bits; the
- * 20-digit test keeps exact_u64 off the hot path.
+ * 20-digit test keeps the exact parse off the hot path.
  */
 static inline bool
 number_ok(const unsigned char *p, const unsigned char *q, uint64_t *v)
 {
-	return q != p && (q - p < 20 || exact_u64(p, q, v));
+	return q != p &&
+		(q - p < 20 || mc_parse_u64((const char *) p, (size_t) (q - p), UINT64_MAX, v));
 }
 
 /*

@@ -1,6 +1,6 @@
 /*
- * protocol.h — memcached meta protocol: key checking, request encoding and
- * the in-place reply parser.
+ * protocol.h — memcached meta protocol: key checking, request encoding, the
+ * in-place reply parser, and the decimal-number rule.
  *
  * Owns: everything that turns a request into bytes and bytes into a reply
  * description.  Must not: include PostgreSQL headers, allocate memory, do
@@ -80,6 +80,17 @@ typedef struct McReqOpts
  * (with mc_b64_encode and the b flag) so they can never inject protocol.
  */
 extern McKeyStatus mc_key_check(const char *key, size_t len, bool *b64);
+
+/*
+ * mc_parse_u64: the decimal number in s[0..len) (not NUL-terminated) into
+ * *out, if it is at most max.  Digits only: no sign, no spaces, no "0x".
+ * False, leaving *out alone, for an empty run, any other byte, or a value
+ * above max (overflow included).  Leading zeros are allowed.
+ * mc_parse_i64: the same with an optional leading '-', over the whole
+ * int64 range.
+ */
+extern bool mc_parse_u64(const char *s, size_t len, uint64_t max, uint64_t *out);
+extern bool mc_parse_i64(const char *s, size_t len, int64_t *out);
 
 /* Standard base64 (RFC 4648, with padding).  Returns bytes written. */
 extern size_t mc_b64_encode(const unsigned char *src, size_t len, char *dst);

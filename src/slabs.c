@@ -111,17 +111,17 @@ static void
 class_line(InstSlabs *s, const char *name, size_t namelen,
 		   const char *value, size_t valuelen, bool items)
 {
-	size_t		p = 0;
-	int			id = 0;
+	const char *colon = memchr(name, ':', namelen);
+	size_t		p;
+	uint64_t	id;
 	int			first = items ? SF_I_NUMBER : SF_S_CHUNK_SIZE;
 	int			last = items ? SF_COUNT : SF_I_NUMBER;
 	SlabClass  *c;
 
-	while (p < namelen && name[p] >= '0' && name[p] <= '9' && id <= MC_SLAB_CLASS_MAX)
-		id = id * 10 + (name[p++] - '0');
-	if (p == 0 || p >= namelen || name[p] != ':' || id < 1 || id > MC_SLAB_CLASS_MAX)
+	if (colon == NULL ||
+		!mc_parse_u64(name, (size_t) (colon - name), MC_SLAB_CLASS_MAX, &id) || id < 1)
 		return;
-	p++;
+	p = (size_t) (colon - name) + 1;
 	if ((c = s->cls[id]) == NULL)
 		c = s->cls[id] = palloc0(sizeof(SlabClass));
 	if (items)

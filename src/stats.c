@@ -42,30 +42,11 @@ PG_FUNCTION_INFO_V1(mc_server_stats);
 bool
 McStatParseInt64(const char *s, size_t len, int64 *out)
 {
-	uint64		v = 0;
-	size_t		i = 0;
-	bool		neg = false;
+	int64_t		v;
 
-	if (len > 0 && s[0] == '-')
-	{
-		neg = true;
-		i = 1;
-	}
-	if (i == len)
+	if (!mc_parse_i64(s, len, &v))
 		return false;
-	for (; i < len; i++)
-	{
-		unsigned	d = (unsigned char) s[i] - '0';
-
-		if (d > 9 || v > (PG_UINT64_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	if (!neg && v > (uint64) PG_INT64_MAX)
-		return false;
-	if (neg && v > (uint64) PG_INT64_MAX + 1)
-		return false;
-	*out = neg ? (int64) (0 - v) : (int64) v;
+	*out = v;
 	return true;
 }
 

@@ -1317,6 +1317,7 @@ static void
 test_keys(void)
 {
 	char		key[400];
+	char		wire[MC_KEY_MAX];
 	bool		b64;
 	McKeyStatus st;
 	int			c;
@@ -1334,7 +1335,7 @@ test_keys(void)
 	memset(key, '\xe9', sizeof(key));
 	st = mc_key_check(key, 186, &b64);
 	tap_ok(st == MC_KEY_OK && b64 &&
-		   mc_b64_encode((const unsigned char *) key, 186, key + 200) == 248,
+		   mc_b64_encode((const unsigned char *) key, 186, wire) == 248,
 		   "186 binary bytes: base64, 248 on the wire");
 	st = mc_key_check(key, 187, &b64);
 	tap_ok(st == MC_KEY_TOO_LONG, "187 binary bytes: too long");
@@ -1499,6 +1500,125 @@ test_encode_get_value(void)
 		   "encode_get_value: refuses an over-long key");
 }
 
+/*
+ * The decimal rule: digits only, at least one, bounded by max with no wrap;
+ * the signed form over the whole int64 range.  Random values are checked
+ * against snprintf's rendering of them, and every bound is tried at
+ * max - 1, max and max + 1.
+ */
+static void
+test_decimal(void)
+{
+	static const struct
+	{
+		const char *in;
+		uint64_t	max;
+		bool		ok;
+		uint64_t	v;
+	}			u[] = {
+		{"0", UINT64_MAX, true, 0},
+		{"007", UINT64_MAX, true, 7},
+		{"18446744073709551615", UINT64_MAX, true, UINT64_MAX},
+		{"18446744073709551616", UINT64_MAX, false, 0},
+		{"99999999999999999999", UINT64_MAX, false, 0},
+		{"184467440737095516150", UINT64_MAX, false, 0},
+		{"", UINT64_MAX, false, 0},
+		{"-1", UINT64_MAX, false, 0},
+		{"+1", UINT64_MAX, false, 0},
+		{" 1", UINT64_MAX, false, 0},
+		{"1 ", UINT64_MAX, false, 0},
+		{"12x", UINT64_MAX, false, 0},
+		{"1.5", UINT64_MAX, false, 0},
+		{"0x10", UINT64_MAX, false, 0},
+		{"65535", 65535, true, 65535},
+		{"65536", 65535, false, 0},
+		{"0", 0, true, 0},
+		{"1", 0, false, 0},
+		{"9", 8, false, 0},
+		{"8", 8, true, 8},
+		{"255", 255, true, 255},
+		{"256", 255, false, 0},
+		{"2550", 255, false, 0},
+	};
+	static const struct
+	{
+		const char *in;
+		bool		ok;
+		int64_t		v;
+	}			sg[] = {
+		{"0", true, 0},
+		{"-0", true, 0},
+		{"42", true, 42},
+		{"-42", true, -42},
+		{"9223372036854775807", true, INT64_MAX},
+		{"9223372036854775808", false, 0},
+		{"-9223372036854775808", true, INT64_MIN},
+		{"-9223372036854775809", false, 0},
+		{"18446744073709551615", false, 0},
+		{"-", false, 0},
+		{"", false, 0},
+		{"--1", false, 0},
+		{"+1", false, 0},
+		{"-1x", false, 0},
+		{"1-", false, 0},
+	};
+	size_t		i;
+	int			bad = 0;
+
+	for (i = 0; i < sizeof(u) / sizeof(u[0]); i++)
+	{
+		uint64_t	v = 12345;
+		bool		got = mc_parse_u64(u[i].in, strlen(u[i].in), u[i].max, &v);
+
+		tap_ok(got == u[i].ok && v == (got ? u[i].v : 12345),
+			   "mc_parse_u64(\"%s\", max %llu): %s", u[i].in,
+			   (unsigned long long) u[i].max, u[i].ok ? "accepted" : "refused, out untouched");
+	}
+	for (i = 0; i < sizeof(sg) / sizeof(sg[0]); i++)
+	{
+		int64_t		v = 12345;
+		bool		got = mc_parse_i64(sg[i].in, strlen(sg[i].in), &v);
+
+		tap_ok(got == sg[i].ok && v == (got ? sg[i].v : 12345),
+			   "mc_parse_i64(\"%s\"): %s", sg[i].in, sg[i].ok ? "accepted" : "refused");
+	}
+	/* the length is what counts, not a NUL: "12" of "123" */
+	{
+		uint64_t	v = 0;
+
+		tap_ok(mc_parse_u64("123", 2, UINT64_MAX, &v) && v == 12,
+			   "mc_parse_u64 reads exactly len bytes");
+	}
+	for (i = 0; i < 3000; i++)
+	{
+		uint64_t	x = rnd() >> rnd_below(64);
+		uint64_t	max = rnd_below(4) == 0 ? x : rnd() >> rnd_below(64);
+		char		buf[32];
+		int			n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long) x);
+		uint64_t	v = 0;
+		bool		got = mc_parse_u64(buf, (size_t) n, max, &v);
+		int64_t		sx = (int64_t) rnd();
+		int64_t		sv = 0;
+
+		if (got != (x <= max) || (got && v != x))
+			bad++;
+		if (max > 0 && max < UINT64_MAX &&
+			(!mc_parse_u64(buf, (size_t) snprintf(buf, sizeof(buf), "%llu",
+												  (unsigned long long) max), max, &v) ||
+			 v != max ||
+			 mc_parse_u64(buf, (size_t) snprintf(buf, sizeof(buf), "%llu",
+												 (unsigned long long) (max + 1)), max, &v) ||
+			 !mc_parse_u64(buf, (size_t) snprintf(buf, sizeof(buf), "%llu",
+												  (unsigned long long) (max - 1)), max, &v) ||
+			 v != max - 1))
+			bad++;
+		n = snprintf(buf, sizeof(buf), "%lld", (long long) sx);
+		if (!mc_parse_i64(buf, (size_t) n, &sv) || sv != sx)
+			bad++;
+	}
+	tap_ok(bad == 0, "decimal: 3000 random values and bounds agree with snprintf");
+}
+
 int
 main(void)
 {
@@ -1515,6 +1635,7 @@ main(void)
 	test_encoders();
 	test_base64();
 	test_keys();
+	test_decimal();
 	test_opaque_shape();
 	test_encode_get_opaque();
 	test_encode_get_value();
