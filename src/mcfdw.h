@@ -120,7 +120,6 @@ extern List *McUsableServers(void);
 extern char *mc_default_server;
 extern bool mc_debug_check_rows;
 extern void McOptionsInit(void);
-extern const char *McDistName(McDist dist);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
 

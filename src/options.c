@@ -1,16 +1,19 @@
 /*
  * options.c — what a user can configure, and the checks on it.
  *
- * Owns: the foreign-data-wrapper validator, parsing of foreign-server options
- * into an McServerConfig, and the mcfdw.* GUCs.  Must not: open connections
- * or look at the pool.  Everything that chooses a host lives in foreign-server
- * options, which only roles allowed to create or alter servers can set; no
- * GUC lets an ordinary user point mcfdw at a host.
+ * Owns: the option table (every option's name, the catalog it is valid in,
+ * its default and its parse function), which drives the
+ * foreign-data-wrapper validator, the parsing of a foreign server's options
+ * into an McServerConfig and the "valid options" hint; and the mcfdw.*
+ * GUCs.  Must not: open connections or read pool state; its one call into
+ * the pool is mcfdw.server's assign hook, which tells the pool to forget
+ * the default server it cached.  Everything that chooses a host lives in
+ * foreign-server options, which only roles allowed to create or alter
+ * servers can set; no GUC lets an ordinary user point mcfdw at a host.
  */
 #include "postgres.h"
 
 #include <ctype.h>
-#include <limits.h>
 
 #include "access/reloptions.h"
 #include "catalog/pg_foreign_server.h"
@@ -34,46 +37,11 @@ char	   *mc_default_server = NULL;
 /* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
 bool		mc_debug_check_rows = false;
 
-/* The server options, in the order the errhint lists them. */
-static const char *const server_options[] = {
-	"servers", "connect_timeout", "io_timeout", "distribution",
-	"key_prefix", "long_keys", "failure_limit", "retry_delay", "failover", NULL
-};
-
 /* mcfdw.server's assign hook: the pool forgets which server it named. */
 static void
 default_server_assign(const char *newval, void *extra)
 {
 	McServerForgetDefault();
-}
-
-/*
- * Distribution names: each reproduces one client family's routing (see
- * ring.h for which client setting each matches).
- */
-static const struct
-{
-	const char *name;
-	McDist		dist;
-}			distributions[] =
-{
-	{"ketama", MC_DIST_KETAMA},
-	{"ketama_md5", MC_DIST_KETAMA_MD5},
-	{"ketama_weighted", MC_DIST_KETAMA_WEIGHTED},
-	{"ketama_weighted_oat", MC_DIST_KETAMA_WEIGHTED_OAT},
-	{"dalli", MC_DIST_DALLI},
-	{"modula", MC_DIST_MODULA},
-	{NULL, MC_DIST_KETAMA}
-};
-
-/* Name of a distribution, for the mc_servers view. */
-const char *
-McDistName(McDist dist)
-{
-	for (int i = 0; distributions[i].name; i++)
-		if (distributions[i].dist == dist)
-			return distributions[i].name;
-	return "?";
 }
 
 /* Set up the GUCs; called once from _PG_init. */
@@ -99,23 +67,6 @@ McOptionsInit(void)
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mcfdw");
-}
-
-/*
- * Build the errhint list of valid options: the user mistyped something and
- * needs to see what is accepted, as postgres_fdw does.
- */
-static char *
-valid_options_hint(Oid catalog)
-{
-	StringInfoData buf;
-
-	if (catalog != ForeignServerRelationId)
-		return psprintf("There are no valid options in this context.");
-	initStringInfo(&buf);
-	for (int i = 0; server_options[i]; i++)
-		appendStringInfo(&buf, "%s%s", i ? ", " : "", server_options[i]);
-	return psprintf("Valid options in this context are: %s.", buf.data);
 }
 
 /*
@@ -294,6 +245,207 @@ parse_servers(const char *value, McServerConfig *cfg)
 	pfree(copy);
 }
 
+/* "Valid values are "a", "b" and "c".": the hint of a bad choice. */
+static char *
+valid_values_hint(const char *const *names, int n)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s\"%s\"",
+						 i == 0 ? "" : i == n - 1 ? " and " : ", ", names[i]);
+	return psprintf("Valid values are %s.", buf.data);
+}
+
+/* Reject a value that is not one of names[0..n-1]. */
+static void
+bad_choice(const char *name, const char *value, const char *const *names, int n)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+			 errmsg("invalid value for option \"%s\": \"%s\"", name, value),
+			 errhint("%s", valid_values_hint(names, n))));
+}
+
+/* ---- the option table -------------------------------------------------- */
+
+typedef struct McOption McOption;
+
+/*
+ * Parse value (the option's own or its default) into cfg, raising an error
+ * that names the option when it is invalid.
+ */
+typedef void (*McOptionParse) (const McOption *opt, const char *value,
+							   McServerConfig *cfg);
+
+struct McOption
+{
+	const char *name;
+	Oid			context;		/* catalog it is valid in (ForeignServerRelationId,
+								 * UserMappingRelationId, ...) */
+	const char *default_value;	/* parsed when the option is absent; NULL: none */
+	McOptionParse parse;
+	size_t		field;			/* offset of the McServerConfig field it sets */
+	int			min;			/* whole-number options: range and unit */
+	int			max;
+	int			unit;			/* GUC_UNIT_MS, GUC_UNIT_S or 0 */
+};
+
+#define CFG_FIELD(f) offsetof(McServerConfig, f)
+
+static void
+opt_servers(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	parse_servers(value, cfg);
+}
+
+static void
+opt_int(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	*(int *) ((char *) cfg + opt->field) =
+		parse_int_option(opt->name, value, opt->unit, opt->min, opt->max);
+}
+
+static void
+opt_bool(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	if (!parse_bool(value, (bool *) ((char *) cfg + opt->field)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" requires a Boolean value", opt->name)));
+}
+
+/* The names are ring.c's; the hint lists them in McDist order. */
+static void
+opt_distribution(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	const char *names[MC_NDIST];
+
+	if (mc_dist_from_name(value, &cfg->distribution))
+		return;
+	for (int i = 0; i < MC_NDIST; i++)
+		names[i] = mc_dist_name((McDist) i);
+	bad_choice(opt->name, value, names, MC_NDIST);
+}
+
+static void
+opt_long_keys(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	static const char *const names[] = {"error", "dalli"};
+
+	if (strcmp(value, "dalli") == 0)
+		cfg->long_keys_dalli = true;
+	else if (strcmp(value, "error") == 0)
+		cfg->long_keys_dalli = false;
+	else
+		bad_choice(opt->name, value, names, lengthof(names));
+}
+
+static void
+opt_key_prefix(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	if (strlen(value) > MC_MAX_KEY_PREFIX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("value for option \"%s\" is too long", opt->name),
+				 errdetail("The limit is %d bytes.", MC_MAX_KEY_PREFIX)));
+	cfg->key_prefix = pstrdup(value);
+	cfg->key_prefix_len = (int) strlen(value);
+}
+
+/*
+ * Every option, in the order the "valid options" hint lists them.  Adding
+ * an option is one row here (and a parse function when no existing one
+ * fits).  Options of user mappings are rows with UserMappingRelationId;
+ * they parse into the same McServerConfig, because what a connection uses
+ * is its server's options plus the current user's mapping.
+ */
+static const McOption options_table[] = {
+	{.name = "servers", .context = ForeignServerRelationId,
+	 .default_value = "127.0.0.1:" CppAsString2(MC_DEFAULT_PORT),
+	 .parse = opt_servers},
+	{.name = "connect_timeout", .context = ForeignServerRelationId,
+	 .default_value = CppAsString2(MC_DEFAULT_CONNECT_TIMEOUT),
+	 .parse = opt_int, .field = CFG_FIELD(connect_timeout),
+	 .min = 0, .max = 3600000, .unit = GUC_UNIT_MS},
+	{.name = "io_timeout", .context = ForeignServerRelationId,
+	 .default_value = CppAsString2(MC_DEFAULT_IO_TIMEOUT),
+	 .parse = opt_int, .field = CFG_FIELD(io_timeout),
+	 .min = 0, .max = 3600000, .unit = GUC_UNIT_MS},
+	{.name = "distribution", .context = ForeignServerRelationId,
+	 .default_value = "ketama", .parse = opt_distribution},
+	{.name = "key_prefix", .context = ForeignServerRelationId,
+	 .default_value = "", .parse = opt_key_prefix},
+	{.name = "long_keys", .context = ForeignServerRelationId,
+	 .default_value = "error", .parse = opt_long_keys},
+	{.name = "failure_limit", .context = ForeignServerRelationId,
+	 .default_value = CppAsString2(MC_DEFAULT_FAILURE_LIMIT),
+	 .parse = opt_int, .field = CFG_FIELD(failure_limit),
+	 .min = 1, .max = 1000},
+	{.name = "retry_delay", .context = ForeignServerRelationId,
+	 .default_value = CppAsString2(MC_DEFAULT_RETRY_DELAY),
+	 .parse = opt_int, .field = CFG_FIELD(retry_delay),
+	 .min = 0, .max = 86400, .unit = GUC_UNIT_S},
+	{.name = "failover", .context = ForeignServerRelationId,
+	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(failover)},
+};
+
+#define NOPTIONS	((int) lengthof(options_table))
+
+/*
+ * The errhint listing the options valid in a catalog: the user mistyped
+ * something and needs to see what is accepted, as postgres_fdw does.
+ */
+static char *
+valid_options_hint(Oid context)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < NOPTIONS; i++)
+		if (options_table[i].context == context)
+			appendStringInfo(&buf, "%s%s", buf.len ? ", " : "",
+							 options_table[i].name);
+	if (buf.len == 0)
+		return psprintf("There are no valid options in this context.");
+	return psprintf("Valid options in this context are: %s.", buf.data);
+}
+
+/*
+ * Parse the options given for one catalog object in list order (so the
+ * first bad one is the one reported), then the defaults of those not given.
+ */
+static void
+parse_options(List *options, Oid context, McServerConfig *cfg)
+{
+	bool		given[lengthof(options_table)] = {0};
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		int			i;
+
+		for (i = 0; i < NOPTIONS; i++)
+			if (options_table[i].context == context &&
+				strcmp(options_table[i].name, def->defname) == 0)
+				break;
+		if (i == NOPTIONS)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\"", def->defname),
+					 errhint("%s", valid_options_hint(context))));
+		options_table[i].parse(&options_table[i], defGetString(def), cfg);
+		given[i] = true;
+	}
+	for (int i = 0; i < NOPTIONS; i++)
+		if (options_table[i].context == context && !given[i] &&
+			options_table[i].default_value != NULL)
+			options_table[i].parse(&options_table[i],
+								   options_table[i].default_value, cfg);
+}
+
 /*
  * Turn a foreign server's option list into a config, raising an error for
  * anything invalid.  Used by the validator (so bad options never reach the
@@ -304,88 +456,9 @@ void
 McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	ListCell   *lc;
-	bool		have_servers = false;
 
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->connect_timeout = MC_DEFAULT_CONNECT_TIMEOUT;
-	cfg->io_timeout = MC_DEFAULT_IO_TIMEOUT;
-	cfg->distribution = MC_DIST_KETAMA;
-	cfg->key_prefix = "";
-	cfg->failure_limit = MC_DEFAULT_FAILURE_LIMIT;
-	cfg->retry_delay = MC_DEFAULT_RETRY_DELAY;
-	cfg->failover = false;
-
-	foreach(lc, options)
-	{
-		DefElem    *def = lfirst_node(DefElem, lc);
-		const char *name = def->defname;
-		char	   *value = defGetString(def);
-
-		if (strcmp(name, "servers") == 0)
-		{
-			parse_servers(value, cfg);
-			have_servers = true;
-		}
-		else if (strcmp(name, "connect_timeout") == 0)
-			cfg->connect_timeout = parse_int_option(name, value, GUC_UNIT_MS, 0, 3600000);
-		else if (strcmp(name, "io_timeout") == 0)
-			cfg->io_timeout = parse_int_option(name, value, GUC_UNIT_MS, 0, 3600000);
-		else if (strcmp(name, "failure_limit") == 0)
-			cfg->failure_limit = parse_int_option(name, value, 0, 1, 1000);
-		else if (strcmp(name, "retry_delay") == 0)
-			cfg->retry_delay = parse_int_option(name, value, GUC_UNIT_S, 0, 86400);
-		else if (strcmp(name, "failover") == 0)
-		{
-			if (!parse_bool(value, &cfg->failover))
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("option \"%s\" requires a Boolean value", name)));
-		}
-		else if (strcmp(name, "distribution") == 0)
-		{
-			int			i;
-
-			for (i = 0; distributions[i].name; i++)
-				if (strcmp(value, distributions[i].name) == 0)
-					break;
-			if (distributions[i].name == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("invalid value for option \"distribution\": \"%s\"", value),
-						 errhint("Valid values are \"ketama\", \"ketama_md5\", \"ketama_weighted\", \"ketama_weighted_oat\", \"dalli\" and \"modula\".")));
-			cfg->distribution = distributions[i].dist;
-		}
-		else if (strcmp(name, "long_keys") == 0)
-		{
-			if (strcmp(value, "dalli") == 0)
-				cfg->long_keys_dalli = true;
-			else if (strcmp(value, "error") == 0)
-				cfg->long_keys_dalli = false;
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("invalid value for option \"long_keys\": \"%s\"", value),
-						 errhint("Valid values are \"error\" and \"dalli\".")));
-		}
-		else if (strcmp(name, "key_prefix") == 0)
-		{
-			if (strlen(value) > MC_MAX_KEY_PREFIX)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("value for option \"key_prefix\" is too long"),
-						 errdetail("The limit is %d bytes.", MC_MAX_KEY_PREFIX)));
-			cfg->key_prefix = pstrdup(value);
-		}
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-					 errmsg("invalid option \"%s\"", name),
-					 errhint("%s", valid_options_hint(ForeignServerRelationId))));
-	}
-	if (!have_servers)
-		parse_servers("127.0.0.1:11211", cfg);
-	cfg->key_prefix_len = (int) strlen(cfg->key_prefix);
+	parse_options(options, ForeignServerRelationId, cfg);
 
 	/*
 	 * Dalli digests the namespaced key "ns:key", so with long_keys "dalli" a
@@ -406,32 +479,28 @@ McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 /*
  * Validator of the mcfdw wrapper: runs on CREATE/ALTER of the wrapper,
  * servers, user mappings and foreign tables with the complete new option
- * list.  Only servers take options.
+ * list, which is parsed exactly as its users will parse it.
  */
 Datum
 mcfdw_validator(PG_FUNCTION_ARGS)
 {
 	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
 	Oid			catalog = PG_GETARG_OID(1);
+	McServerConfig cfg;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "mcfdw validator",
+											  ALLOCSET_SMALL_SIZES);
 
 	if (catalog == ForeignServerRelationId)
-	{
-		McServerConfig cfg;
-		MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
-												  "mcfdw validator",
-												  ALLOCSET_SMALL_SIZES);
-
 		McParseServerOptions(options, &cfg, cxt);
-		MemoryContextDelete(cxt);
-	}
-	else if (options != NIL)
+	else
 	{
-		DefElem    *def = linitial_node(DefElem, options);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
 
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-				 errmsg("invalid option \"%s\"", def->defname),
-				 errhint("%s", valid_options_hint(catalog))));
+		memset(&cfg, 0, sizeof(cfg));
+		parse_options(options, catalog, &cfg);
+		MemoryContextSwitchTo(old);
 	}
+	MemoryContextDelete(cxt);
 	PG_RETURN_VOID();
 }

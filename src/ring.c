@@ -2,8 +2,9 @@
  * ring.c — continuum construction, bucket-table lookup and failover routing
  * for the Dalli, libmemcached-ketama and modula key distributions.
  *
- * Owns: reproducing, bit for bit, which server each client family sends a
- * key to, and Dalli's key transformation (namespace, long-key digest).
+ * Owns: the table of distributions (names, key hash, layout), reproducing,
+ * bit for bit, which server each client family sends a key to, and Dalli's
+ * key transformation (namespace, long-key digest).
  * Must not: include PostgreSQL headers, do I/O, keep mutable globals, or
  * allocate other than through the McAllocFn passed to the build functions.
  * Lookups and mc_ring_pick are allocation-free and run in bounded time.
@@ -37,34 +38,63 @@ typedef enum KeyHash
 } KeyHash;
 
 /*
- * Each distribution reduces to a key hash plus a point layout; keeping that
- * mapping in one place means the lookup code never switches on McDist
- * names.
+ * The one list of distributions: the name users write, and what each
+ * reduces to.  Indexed by McDist, so a lookup is one load (the key hash is
+ * read per key); the build below reads these columns instead of comparing
+ * McDist values.
  */
-static KeyHash
-dist_key_hash(McDist dist)
+typedef struct DistInfo
 {
-	switch (dist)
-	{
-		case MC_DIST_DALLI:
-			return KH_CRC32;
-		case MC_DIST_KETAMA_MD5:
-		case MC_DIST_KETAMA_WEIGHTED:
-			return KH_MD5;
-		case MC_DIST_KETAMA:
-		case MC_DIST_KETAMA_WEIGHTED_OAT:
-		case MC_DIST_MODULA:
-			break;
-	}
-	return KH_OAT;
+	const char *name;			/* "distribution" option value */
+	KeyHash		key_hash;		/* libmemcached "hash" / Dalli's CRC-32 */
+	bool		ketama;			/* libmemcached continuum (successor search) */
+	bool		always_weighted;	/* weighted layout even at equal weights */
+} DistInfo;
+
+static const DistInfo dists[] = {
+	[MC_DIST_KETAMA] = {"ketama", KH_OAT, true, false},
+	[MC_DIST_KETAMA_MD5] = {"ketama_md5", KH_MD5, true, false},
+	[MC_DIST_KETAMA_WEIGHTED] = {"ketama_weighted", KH_MD5, true, true},
+	[MC_DIST_KETAMA_WEIGHTED_OAT] = {"ketama_weighted_oat", KH_OAT, true, true},
+	[MC_DIST_DALLI] = {"dalli", KH_CRC32, false, false},
+	[MC_DIST_MODULA] = {"modula", KH_OAT, false, false},
+};
+
+/* C99 has no static_assert: a negative array size stops the build instead. */
+typedef char mc_dists_complete[(sizeof(dists) / sizeof(dists[0]) == MC_NDIST) ? 1 : -1];
+
+static bool
+dist_valid(McDist dist)
+{
+	return (unsigned) dist < MC_NDIST;
 }
 
-/* Successor-search continua: all libmemcached consistent distributions. */
-static bool
-dist_is_ketama(McDist dist)
+const char *
+mc_dist_name(McDist dist)
 {
-	return dist == MC_DIST_KETAMA || dist == MC_DIST_KETAMA_MD5 ||
-		dist == MC_DIST_KETAMA_WEIGHTED || dist == MC_DIST_KETAMA_WEIGHTED_OAT;
+	return dist_valid(dist) ? dists[dist].name : "?";
+}
+
+bool
+mc_dist_from_name(const char *name, McDist *dist)
+{
+	int			i;
+
+	for (i = 0; i < MC_NDIST; i++)
+	{
+		if (strcmp(name, dists[i].name) == 0)
+		{
+			*dist = (McDist) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool
+mc_dist_is_ketama(McDist dist)
+{
+	return dist_valid(dist) && dists[dist].ketama;
 }
 
 /*
@@ -82,7 +112,7 @@ md5_word(const unsigned char *d, unsigned int word)
 
 /* The key hash itself, shared by mc_ring_key_hash and the failover paths. */
 static uint32_t
-hash_bytes(KeyHash kh, const char *data, size_t len)
+key_hash(KeyHash kh, const char *data, size_t len)
 {
 	unsigned char d[MC_MD5_DIGEST_LEN];
 
@@ -247,7 +277,7 @@ emit_points(McDist dist, bool weighted, const McRingNode *node,
 			out[i].server = server;
 		}
 	}
-	else if (weighted || dist_key_hash(dist) == KH_MD5)
+	else if (weighted || dists[dist].key_hash == KH_MD5)
 	{
 		/* weighted: 4 points per name; unweighted MD5: MD5 word 0 only */
 		uint32_t	per = weighted ? 4 : 1;
@@ -325,9 +355,7 @@ validate(McDist dist, const McRingNode *nodes, int n, McAllocFn alloc,
 {
 	int			i;
 
-	if (dist != MC_DIST_KETAMA && dist != MC_DIST_DALLI &&
-		dist != MC_DIST_MODULA && dist != MC_DIST_KETAMA_MD5 &&
-		dist != MC_DIST_KETAMA_WEIGHTED && dist != MC_DIST_KETAMA_WEIGHTED_OAT)
+	if (!dist_valid(dist))
 	{
 		*errmsg = "unknown key distribution";
 		return false;
@@ -384,7 +412,7 @@ build(McDist dist, const McRingNode *nodes, int n, const bool *alive,
 	uint64_t	npoints = 0;
 	int			live = 0;
 	int			i;
-	bool		ketama = dist_is_ketama(dist);
+	bool		ketama;
 	const char *dummy;
 
 	if (errmsg == NULL)
@@ -392,6 +420,7 @@ build(McDist dist, const McRingNode *nodes, int n, const bool *alive,
 	*errmsg = NULL;
 	if (!validate(dist, nodes, n, alloc, errmsg))
 		return NULL;
+	ketama = dists[dist].ketama;
 	if (!ketama)
 		alive = NULL;
 
@@ -408,8 +437,7 @@ build(McDist dist, const McRingNode *nodes, int n, const bool *alive,
 
 	if (ketama)
 	{
-		ring->weighted = (dist == MC_DIST_KETAMA_WEIGHTED ||
-						  dist == MC_DIST_KETAMA_WEIGHTED_OAT);
+		ring->weighted = dists[dist].always_weighted;
 		for (i = 0; i < n; i++)
 			if (nodes[i].weight > 1)
 				ring->weighted = true;
@@ -504,7 +532,7 @@ mc_ring_build_live(McDist dist, const McRingNode *nodes, int n,
 uint32_t
 mc_ring_key_hash(const McRing *ring, const char *key, size_t len)
 {
-	return hash_bytes(dist_key_hash(ring->dist), key, len);
+	return key_hash(dists[ring->dist].key_hash, key, len);
 }
 
 /*

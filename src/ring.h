@@ -2,8 +2,9 @@
  * ring.h — key routing: the consistent-hash continuum of the three client
  * families mcfdw is compatible with, and its bucket lookup table.
  *
- * Owns: continuum construction (ketama / dalli / modula), key hashing, the
- * bucket table and failover routing.  Must not: include PostgreSQL headers,
+ * Owns: the list of distributions (the names users write and what each
+ * reduces to), continuum construction (ketama / dalli / modula), key
+ * hashing, the bucket table and failover routing.  Must not: include PostgreSQL headers,
  * do I/O, or allocate except through the caller's allocator at build time.
  * Lookups allocate nothing.
  */
@@ -39,12 +40,36 @@
 typedef enum McDist
 {
 	MC_DIST_KETAMA = 0,			/* libmemcached / pylibmc / PHP, consistent */
-	MC_DIST_DALLI,				/* Ruby Dalli 2.7 - 5.x */
-	MC_DIST_MODULA,				/* libmemcached default: hash % N (pgmemcache) */
 	MC_DIST_KETAMA_MD5,			/* ketama with the MD5 key hash */
 	MC_DIST_KETAMA_WEIGHTED,	/* libmemcached KETAMA_WEIGHTED behavior */
-	MC_DIST_KETAMA_WEIGHTED_OAT /* CONSISTENT_WEIGHTED with the default hash */
+	MC_DIST_KETAMA_WEIGHTED_OAT,	/* CONSISTENT_WEIGHTED with the default hash */
+	MC_DIST_DALLI,				/* Ruby Dalli 2.7 - 5.x */
+	MC_DIST_MODULA				/* libmemcached default: hash % N (pgmemcache) */
 } McDist;
+
+/*
+ * Number of distributions.  Values 0 .. MC_NDIST - 1 are all valid, in the
+ * order error hints list their names; ring.c's table has one row for each
+ * and fails to compile if one is missing.
+ */
+#define MC_NDIST	(MC_DIST_MODULA + 1)
+
+/*
+ * The name of a distribution, as the "distribution" server option spells
+ * it and the mc_servers view shows it ("ketama", "ketama_md5", ...); "?"
+ * for a value outside the enum.
+ */
+extern const char *mc_dist_name(McDist dist);
+
+/* The distribution a name spells (exact match); false if none does. */
+extern bool mc_dist_from_name(const char *name, McDist *dist);
+
+/*
+ * Is dist one of libmemcached's consistent (ketama) distributions?  Those
+ * search the continuum clockwise and, with failover, are rebuilt without
+ * dead instances (mc_ring_build_live); Dalli and modula are not.
+ */
+extern bool mc_dist_is_ketama(McDist dist);
 
 /* Upper bound on servers per ring (keeps the continuum under ~170k points). */
 #define MC_RING_MAX_SERVERS 1024

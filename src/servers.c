@@ -101,7 +101,7 @@ mc_servers(PG_FUNCTION_ARGS)
 			values[1] = CStringGetTextDatum(ep->host);
 			values[2] = Int32GetDatum(ep->port);
 			values[3] = Int32GetDatum((int32) ep->weight);
-			values[4] = CStringGetTextDatum(McDistName(srv->cfg.distribution));
+			values[4] = CStringGetTextDatum(mc_dist_name(srv->cfg.distribution));
 			values[5] = Int32GetDatum(srv->ring->points_per_server ?
 									  (int32) srv->ring->points_per_server[i] : 0);
 			values[6] = CStringGetTextDatum(conn_state(&cs, dead));

@@ -4,8 +4,8 @@
  *
  *   ringtool [options] DIST host:port[:weight] ...
  *
- * DIST is dalli, ketama, ketama-md5, ketama-weighted, ketama-weighted-oat
- * or modula.  IPv6 hosts are written [addr]:port[:weight].  Keys are read
+ * DIST is a distribution as the "distribution" server option names it, with
+ * hyphens for its underscores (ketama-md5 for ketama_md5).  IPv6 hosts are written [addr]:port[:weight].  Keys are read
  * from stdin, one per line (raw bytes; with -x, hex), and for each one the
  * owning server index is printed.
  *
@@ -45,39 +45,34 @@ malloc_alloc(void *ctx, size_t size)
 static void
 usage(void)
 {
+	int			d;
+	const char *p;
+
 	fprintf(stderr,
 			"usage: ringtool [-x] [-a] [-k] [-n NS] [-b] [-r] [-d LIST] [-F] [-L] [-p] [-s]\n"
 			"                DIST host:port[:weight] ...\n"
-			"DIST: dalli ketama ketama-md5 ketama-weighted ketama-weighted-oat modula\n");
+			"DIST:");
+	for (d = 0; d < MC_NDIST; d++)
+	{
+		fputc(' ', stderr);
+		for (p = mc_dist_name((McDist) d); *p; p++)
+			fputc(*p == '_' ? '-' : *p, stderr);
+	}
+	fputc('\n', stderr);
 	exit(2);
 }
 
+/* ring.c's names, spelled with hyphens on the command line. */
 static int
 parse_dist(const char *s, McDist *dist)
 {
-	static const struct
-	{
-		const char *name;
-		McDist		dist;
-	}			names[] = {
-		{"dalli", MC_DIST_DALLI},
-		{"ketama", MC_DIST_KETAMA},
-		{"ketama-md5", MC_DIST_KETAMA_MD5},
-		{"ketama-weighted", MC_DIST_KETAMA_WEIGHTED},
-		{"ketama-weighted-oat", MC_DIST_KETAMA_WEIGHTED_OAT},
-		{"modula", MC_DIST_MODULA},
-	};
+	char		name[64];
 	size_t		i;
 
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-	{
-		if (strcmp(s, names[i].name) == 0)
-		{
-			*dist = names[i].dist;
-			return 1;
-		}
-	}
-	return 0;
+	for (i = 0; s[i] && i < sizeof(name) - 1; i++)
+		name[i] = s[i] == '-' ? '_' : s[i] == '_' ? '-' : s[i];
+	name[i] = '\0';
+	return s[i] == '\0' && mc_dist_from_name(name, dist);
 }
 
 /* host:port[:weight] or [v6addr]:port[:weight]; the host is copied. */

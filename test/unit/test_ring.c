@@ -17,16 +17,10 @@
 #include "../../src/ring.h"
 #include "tap.h"
 
-#define NDIST 6
-
-static const McDist all_dists[NDIST] = {
-	MC_DIST_DALLI, MC_DIST_KETAMA, MC_DIST_KETAMA_MD5,
-	MC_DIST_KETAMA_WEIGHTED, MC_DIST_KETAMA_WEIGHTED_OAT, MC_DIST_MODULA
-};
-static const char *const dist_names[NDIST] = {
-	"dalli", "ketama", "ketama-md5", "ketama-weighted",
-	"ketama-weighted-oat", "modula"
-};
+/* Every McDist value is a distribution (ring.h). */
+#define NDIST MC_NDIST
+#define all_dists(di)	((McDist) (di))
+#define dist_names(di)	mc_dist_name((McDist) (di))
 
 /* ------------------------------------------------------------ helpers */
 
@@ -183,7 +177,7 @@ bucket_table(void)
 			for (i = 0; i < n; i++)
 				w[i] = 1 + rnd() % 10;
 			make_nodes(nodes, n, w);
-			r = mc_ring_build(all_dists[di], nodes, n, arena_alloc, &a, &err);
+			r = mc_ring_build(all_dists(di), nodes, n, arena_alloc, &a, &err);
 			if (r == NULL)
 			{
 				bad++;
@@ -214,11 +208,11 @@ bucket_table(void)
 			arena_free(&a);
 		}
 		if (!tap_ok(bad == 0, "%s: bucket lookup equals binary search, rings of 2..50 weighted servers (%ld probes)",
-					dist_names[di], probes))
+					dist_names(di), probes))
 			tap_diag("%ld mismatches", bad);
-		if (all_dists[di] != MC_DIST_MODULA)
+		if (all_dists(di) != MC_DIST_MODULA)
 			tap_ok(sizes_ok, "%s: bucket count is the power of two at or above the point count",
-				   dist_names[di]);
+				   dist_names(di));
 	}
 }
 
@@ -464,7 +458,7 @@ failover(void)
 
 	for (di = 0; di < NDIST; di++)
 	{
-		McDist		dist = all_dists[di];
+		McDist		dist = all_dists(di);
 		Arena		a = {0};
 		McRing	   *r;
 		int			bad = 0,
@@ -516,7 +510,7 @@ failover(void)
 		}
 		tap_ok(bad == 0 && moved_live == 0 && nofo_bad == 0,
 			   "%s: failover routes dead primaries like the reference, keeps live primaries, off = primary",
-			   dist_names[di]);
+			   dist_names(di));
 		if (bad || moved_live || nofo_bad)
 			tap_diag("bad %d moved_live %d nofo_bad %d", bad, moved_live, nofo_bad);
 
@@ -524,7 +518,7 @@ failover(void)
 			alive[i] = false;
 		tap_ok(mc_ring_pick(r, "k", 1, alive, true) == -1 &&
 			   mc_ring_pick(r, "k", 1, alive, false) == mc_ring_server_for_key(r, "k", 1),
-			   "%s: all servers dead: -1 with failover, primary without", dist_names[di]);
+			   "%s: all servers dead: -1 with failover, primary without", dist_names(di));
 		arena_free(&a);
 	}
 
@@ -592,7 +586,7 @@ one_server(void)
 	{
 		Arena		a = {0};
 		const char *err;
-		McRing	   *r = mc_ring_build(all_dists[di], &node, 1, arena_alloc, &a, &err);
+		McRing	   *r = mc_ring_build(all_dists(di), &node, 1, arena_alloc, &a, &err);
 		int			ok = r != NULL && r->npoints == 0 && r->nbuckets == 0;
 		int			i;
 
@@ -610,7 +604,7 @@ one_server(void)
 		ok = ok && mc_ring_pick(r, "k", 1, &dead, true) == -1 &&
 			mc_ring_pick(r, "k", 1, &dead, false) == 0;
 		tap_ok(ok, "%s: one server gets every key, no continuum; dead -> -1 only with failover",
-			   dist_names[di]);
+			   dist_names(di));
 		arena_free(&a);
 	}
 }
@@ -769,9 +763,60 @@ dalli_keys(void)
 	}
 }
 
+/*
+ * The distribution table: one distinct name per McDist value, names and
+ * values map both ways, and the ketama family is exactly the four
+ * libmemcached consistent distributions.
+ */
+static void
+dist_table(void)
+{
+	static const struct
+	{
+		const char *name;
+		McDist		dist;
+		bool		ketama;
+	}			want[] = {
+		{"ketama", MC_DIST_KETAMA, true},
+		{"ketama_md5", MC_DIST_KETAMA_MD5, true},
+		{"ketama_weighted", MC_DIST_KETAMA_WEIGHTED, true},
+		{"ketama_weighted_oat", MC_DIST_KETAMA_WEIGHTED_OAT, true},
+		{"dalli", MC_DIST_DALLI, false},
+		{"modula", MC_DIST_MODULA, false},
+	};
+	static const char *const unknown[] = {
+		"", "Ketama", "ketama-md5", "ketama_", "dall", "modula ", "consistent"
+	};
+	size_t		i;
+	McDist		d;
+
+	tap_ok(MC_NDIST == sizeof(want) / sizeof(want[0]), "MC_NDIST is %d", (int) MC_NDIST);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+	{
+		d = (McDist) 99;
+		tap_ok((int) want[i].dist == (int) i &&
+			   strcmp(mc_dist_name(want[i].dist), want[i].name) == 0 &&
+			   mc_dist_from_name(want[i].name, &d) && d == want[i].dist &&
+			   mc_dist_is_ketama(want[i].dist) == want[i].ketama,
+			   "distribution %s: value %d, name both ways, %sketama",
+			   want[i].name, (int) want[i].dist, want[i].ketama ? "" : "not ");
+	}
+	for (i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++)
+	{
+		d = (McDist) 99;
+		tap_ok(!mc_dist_from_name(unknown[i], &d) && d == (McDist) 99,
+			   "\"%s\" is no distribution", unknown[i]);
+	}
+	tap_ok(strcmp(mc_dist_name((McDist) MC_NDIST), "?") == 0 &&
+		   strcmp(mc_dist_name((McDist) -1), "?") == 0 &&
+		   !mc_dist_is_ketama((McDist) MC_NDIST),
+		   "values outside the enum: name \"?\", not ketama");
+}
+
 int
 main(void)
 {
+	dist_table();
 	published_vectors();
 	bucket_sizes();
 	point_counts();
