@@ -540,16 +540,12 @@ arith_common(FunctionCallInfo fcinfo, bool incr)
 	base = roundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, &r);
 	if (r.type == MC_REPLY_VA)
 	{
-		const char *p = base + r.value_off;
+		uint64_t	u;
 
-		if (r.value_len == 0 || r.value_len > 20)
+		/* memcached counters are 64-bit unsigned: anything else is garbage */
+		if (!mc_parse_u64(base + r.value_off, r.value_len, UINT64_MAX, &u))
 			McConnReplyError(conn, base, &r);
-		for (size_t i = 0; i < r.value_len; i++)
-		{
-			if (p[i] < '0' || p[i] > '9')
-				McConnReplyError(conn, base, &r);
-			v = v * 10 + (p[i] - '0');
-		}
+		v = u;
 	}
 	else if (r.type == MC_REPLY_NF || r.type == MC_REPLY_NS)
 		isnull = true;

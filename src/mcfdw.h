@@ -118,6 +118,7 @@ extern List *McUsableServers(void);
 
 /* options.c */
 extern char *mc_default_server;
+extern uint64 mc_default_server_gen;
 extern bool mc_debug_check_rows;
 extern void McOptionsInit(void);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
@@ -126,7 +127,6 @@ extern void McParseServerOptions(List *options, McServerConfig *cfg,
 /* pool.c: servers, health, routing */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
-extern void McServerForgetDefault(void);
 extern McServer *McServerGetSlow(Oid serverid);
 extern McServer *mc_last_server;
 

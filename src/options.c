@@ -37,11 +37,17 @@ char	   *mc_default_server = NULL;
 /* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
 bool		mc_debug_check_rows = false;
 
-/* mcfdw.server's assign hook: the pool forgets which server it named. */
+/*
+ * Bumped whenever mcfdw.server changes (SET, RESET, a rollback, a reload).
+ * pool.c caches the default server's OID with the generation it was
+ * resolved in; a counter keeps this file from calling into the pool.
+ */
+uint64		mc_default_server_gen = 1;
+
 static void
 default_server_assign(const char *newval, void *extra)
 {
-	McServerForgetDefault();
+	mc_default_server_gen++;
 }
 
 /* Set up the GUCs; called once from _PG_init. */

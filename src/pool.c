@@ -44,18 +44,9 @@ static bool sweep_needed = false;
  */
 static char last_name[NAMEDATALEN];
 static Oid	last_oid = InvalidOid;
-static bool last_is_default = false;	/* last_oid is mcfdw.server's */
+static uint64 last_default_gen = 0;	/* last_oid is mcfdw.server's as of
+										 * this mc_default_server_gen; 0 = not */
 McServer   *mc_last_server = NULL;
-
-/*
- * mcfdw.server changed (SET, RESET, a rollback, a reload): the default
- * server's cached OID may be another server's now.
- */
-void
-McServerForgetDefault(void)
-{
-	last_is_default = false;
-}
 
 /*
  * Syscache callback for pg_foreign_server: ALTER SERVER, DROP SERVER and
@@ -302,7 +293,8 @@ McServerLookup(const char *name)
 	if (is_default)
 	{
 		/* the usual call names no server: not even a name compare */
-		if (likely(last_is_default && last_oid != InvalidOid))
+		if (likely(last_default_gen == mc_default_server_gen &&
+				   last_oid != InvalidOid))
 			return McServerGet(last_oid);
 		name = mc_default_server;
 	}
@@ -318,7 +310,7 @@ McServerLookup(const char *name)
 		strlcpy(last_name, name, sizeof(last_name));
 		last_oid = oid;
 	}
-	last_is_default = is_default;
+	last_default_gen = is_default ? mc_default_server_gen : 0;
 	return McServerGet(last_oid);
 }
 
@@ -536,14 +528,6 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 	return true;
 }
 
-/* The libmemcached (ketama) family of distributions. */
-static bool
-is_ketama(McDist dist)
-{
-	return dist == MC_DIST_KETAMA || dist == MC_DIST_KETAMA_MD5 ||
-		dist == MC_DIST_KETAMA_WEIGHTED || dist == MC_DIST_KETAMA_WEIGHTED_OAT;
-}
-
 /*
  * The continuum of the live instances only.  libmemcached with auto-eject
  * rebuilds its continuum without the ejected servers, and with weights the
@@ -590,7 +574,7 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 {
 	int			idx;
 
-	if (alive != NULL && srv->cfg.failover && is_ketama(srv->cfg.distribution))
+	if (alive != NULL && srv->cfg.failover && mc_dist_is_ketama(srv->cfg.distribution))
 		idx = mc_ring_lookup(live_ring(srv, alive),
 							 mc_ring_key_hash(srv->ring, key, len));
 	else
