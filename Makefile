@@ -29,6 +29,9 @@ OBJS = \
 	src/keys.o \
 	src/multi_get.o \
 	src/rowlayout.o \
+	src/batch.o \
+	src/xact.o \
+	src/trigger.o \
 	src/servers.o \
 	src/stats.o \
 	src/slabs.o \
@@ -40,7 +43,7 @@ OBJS = \
 $(OBJS): $(wildcard src/*.h)
 
 EXTENSION = mcfdw
-DATA = mcfdw--1.0.sql
+DATA = mcfdw--1.0.sql mcfdw--1.1.sql mcfdw--1.0--1.1.sql
 PGFILEDESC = "mcfdw - memcached for SQL"
 
 REGRESS = $(REGRESS_TESTS)

@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 
 #include "keys.h"
+#include "batch.h"
 
 PG_FUNCTION_INFO_V1(mc_get);
 PG_FUNCTION_INFO_V1(mc_get_bytea);
@@ -96,6 +97,13 @@ interval_to_ttl(Interval *iv)
 					 errdetail("memcached cannot expire items after January 2038.")));
 	}
 	return secs;
+}
+
+/* interval_to_ttl for the other files (batch.h). */
+int64
+McIntervalToTtl(Interval *iv)
+{
+	return interval_to_ttl(iv);
 }
 
 /* Copy a value out of the read buffer into a new varlena: its one copy. */

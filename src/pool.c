@@ -32,6 +32,7 @@
 #include "utils/timestamp.h"
 
 #include "mcfdw.h"
+#include "batch.h"
 
 static MemoryContext pool_cxt = NULL;
 static HTAB *server_hash = NULL;
@@ -631,3 +632,23 @@ McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 	}
 }
 
+
+/*
+ * The entry of a server this backend has used, with no catalog access and
+ * no privilege check; NULL when there is none.  For work resolved and
+ * checked earlier in the transaction that runs after its commit (xact.c),
+ * when the catalog is off limits.  An entry marked invalid still holds the
+ * configuration it was built with, which is what that work was routed by.
+ */
+McServer *
+McServerPeek(Oid serverid)
+{
+	McServer   *srv;
+
+	if (server_hash == NULL)
+		return NULL;
+	srv = hash_search(server_hash, &serverid, HASH_FIND, NULL);
+	if (srv == NULL || srv->conns == NULL)
+		return NULL;
+	return srv;
+}

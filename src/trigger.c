@@ -1,0 +1,353 @@
+/*
+ * trigger.c — mc_invalidate, the trigger that deletes a row's cache keys
+ * once the transaction commits.
+ *
+ * Owns: the key templates of a trigger (parsed at its first firing in a
+ * statement and cached in fn_extra, so a row costs no parsing), building a
+ * row's keys from OLD and NEW (row triggers) or from the transition tables
+ * (statement triggers), and handing them to the on-commit queue.  Must not:
+ * send anything (xact.c does, after commit) or check keys itself (the queue
+ * checks them as mc_delete would).
+ *
+ * Arguments, in order:
+ *   'user:{id}'    a key template: {column} is the column's text output,
+ *                  {{ and }} are literal braces; a row whose column is NULL
+ *                  gives no key for that template.
+ *   '@name'        the foreign server of the templates after it ('@' alone:
+ *                  back to mcfdw.server, the default); a template that
+ *                  starts with a literal '@' is written '@@...'.
+ */
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "commands/trigger.h"
+#include "executor/tuptable.h"
+#include "lib/stringinfo.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/tuplestore.h"
+
+#include "xact.h"
+
+PG_FUNCTION_INFO_V1(mc_invalidate);
+
+/* A literal run (attnum 0) or a column reference. */
+typedef struct TmplPart
+{
+	AttrNumber	attnum;
+	const char *lit;
+	int			litlen;
+} TmplPart;
+
+typedef struct KeyTmpl
+{
+	const char *server;			/* NULL = mcfdw.server */
+	int			nparts;
+	TmplPart   *parts;
+} KeyTmpl;
+
+/* A trigger's parsed arguments, in fn_extra for the statement. */
+typedef struct TrigCache
+{
+	Oid			tgoid;
+	int			ntmpl;
+	KeyTmpl    *tmpl;
+	FmgrInfo   *out;			/* output function per attribute (attnum - 1) */
+	MemoryContext rowcxt;		/* column outputs of one row */
+	StringInfoData oldkey;
+	StringInfoData newkey;
+} TrigCache;
+
+/* "id, email, name": the hint of an unknown column. */
+static char *
+column_list(TupleDesc desc)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped)
+			continue;
+		if (s.len > 0)
+			appendStringInfoString(&s, ", ");
+		appendStringInfoString(&s, NameStr(att->attname));
+	}
+	return s.data;
+}
+
+/* Resolve a column reference of a template; set up its output function. */
+static AttrNumber
+template_column(TrigCache *c, Relation rel, Trigger *trig, const char *arg,
+				const char *col, MemoryContext cxt)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		Oid			func;
+		bool		varlena;
+
+		if (att->attisdropped || strcmp(NameStr(att->attname), col) != 0)
+			continue;
+		if (!OidIsValid(c->out[i].fn_oid))
+		{
+			getTypeOutputInfo(att->atttypid, &func, &varlena);
+			fmgr_info_cxt(func, &c->out[i], cxt);
+		}
+		return att->attnum;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" of relation \"%s\" does not exist",
+					col, RelationGetRelationName(rel)),
+			 errdetail("Key template \"%s\" of trigger \"%s\" refers to it.",
+					   arg, trig->tgname),
+			 errhint("The columns of \"%s\" are: %s.",
+					 RelationGetRelationName(rel), column_list(desc))));
+	return InvalidAttrNumber;	/* not reached */
+}
+
+/* Error for a template that is not well formed. */
+static void
+bad_template(Trigger *trig, const char *arg, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid key template \"%s\" of trigger \"%s\"", arg, trig->tgname),
+			 errdetail("%s", why),
+			 errhint("Write {column} for a column's value, {{ and }} for literal braces.")));
+}
+
+/* Parse one template (arg, without an escaping '@') into t. */
+static void
+parse_template(TrigCache *c, KeyTmpl *t, Relation rel, Trigger *trig,
+			   const char *arg, const char *text, MemoryContext cxt)
+{
+	StringInfoData lit;
+	const char *p = text;
+
+	t->parts = palloc(sizeof(TmplPart) * (strlen(text) + 1));
+	t->nparts = 0;
+	initStringInfo(&lit);
+	for (;;)
+	{
+		if (*p == '\0' || (*p == '{' && p[1] != '{'))
+		{
+			/* end of a literal run */
+			if (lit.len > 0)
+			{
+				TmplPart   *part = &t->parts[t->nparts++];
+
+				part->attnum = 0;
+				part->lit = pnstrdup(lit.data, lit.len);
+				part->litlen = lit.len;
+				resetStringInfo(&lit);
+			}
+			if (*p == '\0')
+				break;
+		}
+		if (p[0] == '{' && p[1] == '{')
+		{
+			appendStringInfoChar(&lit, '{');
+			p += 2;
+		}
+		else if (p[0] == '}' && p[1] == '}')
+		{
+			appendStringInfoChar(&lit, '}');
+			p += 2;
+		}
+		else if (*p == '}')
+			bad_template(trig, arg, "A \"}\" closes no column reference.");
+		else if (*p == '{')
+		{
+			const char *end = strchr(p + 1, '}');
+			TmplPart   *part;
+			char	   *col;
+
+			if (end == NULL)
+				bad_template(trig, arg, "A \"{\" is not closed.");
+			if (end == p + 1 || memchr(p + 1, '{', end - p - 1) != NULL)
+				bad_template(trig, arg, "A column reference must name a column.");
+			col = pnstrdup(p + 1, end - p - 1);
+			part = &t->parts[t->nparts++];
+			part->attnum = template_column(c, rel, trig, arg, col, cxt);
+			part->lit = NULL;
+			part->litlen = 0;
+			p = end + 1;
+		}
+		else
+			appendStringInfoChar(&lit, *p++);
+	}
+	if (t->nparts == 0)
+		bad_template(trig, arg, "A key cannot be empty.");
+}
+
+/* The trigger's parsed arguments, from fn_extra or parsed now. */
+static TrigCache *
+trigger_cache(FunctionCallInfo fcinfo, TriggerData *td)
+{
+	TrigCache  *c = (TrigCache *) fcinfo->flinfo->fn_extra;
+	Trigger    *trig = td->tg_trigger;
+	Relation	rel = td->tg_relation;
+	MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
+	MemoryContext old;
+	const char *server = NULL;
+
+	if (c != NULL && c->tgoid == trig->tgoid)
+		return c;
+	old = MemoryContextSwitchTo(cxt);
+	c = palloc0(sizeof(TrigCache));
+	c->tgoid = trig->tgoid;
+	c->tmpl = palloc(sizeof(KeyTmpl) * Max(trig->tgnargs, 1));
+	c->out = palloc0(sizeof(FmgrInfo) * Max(RelationGetDescr(rel)->natts, 1));
+	for (int i = 0; i < trig->tgnargs; i++)
+	{
+		const char *arg = trig->tgargs[i];
+
+		if (arg[0] == '@' && arg[1] != '@')
+		{
+			if (strlen(arg + 1) >= NAMEDATALEN)
+				ereport(ERROR,
+						(errcode(ERRCODE_NAME_TOO_LONG),
+						 errmsg("server name \"%s\" of trigger \"%s\" is too long",
+								arg + 1, trig->tgname)));
+			server = arg[1] ? pstrdup(arg + 1) : NULL;
+			continue;
+		}
+		c->tmpl[c->ntmpl].server = server;
+		parse_template(c, &c->tmpl[c->ntmpl], rel, trig, arg,
+					   arg[0] == '@' ? arg + 1 : arg, cxt);
+		c->ntmpl++;
+	}
+	if (c->ntmpl == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger \"%s\" gives mc_invalidate no key template", trig->tgname),
+				 errhint("Pass key templates as trigger arguments, as in EXECUTE FUNCTION mc_invalidate('user:{id}').")));
+	c->rowcxt = AllocSetContextCreate(cxt, "mc_invalidate row", ALLOCSET_SMALL_SIZES);
+	initStringInfo(&c->oldkey);
+	initStringInfo(&c->newkey);
+	MemoryContextSwitchTo(old);
+	fcinfo->flinfo->fn_extra = c;
+	return c;
+}
+
+/* Build t's key for the row in slot into buf; false when a column is NULL. */
+static bool
+build_key(TrigCache *c, KeyTmpl *t, TupleTableSlot *slot, StringInfo buf)
+{
+	resetStringInfo(buf);
+	for (int i = 0; i < t->nparts; i++)
+	{
+		TmplPart   *part = &t->parts[i];
+		Datum		d;
+		bool		isnull;
+
+		if (part->attnum == 0)
+		{
+			appendBinaryStringInfo(buf, part->lit, part->litlen);
+			continue;
+		}
+		d = slot_getattr(slot, part->attnum, &isnull);
+		if (isnull)
+			return false;
+		appendStringInfoString(buf, OutputFunctionCall(&c->out[part->attnum - 1], d));
+	}
+	return true;
+}
+
+/*
+ * Queue the keys of one row: OLD's, and NEW's where it differs (an UPDATE
+ * that changes a key column invalidates both keys).
+ */
+static void
+queue_row(TrigCache *c, TupleTableSlot *oldslot, TupleTableSlot *newslot)
+{
+	MemoryContext old = MemoryContextSwitchTo(c->rowcxt);
+
+	for (int i = 0; i < c->ntmpl; i++)
+	{
+		KeyTmpl    *t = &c->tmpl[i];
+		bool		have_old = oldslot != NULL && build_key(c, t, oldslot, &c->oldkey);
+
+		if (have_old)
+			McXactQueueDelete(McServerLookup(t->server), c->oldkey.data, c->oldkey.len);
+		if (newslot == NULL || !build_key(c, t, newslot, &c->newkey))
+			continue;
+		if (have_old && c->oldkey.len == c->newkey.len &&
+			memcmp(c->oldkey.data, c->newkey.data, c->newkey.len) == 0)
+			continue;
+		McXactQueueDelete(McServerLookup(t->server), c->newkey.data, c->newkey.len);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(c->rowcxt);
+}
+
+/* Queue the keys of every row of a transition table. */
+static void
+queue_table(TrigCache *c, Tuplestorestate *ts, TupleDesc desc)
+{
+	TupleTableSlot *slot;
+
+	if (ts == NULL)
+		return;
+	slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	tuplestore_rescan(ts);
+	while (tuplestore_gettupleslot(ts, true, false, slot))
+		queue_row(c, slot, NULL);
+	ExecDropSingleTupleTableSlot(slot);
+}
+
+/*
+ * mc_invalidate(template, ...): AFTER INSERT OR UPDATE OR DELETE, FOR EACH
+ * ROW, or FOR EACH STATEMENT with REFERENCING OLD TABLE / NEW TABLE.
+ */
+Datum
+mc_invalidate(PG_FUNCTION_ARGS)
+{
+	TriggerData *td;
+	TrigCache  *c;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("mc_invalidate was not called by the trigger manager")));
+	td = (TriggerData *) fcinfo->context;
+	if (!TRIGGER_FIRED_AFTER(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" must be an AFTER trigger to run mc_invalidate",
+						td->tg_trigger->tgname)));
+	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("mc_invalidate cannot be fired by TRUNCATE"),
+				 errhint("A truncated table has no rows to build keys from; flush the cache instead.")));
+	c = trigger_cache(fcinfo, td);
+	if (TRIGGER_FIRED_FOR_ROW(td->tg_event))
+	{
+		if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
+			queue_row(c, NULL, td->tg_trigslot);
+		else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
+			queue_row(c, td->tg_trigslot, NULL);
+		else
+			queue_row(c, td->tg_trigslot, td->tg_newslot);
+	}
+	else
+	{
+		if (td->tg_oldtable == NULL && td->tg_newtable == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+					 errmsg("statement trigger \"%s\" has no transition tables for mc_invalidate",
+							td->tg_trigger->tgname),
+					 errhint("Add REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows (as the event allows), or use FOR EACH ROW.")));
+		queue_table(c, td->tg_oldtable, RelationGetDescr(td->tg_relation));
+		queue_table(c, td->tg_newtable, RelationGetDescr(td->tg_relation));
+	}
+	return PointerGetDatum(NULL);
+}

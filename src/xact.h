@@ -1,0 +1,18 @@
+/*
+ * xact.h — the on-commit write queue (xact.c) as the other files see it.
+ */
+#ifndef MCFDW_XACT_H
+#define MCFDW_XACT_H
+
+#include "mcfdw.h"
+
+/*
+ * Queue a delete of key (as the user wrote it: checked and routed here, so a
+ * bad key is an error now) on srv, to be sent once the transaction commits.
+ */
+extern void McXactQueueDelete(McServer *srv, const char *key, size_t len);
+
+/* Writes this backend queued for a server and lost at commit time. */
+extern uint64 McXactLostCount(Oid serverid);
+
+#endif							/* MCFDW_XACT_H */
