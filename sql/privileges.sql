@@ -49,6 +49,12 @@ SET ROLE mc_priv_user;
 SELECT priv_reader('priv:k');
 RESET ROLE;
 DROP FUNCTION priv_reader(text);
+-- mc_flush_all is not granted to PUBLIC: EXECUTE first, then USAGE as usual
+GRANT EXECUTE ON FUNCTION mc_flush_all(name) TO mc_priv_user;
+SET ROLE mc_priv_user;
+SELECT mc_flush_all('priv_other');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION mc_flush_all(name) FROM mc_priv_user;
 DROP SERVER priv_other;
 REVOKE USAGE ON FOREIGN SERVER memcached FROM mc_priv_group;
 DROP ROLE mc_priv_user;
