@@ -42,6 +42,10 @@ OBJS = \
 # so a changed struct can never leave a stale object behind.
 $(OBJS): $(wildcard src/*.h)
 
+# getaddrinfo_a (conn.c's host-name lookups) is in libanl before glibc 2.34,
+# in libc since (libanl is then an empty stub that --as-needed drops).
+SHLIB_LINK += -lanl
+
 EXTENSION = mcfdw
 DATA = mcfdw--1.0.sql mcfdw--1.1.sql mcfdw--1.0--1.1.sql
 PGFILEDESC = "mcfdw - memcached for SQL"

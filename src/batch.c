@@ -39,6 +39,7 @@ write_one(McServer *srv, const McBatchOp *op)
 	McReply		r;
 	const char *base;
 	McBatchResult res;
+	McRequest	req;
 	bool		set = (op->kind == MC_BATCH_SET);
 
 	/* the caller routed and checked the key: it fits */
@@ -61,9 +62,13 @@ write_one(McServer *srv, const McBatchOp *op)
 	}
 	hlen = mc_encode_request(hdr, set ? "ms" : "md", wire, wlen, b64,
 							 set ? (long) op->valuelen : -1, &opts);
-	base = McRoundtripKey(srv, op->key, op->keylen, hdr, hlen,
-						  set ? op->value : NULL, set ? op->valuelen : 0,
-						  &r, &conn);
+	req.hdr = hdr;
+	req.hlen = hlen;
+	req.data = set ? op->value : NULL;
+	req.dlen = set ? op->valuelen : 0;
+	req.opaque = 0;
+	req.idempotent = set;
+	base = McRoundtripKey(srv, op->key, op->keylen, &req, &r, &conn);
 	if (r.type == MC_REPLY_HD)
 		res = MC_BATCH_DONE;
 	else if (r.type == MC_REPLY_NF || r.type == MC_REPLY_NS)
@@ -71,7 +76,7 @@ write_one(McServer *srv, const McBatchOp *op)
 	else
 		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
-	McConnEnd(conn);
+	McInstanceEnd(srv, conn);
 	return res;
 }
 

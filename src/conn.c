@@ -2,7 +2,8 @@
  * conn.c — one socket per memcached instance, and everything done on it.
  *
  * Owns: non-blocking connects (started and finished separately, so a batch
- * connects to all its instances at once), one WaitEventSet per connection
+ * connects to all its instances at once; host names are looked up without
+ * blocking), one WaitEventSet per connection
  * (the multi-get's, one per server, and its non-blocking slices are in
  * conn_multi.c), interruptible sends and reads with deadlines, the read
  * buffer (always NUL-terminated, for mc_parse_reply_z), retrying a pooled
@@ -18,7 +19,7 @@
  */
 #include "postgres.h"
 
-#include <netdb.h>
+#include <netdb.h>				/* getaddrinfo_a: _GNU_SOURCE, set by PGXS */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -295,6 +296,9 @@ McConnRaise(McConn *conn)
 			(errcode(conn->fail_code),
 			 errmsg("could not %s memcached server \"%s\"", conn->fail_action,
 					conn->server->name),
+			 conn->in_doubt ?
+			 errdetail("Instance %s: %s.  The request may or may not have been executed.",
+					   McConnName(conn), conn->fail_why) :
 			 errdetail("Instance %s: %s.", McConnName(conn), conn->fail_why)));
 	pg_unreachable();
 }
@@ -364,33 +368,155 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 }
 
 /*
+ * A host-name lookup run by glibc's getaddrinfo_a on a helper thread (which
+ * blocks every signal, so PostgreSQL's handlers keep running on the
+ * backend's own thread).  The lookup owns its strings and hints until it
+ * completes, possibly after the wait for it was abandoned (a cancel, a
+ * timeout): such lookups stay on a list and are freed once done.
+ */
+typedef struct McLookup
+{
+	struct gaicb cb;
+	struct addrinfo hints;
+	char		host[MC_HOST_MAX + 1];
+	char		port[16];
+	struct McLookup *next;
+} McLookup;
+
+static McLookup *lookups = NULL;	/* started and not yet freed */
+
+/* Free the lookups that are done; the others stay listed. */
+static void
+lookups_reap(void)
+{
+	McLookup  **pp = &lookups;
+
+	while (*pp != NULL)
+	{
+		McLookup   *l = *pp;
+
+		if (gai_error(&l->cb) == EAI_INPROGRESS)
+		{
+			pp = &l->next;
+			continue;
+		}
+		if (l->cb.ar_result)
+			freeaddrinfo(l->cb.ar_result);
+		*pp = l->next;
+		pfree(l);
+	}
+}
+
+/*
+ * Resolve host and port for a connect, without blocking the backend: an
+ * address needs no lookup (AI_NUMERICHOST); a name is looked up by
+ * getaddrinfo_a while this waits in slices of at most 100 ms, servicing
+ * interrupts between them (a signal also ends a slice early), until
+ * deadline (mono_usec; 0 = none).  Returns 0 with *res set (free with
+ * freeaddrinfo), or an EAI_* code; EAI_AGAIN with *timed_out set when the
+ * deadline passed.
+ */
+static int
+conn_resolve(const char *host, int port, int64 deadline,
+			 struct addrinfo **res, bool *timed_out)
+{
+	struct addrinfo hints;
+	char		portstr[16];
+	McLookup   *l;
+	struct gaicb *list[1];
+	int			rc;
+
+	*timed_out = false;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST;
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	rc = getaddrinfo(host, portstr, &hints, res);
+	if (rc != EAI_NONAME)
+		return rc;
+
+	lookups_reap();
+	l = MemoryContextAllocZero(conn_memory(), sizeof(McLookup));
+	strlcpy(l->host, host, sizeof(l->host));
+	strlcpy(l->port, portstr, sizeof(l->port));
+	l->hints = hints;
+	l->hints.ai_flags = AI_NUMERICSERV;
+	l->cb.ar_name = l->host;
+	l->cb.ar_service = l->port;
+	l->cb.ar_request = &l->hints;
+	list[0] = &l->cb;
+	rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
+	if (rc != 0)
+	{
+		pfree(l);
+		return rc;
+	}
+	/* listed before any wait: an error thrown below leaves it to the reaper */
+	l->next = lookups;
+	lookups = l;
+	while (gai_error(&l->cb) == EAI_INPROGRESS)
+	{
+		long		ms = 100;
+		struct timespec ts;
+
+		CHECK_FOR_INTERRUPTS();
+		if (deadline != 0)
+		{
+			ms = Min(ms, mono_ms_left(deadline));
+			if (ms <= 0)
+			{
+				(void) gai_cancel(&l->cb);
+				*timed_out = true;
+				return EAI_AGAIN;
+			}
+		}
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = (ms % 1000) * 1000000;
+		(void) gai_suspend((const struct gaicb *const *) list, 1, &ts);
+	}
+	rc = gai_error(&l->cb);
+	if (rc == 0)
+	{
+		*res = l->cb.ar_result;
+		l->cb.ar_result = NULL;
+	}
+	lookups_reap();				/* l is done: this frees it */
+	return rc;
+}
+
+/*
  * Start a non-blocking TCP connection.  Host names are resolved here, at
- * connect time, so DNS changes are picked up by the next reconnect.  The
- * connect itself completes in conn_connect_finish, so a multi-get can have
- * the handshakes with all its instances in flight at once.
+ * connect time, so DNS changes are picked up by the next reconnect; the
+ * lookup and the connect together get connect_timeout, and both can be
+ * cancelled.  The connect itself completes in conn_connect_finish, so a
+ * multi-get can have the handshakes with all its instances in flight at
+ * once.
  */
 static bool
 conn_connect_start(McConn *conn)
 {
 	McServer   *srv = conn->server;
 	McEndpoint *ep = &srv->cfg.endpoints[conn->index];
-	struct addrinfo hints;
 	struct addrinfo *res = NULL;
-	char		portstr[16];
 	int			rc;
 	int			one = 1;
 	pgsocket	sock;
+	int64		start = mono_usec();
+	int			timeout = srv->cfg.connect_timeout;
+	bool		timed_out;
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
-	snprintf(portstr, sizeof(portstr), "%d", ep->port);
-	rc = getaddrinfo(ep->host, portstr, &hints, &res);
+	rc = conn_resolve(ep->host, ep->port,
+					  timeout > 0 ? start + (int64) timeout * 1000 : 0,
+					  &res, &timed_out);
+	if (timed_out)
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "could not resolve host name: timed out after %d ms",
+						 timeout);
 	if (rc != 0 || res == NULL)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "could not resolve host name: %s",
-						 gai_strerror(rc));
+						 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
 
 	if (!AcquireExternalFD())
 	{
@@ -430,7 +556,7 @@ conn_connect_start(McConn *conn)
 	conn->cur_events = WL_SOCKET_WRITEABLE;
 	conn->latch = MyLatch;
 	conn->connecting = (rc < 0);
-	conn->connect_started = mono_usec();
+	conn->connect_started = start;	/* connect_timeout covers the lookup */
 
 	if (conn->rbuf == NULL)
 	{
@@ -464,7 +590,11 @@ conn_connect_finish(McConn *conn)
 		timeout = Max(1, (int) left);
 	}
 	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to"))
+	{
+		/* a connect that timed out is a connect that failed: 08001 */
+		conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
 		return false;
+	}
 	if (getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
 		soerr = errno;
 	conn->connecting = false;
@@ -501,8 +631,8 @@ conn_still_open(McConn *conn)
  * until McConnEnd.  Returns false when the connect could not even start.
  * Whether the instance may be tried at all is pool.c's to say, before.
  */
-bool
-McConnPrepare(McConn *conn)
+static bool
+conn_prepare(McConn *conn, bool probe)
 {
 	int64		now;
 
@@ -510,8 +640,9 @@ McConnPrepare(McConn *conn)
 		McConnClose(conn);
 	now = mono_usec();
 	if (conn->sock != PGINVALID_SOCKET &&
-		now - conn->last_used > USECS_PER_SEC && !conn_still_open(conn))
+		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
 		McConnClose(conn);
+	conn->in_doubt = false;
 	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
 		return false;
 	conn->wlen = conn->woff = 0;	/* a request starts with nothing queued */
@@ -524,6 +655,13 @@ McConnPrepare(McConn *conn)
 	return true;
 }
 
+/* conn_prepare, probing the socket only when it sat idle for long. */
+bool
+McConnPrepare(McConn *conn)
+{
+	return conn_prepare(conn, false);
+}
+
 /* Complete a connect McConnPrepare started; false if it failed. */
 bool
 McConnFinishConnect(McConn *conn)
@@ -534,9 +672,12 @@ McConnFinishConnect(McConn *conn)
 /*
  * A pooled socket that the server closed while it sat idle (a restart, an
  * idle timeout) fails on first use with EPIPE/ECONNRESET or an EOF before any
- * reply byte.  That says nothing about the server's health and the request
- * never ran, so instead of raising an error the socket is closed and the
- * caller retries once on a fresh one (see McConnRoundtrip).
+ * reply byte.  That says nothing about the server's health, so instead of
+ * raising an error the socket is closed and the caller retries once on a
+ * fresh one (see McConnRoundtrip).  The same signs also follow a request
+ * that ran and lost its reply (a proxy reset, a crash after the write), so
+ * only requests that may run twice are retryable (McConnRoundtrip clears
+ * the flag for the others, which probe the socket before writing instead).
  */
 static bool
 conn_closed_while_idle(McConn *conn, int err)
@@ -777,33 +918,126 @@ conn_read_reply(McConn *conn, McReply *reply, McIoStatus *st)
 }
 
 /*
- * One request, one reply.  Retries once, on a fresh socket, when a pooled
- * one turns out to have been closed by the server while idle.  On success
- * the connection is busy and the reply is described by *reply (offsets
- * relative to the returned pointer); finish with McConnConsume and
+ * Is the opaque token of a reply (len bytes at p) the decimal want?  Exact
+ * digits only: no sign, no leading zero, so no other token can match.
+ */
+static inline bool
+opaque_is(const char *p, size_t len, uint32 want)
+{
+	uint64		v = 0;
+
+	if (len == 0 || len > 10 || (p[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned	d = (unsigned) (unsigned char) p[i] - '0';
+
+		if (d > 9)
+			return false;
+		v = v * 10 + d;
+	}
+	return v == want;
+}
+
+/*
+ * Does the reply belong to the request?  memcached at its connection limit
+ * (-c) greets a new socket with "ERROR Too many open connections" and closes
+ * it: that is a refused connection, a failure of the instance like any
+ * other, not an error about the request.  Every meta reply but an error line
+ * echoes the request's opaque token; one that does not (a stray reply a
+ * proxy or a server sent unasked, or one left from an abandoned request)
+ * means the stream is out of step: the socket is closed, and the request
+ * retried on a fresh one if it may run twice (retry set), else failed.
+ * Error lines carry no token; they close the socket where they are raised.
+ */
+static McIoStatus
+conn_check_reply(McConn *conn, const McRequest *req, const char *base,
+				 const McReply *r, bool retry)
+{
+	switch (r->type)
+	{
+		case MC_REPLY_ERROR:
+			if (r->msg_len > 0 &&
+				memmem(base + r->msg_off, r->msg_len, "Too many open connections", 25))
+			{
+				conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						  "connect to", "the server refused the connection: too many open connections");
+				conn->in_doubt = false; /* refused before reading the request */
+				return MC_IO_FAILED;
+			}
+			return MC_IO_OK;
+		case MC_REPLY_CLIENT_ERROR:
+		case MC_REPLY_SERVER_ERROR:
+			return MC_IO_OK;
+		default:
+			if (req->opaque == 0 ||
+				((r->present & MC_F_OPAQUE) &&
+				 opaque_is(base + r->opaque_off, r->opaque_len, req->opaque)))
+				return MC_IO_OK;
+			conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+					  "the reply does not answer the request (it does not echo the request's opaque token), so the connection is out of step");
+			return retry ? MC_IO_RETRY : MC_IO_FAILED;
+	}
+}
+
+/*
+ * One request, one reply, tied together by the request's opaque token.
+ *
+ * At most once: a request that may run twice (req->idempotent) is retried
+ * once, on a fresh socket, when a pooled one turns out to have been closed
+ * by the server or holds a reply that is not its own.  Any other request is
+ * written only on a socket just probed (one recv, MSG_PEEK|MSG_DONTWAIT):
+ * one the server closed, or one holding unasked bytes, is replaced before
+ * anything is written, so the retry is certain not to repeat it; once
+ * written, a lost reply is a failure that says the request may or may not
+ * have run (McConnInDoubt), never a second send.
+ *
+ * On success the connection is busy and the reply is described by *reply
+ * (offsets relative to the returned pointer); finish with McConnConsume and
  * pool.c's McInstanceEnd.  A failing instance gives NULL, the cause kept
  * in conn.
  */
 const char *
-McConnRoundtrip(McConn *conn, const char *hdr, size_t hlen,
-				const char *data, size_t dlen, McReply *reply)
+McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 {
+	bool		retried = false;
+
 	for (;;)
 	{
 		const char *base = NULL;
 		McIoStatus	st;
 
-		if (!McConnPrepare(conn) || (conn->connecting && !conn_connect_finish(conn)))
+		if (!conn_prepare(conn, !req->idempotent) ||
+			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
-		st = conn_send(conn, hdr, hlen, data, dlen);
+		conn->retryable = conn->retryable && req->idempotent && !retried;
+		conn->in_doubt = !req->idempotent;
+		st = conn_send(conn, req->hdr, req->hlen, req->data, req->dlen);
 		if (st == MC_IO_OK)
 			base = conn_read_reply(conn, reply, &st);
 		if (base != NULL)
-			return base;
+		{
+			st = conn_check_reply(conn, req, base, reply,
+								  req->idempotent && !retried);
+			if (st == MC_IO_OK)
+				return base;
+		}
 		if (st == MC_IO_FAILED)
 			return NULL;
-		/* closed while idle: the retry uses a new socket, not retryable */
+		/* the retry uses a new socket and is the last */
+		retried = true;
 	}
+}
+
+/*
+ * Did the connection's last failure come after a request that must not run
+ * twice was (maybe) written?  Then it must be neither retried nor failed
+ * over, and the error says so.
+ */
+bool
+McConnInDoubt(McConn *conn)
+{
+	return conn->in_doubt;
 }
 
 /* Mark n reply bytes as used. */

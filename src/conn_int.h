@@ -30,6 +30,7 @@ struct McConn
 	bool		busy;
 	bool		expect_wait;	/* a request was sent: wait before reading */
 	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
+	bool		in_doubt;		/* a non-idempotent request was (maybe) sent */
 	size_t		rgot;			/* reply bytes received for this request */
 	int64		last_used;		/* mono_usec() at the start of the current request */
 	bool		stamp_fresh;	/* ... and nothing has arrived since */

@@ -192,20 +192,54 @@ check_text_value(struct varlena *v, McKey *k)
 }
 
 /*
- * Send one request for key k and read its one reply.  Returns the reply
+ * The opaque token of the next request: a backend-wide sequence (never 0,
+ * which means "no token"), so a reply left over from any earlier request,
+ * or sent unasked, cannot pass for this one's (conn.c checks the echo).
+ */
+static inline uint32
+next_opaque(void)
+{
+	static uint32 seq = 0;
+
+	if (unlikely(++seq == 0))
+		seq = 1;
+	return seq;
+}
+
+/*
+ * Send one request for key k and read its one reply.  idempotent says
+ * whether running it twice is harmless: only then may a request whose
+ * reply was lost be sent again (see McConnRoundtrip).  Returns the reply
  * base; the caller reads what it needs, then calls McConnConsume and
  * McInstanceEnd.
  */
 static const char *
 roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
-		  const char *data, long datalen, const McReqOpts *opts, McReply *r)
+		  const char *data, long datalen, const McReqOpts *opts,
+		  bool idempotent, McReply *r)
 {
 	char		hdr[MC_REQ_HEADER_MAX];
-	size_t		hlen;
+	char		otxt[12];
+	char		digits[10];
+	int			nd = 0;
+	McReqOpts	o = *opts;
+	McRequest	req;
+	uint32		opaque = next_opaque();
 
-	hlen = mc_encode_request(hdr, cmd, k->wire, k->wire_len, k->b64, datalen, opts);
-	return McRoundtripKey(srv, k->raw, k->raw_len, hdr, hlen,
-						  data, datalen < 0 ? 0 : (size_t) datalen, r, connp);
+	/* the token in decimal, as mc_encode_get_value writes it */
+	for (uint32 v = opaque; v != 0; v /= 10)
+		digits[nd++] = (char) ('0' + v % 10);
+	for (int i = 0; i < nd; i++)
+		otxt[i] = digits[nd - 1 - i];
+	o.opaque = otxt;
+	o.opaque_len = nd;
+	req.hdr = hdr;
+	req.hlen = mc_encode_request(hdr, cmd, k->wire, k->wire_len, k->b64, datalen, &o);
+	req.data = data;
+	req.dlen = datalen < 0 ? 0 : (size_t) datalen;
+	req.opaque = opaque;
+	req.idempotent = idempotent;
+	return McRoundtripKey(srv, k->raw, k->raw_len, &req, r, connp);
 }
 
 /* Shared body of mc_get / mc_get_bytea. */
@@ -217,7 +251,7 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	McConn	   *conn;
 	McReply		r;
 	char		hdr[MC_REQ_HEADER_MAX];
-	size_t		hlen;
+	McRequest	req;
 	const char *base;
 	struct varlena *result = NULL;
 
@@ -225,8 +259,13 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 		PG_RETURN_NULL();
 	srv = McServerLookup(server_arg(fcinfo, 1));
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	hlen = mc_encode_get_value(hdr, k.wire, k.wire_len, k.b64);
-	base = McRoundtripKey(srv, k.raw, k.raw_len, hdr, hlen, NULL, 0, &r, &conn);
+	req.opaque = next_opaque();
+	req.hdr = hdr;
+	req.hlen = mc_encode_get_value(hdr, k.wire, k.wire_len, k.b64, req.opaque);
+	req.data = NULL;
+	req.dlen = 0;
+	req.idempotent = true;
+	base = McRoundtripKey(srv, k.raw, k.raw_len, &req, &r, &conn);
 	if (r.type == MC_REPLY_VA)
 		result = make_varlena(base + r.value_off, r.value_len);
 	else if (r.type != MC_REPLY_EN)
@@ -279,7 +318,7 @@ gets_common(FunctionCallInfo fcinfo, bool as_text)
 	srv = McServerLookup(server_arg(fcinfo, 1));
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
 	opts.want = MC_F_VALUE | MC_F_FLAGS | MC_F_CAS;
-	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, &r);
+	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, true, &r);
 	if (r.type == MC_REPLY_VA)
 	{
 		value = make_varlena(base + r.value_off, r.value_len);
@@ -369,8 +408,10 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 		opts.has_cas = true;
 		opts.cas = (uint64) PG_GETARG_INT64(a->cas_arg);
 	}
+	/* only a plain set leaves the same state and answer when run twice */
 	base = roundtrip(srv, &k, &conn, "ms", VARDATA_ANY(value),
-					 (long) VARSIZE_ANY_EXHDR(value), &opts, &r);
+					 (long) VARSIZE_ANY_EXHDR(value), &opts,
+					 a->mode == 'S' && a->cas_arg < 0, &r);
 	switch (r.type)
 	{
 		case MC_REPLY_HD:
@@ -449,7 +490,7 @@ mc_cas(PG_FUNCTION_ARGS)
  */
 static Datum
 exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
-			const McReqOpts *opts, McReplyType missing)
+			const McReqOpts *opts, bool idempotent, McReplyType missing)
 {
 	McServer   *srv;
 	McKey		k;
@@ -460,7 +501,7 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
 
 	srv = McServerLookup(server_arg(fcinfo, server_argno));
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	base = roundtrip(srv, &k, &conn, cmd, NULL, -1, opts, &r);
+	base = roundtrip(srv, &k, &conn, cmd, NULL, -1, opts, idempotent, &r);
 	if (r.type == MC_REPLY_HD)
 		found = true;
 	else if (r.type != missing)
@@ -478,7 +519,8 @@ mc_delete(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	return exists_call(fcinfo, 1, "md", &opts, MC_REPLY_NF);
+	/* a second delete would answer "missing" for a key the first removed */
+	return exists_call(fcinfo, 1, "md", &opts, false, MC_REPLY_NF);
 }
 
 /*
@@ -494,7 +536,7 @@ mc_touch(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
 	opts.ttl = PG_ARGISNULL(1) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(1));
-	return exists_call(fcinfo, 2, "mg", &opts, MC_REPLY_EN);
+	return exists_call(fcinfo, 2, "mg", &opts, true, MC_REPLY_EN);
 }
 
 /*
@@ -545,7 +587,7 @@ arith_common(FunctionCallInfo fcinfo, bool incr)
 		opts.has_vivify_ttl = true;
 		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(3));
 	}
-	base = roundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, &r);
+	base = roundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, false, &r);
 	if (r.type == MC_REPLY_VA)
 	{
 		uint64_t	u;
@@ -608,6 +650,8 @@ mc_flush_all(PG_FUNCTION_ARGS)
 	McServer   *srv = McServerLookup(server_arg(fcinfo, 0));
 	int			n = 0;
 	static const char cmd[] = "flush_all\r\n";
+	/* a text command: its reply has no opaque; flushing twice is harmless */
+	static const McRequest req = {cmd, sizeof(cmd) - 1, NULL, 0, 0, true};
 
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
@@ -615,7 +659,7 @@ mc_flush_all(PG_FUNCTION_ARGS)
 		McReply		r;
 		const char *base;
 
-		base = McRoundtrip(srv, i, cmd, sizeof(cmd) - 1, NULL, 0, &r, &conn, false);
+		base = McRoundtrip(srv, i, &req, &r, &conn, false);
 		if (r.type != MC_REPLY_HD)
 			McConnReplyError(conn, base, &r);
 		McConnConsume(conn, r.consumed);

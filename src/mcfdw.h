@@ -107,6 +107,22 @@ typedef struct McServer
 } McServer;
 
 /* A stats command's callback: one "STAT name value" line. */
+/*
+ * One single-key request as pool.c and conn.c carry it: its bytes, the
+ * opaque token they carry (the reply must echo it; 0 for a text command,
+ * whose reply has none), and whether sending it twice is harmless, which
+ * decides whether a request whose reply was lost may be sent again.
+ */
+typedef struct McRequest
+{
+	const char *hdr;
+	size_t		hlen;
+	const char *data;			/* ms data block (sent with its CRLF), or NULL */
+	size_t		dlen;
+	uint32		opaque;
+	bool		idempotent;
+} McRequest;
+
 typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
 							  const char *value, size_t valuelen);
 
@@ -153,18 +169,15 @@ extern bool McInstanceFail(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,
 						   const char *fmt,...) pg_attribute_printf(6, 7);
 extern void McInstanceEnd(McServer *srv, McConn *conn);
-extern const char *McRoundtrip(McServer *srv, int index,
-							   const char *hdr, size_t hlen,
-							   const char *data, size_t dlen,
+extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
 							   McReply *reply, McConn **connp, bool soft);
 extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
 								McStatLineFn cb, void *arg);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
-								  const char *hdr, size_t hlen,
-								  const char *data, size_t dlen,
-								  McReply *reply, McConn **connp);
+								  const McRequest *req, McReply *reply,
+								  McConn **connp);
 
 /*
  * conn.c: one socket per instance.  A failing instance is reported, never
@@ -182,10 +195,9 @@ extern int	McConnIndex(McConn *conn);
 extern void McConnGetStats(McConn *conn, McConnStats *out);
 extern bool McConnPrepare(McConn *conn);
 extern bool McConnFinishConnect(McConn *conn);
-extern const char *McConnRoundtrip(McConn *conn,
-								   const char *hdr, size_t hlen,
-								   const char *data, size_t dlen,
+extern const char *McConnRoundtrip(McConn *conn, const McRequest *req,
 								   McReply *reply);
+extern bool McConnInDoubt(McConn *conn);
 extern void McConnConsume(McConn *conn, size_t n);
 extern void McConnEnd(McConn *conn);
 extern void McConnClose(McConn *conn);

@@ -495,9 +495,8 @@ McInstanceBegin(McServer *srv, int index, bool soft)
  * failing or dead instance gives NULL instead of an error.
  */
 const char *
-McRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
-			const char *data, size_t dlen, McReply *reply, McConn **connp,
-			bool soft)
+McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
+			McConn **connp, bool soft)
 {
 	McConn	   *conn = McConnOf(srv, index);
 	const char *base;
@@ -505,7 +504,7 @@ McRoundtrip(McServer *srv, int index, const char *hdr, size_t hlen,
 	*connp = conn;
 	if (!instance_usable(srv, index, soft))
 		return NULL;
-	base = McConnRoundtrip(conn, hdr, hlen, data, dlen, reply);
+	base = McConnRoundtrip(conn, req, reply);
 	if (base == NULL)
 		McInstanceFailed(srv, conn, soft);
 	return base;
@@ -597,23 +596,24 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
  * the key goes where the client family would send it with that instance
  * down (as Dalli does on the spot); each failure still counts towards
  * failure_limit.  With failover off the key's instance is the only one, and
- * its failure is the caller's error.
+ * its failure is the caller's error.  A request that is not idempotent
+ * and may have run on the failing instance (McConnInDoubt) is not failed
+ * over: it raises, so it is never applied twice.
  */
 const char *
 McRoundtripKey(McServer *srv, const char *key, size_t keylen,
-			   const char *hdr, size_t hlen, const char *data, size_t dlen,
-			   McReply *reply, McConn **connp)
+			   const McRequest *req, McReply *reply, McConn **connp)
 {
 	bool		buf[MC_MAX_ENDPOINTS];
 	const bool *alive;
 
 	/* one healthy instance: nothing to choose */
 	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
-		return McRoundtrip(srv, 0, hdr, hlen, data, dlen, reply, connp, false);
+		return McRoundtrip(srv, 0, req, reply, connp, false);
 	alive = McServerAliveMap(srv, buf);
 	if (!srv->cfg.failover)
 		return McRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
-						   hdr, hlen, data, dlen, reply, connp, false);
+						   req, reply, connp, false);
 	if (alive == NULL)
 	{
 		for (int i = 0; i < srv->cfg.nendpoints; i++)
@@ -623,11 +623,13 @@ McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 	for (;;)
 	{
 		int			idx = McServerPickWith(srv, key, keylen, buf);
-		const char *base = McRoundtrip(srv, idx, hdr, hlen, data, dlen,
-									   reply, connp, true);
+		const char *base = McRoundtrip(srv, idx, req, reply, connp, true);
 
 		if (base != NULL)
 			return base;
+		/* a write that may have run on idx must not run on another too */
+		if (McConnInDoubt(*connp))
+			McConnRaise(*connp);
 		buf[idx] = false;		/* McServerPickWith errors once none is left */
 	}
 }

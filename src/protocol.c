@@ -347,11 +347,13 @@ mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
 }
 
 /*
- * The plain get, "mg <key> [b] v\r\n": the single-key hot path, without the
- * generic encoder's option walk.
+ * The plain get, "mg <key> [b] v O<opaque>\r\n": the single-key hot path,
+ * without the generic encoder's option walk.  The opaque ties the reply to
+ * this request (memcached echoes it on VA and, since 1.6.18, on EN).
  */
 size_t
-mc_encode_get_value(char *dst, const char *wkey, size_t wlen, bool b64)
+mc_encode_get_value(char *dst, const char *wkey, size_t wlen, bool b64,
+					uint32_t opaque)
 {
 	char	   *p = dst;
 
@@ -366,8 +368,11 @@ mc_encode_get_value(char *dst, const char *wkey, size_t wlen, bool b64)
 		memcpy(p, " b", 2);
 		p += 2;
 	}
-	memcpy(p, " v\r\n", 4);
-	return (size_t) (p + 4 - dst);
+	memcpy(p, " v O", 4);
+	p = put_u64(p + 4, opaque);
+	p[0] = '\r';
+	p[1] = '\n';
+	return (size_t) (p + 2 - dst);
 }
 
 /* Kept as a function so callers never spell the marker themselves. */
@@ -798,10 +803,9 @@ mc_parse_reply(const char *buf, size_t len, McReply *r)
  * The hot path of the connection read buffers, which keep a NUL right after
  * their last byte.  With that terminator every digit run and token scan
  * stops by itself, so the replies mcfdw asks for, "VA <n> f<flags> O<token>"
- * (a pipelined get) and "VA <n>" (a plain get), are parsed straight
- * through: no delimiter search, no flag loop, and no clearing of the fields
- * the reply does not have.  Every other
- * shape, and anything incomplete, goes to mc_parse_reply; the two agree on
+ * (a pipelined get) and "VA <n> O<token>" (a single-key get), are parsed
+ * straight through: no delimiter search, no flag loop, and no clearing
+ * of the fields the reply does not have.  Every other shape, and anything incomplete, goes to mc_parse_reply; the two agree on
  * every field the reply defines (the unit tests and the fuzzer compare
  * them).
  */
@@ -867,7 +871,15 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 	/* " f<digits>": one digit is the common case */
 	memcpy(&two, p, 2);
 	if (two != (' ' | ('f' << 8)) || (d = (unsigned) p[2] - '0') > 9)
-		goto general;
+	{
+		/* a single-key get: "VA <n> O<token>" */
+		if (two != (' ' | ('O' << 8)))
+			goto general;
+		flags = 0;
+		q = p;
+		present = MC_F_OPAQUE;
+		goto opaque;
+	}
 	flags = d;
 	q = p + 3;
 	if ((d = (unsigned) *q - '0') <= 9)
@@ -883,6 +895,8 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 	/* " O<token>" (q may be the terminator itself: test byte by byte) */
 	if (q[0] != ' ' || q[1] != 'O')
 		goto general;
+	present = MC_F_FLAGS | MC_F_OPAQUE;
+opaque:
 	p = q + 2;
 	if (b + len - p >= 8)
 	{
@@ -904,7 +918,6 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 	r->client_flags = (uint32_t) flags;
 	r->opaque_off = (size_t) (q + 2 - b);
 	r->opaque_len = (size_t) (p - q - 2);
-	present = MC_F_FLAGS | MC_F_OPAQUE;
 
 	/* CRLF, then the data block and its CRLF */
 crlf:

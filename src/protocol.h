@@ -125,9 +125,12 @@ extern size_t mc_encode_request(char *dst, const char *cmd,
 extern size_t mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen,
 								   bool b64, bool want_flags, uint32_t opaque);
 
-/* The plain get: "mg <key> [b] v\r\n" (what mc_encode_request writes for it). */
+/*
+ * The single-key get: "mg <key> [b] v O<opaque>\r\n" (what
+ * mc_encode_request writes for it, with the opaque in decimal).
+ */
 extern size_t mc_encode_get_value(char *dst, const char *wkey, size_t wlen,
-								  bool b64);
+								  bool b64, uint32_t opaque);
 
 /* "mn\r\n": end-of-pipeline marker, answered by "MN\r\n". */
 extern size_t mc_encode_noop(char *dst);

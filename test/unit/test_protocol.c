@@ -1388,7 +1388,7 @@ test_keys(void)
 }
 
 /*
- * The reply the multi-get asks for ("VA <n> f<d> O<pos>") in the sizes and
+ * The replies the gets ask for ("VA <n> f<d> O<pos>", "VA <n> O<seq>") in the sizes and
  * widths that take the different branches of mc_parse_reply_z: 1..4-digit
  * sizes (one word) and longer ones (loop), one and many flag digits, an
  * opaque token that fits the eight-byte scan and one that does not, and
@@ -1411,6 +1411,11 @@ test_opaque_shape(void)
 		{"VA 1024 f4294967295 O1234567\r\n", 1024, 4294967295u, "1234567"},
 		{"VA 12345 f7 O12345678\r\n", 12345, 7, "12345678"},
 		{"VA 10 f0 Oabc\r\n", 10, 0, "abc"},
+		/* the single-key get's reply: no f */
+		{"VA 3 O1\r\n", 3, 0, "1"},
+		{"VA 100 O4294967295\r\n", 100, 0, "4294967295"},
+		{"VA 12345 O1234567\r\n", 12345, 0, "1234567"},
+		{"VA 0 O\r\n", 0, 0, ""},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -1431,7 +1436,7 @@ test_opaque_shape(void)
 			mc_parse_reply_z(buf, total, &z) == MC_REPLY_VA &&
 			z.consumed == total && z.value_len == cases[i].vlen &&
 			z.value_off == hl && z.client_flags == cases[i].flags &&
-			(z.present & (MC_F_FLAGS | MC_F_OPAQUE)) == (MC_F_FLAGS | MC_F_OPAQUE) &&
+			z.present == (strstr(cases[i].hdr, " f") ? MC_F_FLAGS | MC_F_OPAQUE : MC_F_OPAQUE) &&
 			span_is(buf, z.opaque_off, z.opaque_len, cases[i].opaque,
 					strlen(cases[i].opaque));
 		for (size_t cut = 0; cut < total; cut++)
@@ -1490,13 +1495,18 @@ test_encode_get_value(void)
 
 		for (size_t j = 0; j < len; j++)
 			key[j] = (char) (0x21 + rnd_below(94));
-		na = mc_encode_get_value(a, key, len, b64);
+		uint32_t	opq = (uint32_t) rnd_below(1000000) * (uint32_t) (i + 1);
+		char		otxt[16];
+
+		o.opaque_len = (size_t) snprintf(otxt, sizeof(otxt), "%u", (unsigned) opq);
+		o.opaque = otxt;
+		na = mc_encode_get_value(a, key, len, b64, opq);
 		nb = mc_encode_request(b, "mg", key, len, b64, -1, &o);
 		if (na != nb || memcmp(a, b, na) != 0)
 			bad++;
 	}
-	tap_ok(bad == 0, "encode_get_value equals mc_encode_request(\"mg\", v) on 500 keys");
-	tap_ok(mc_encode_get_value(a, "k", MC_KEY_MAX + 1, false) == 0,
+	tap_ok(bad == 0, "encode_get_value equals mc_encode_request(\"mg\", v, O) on 500 keys");
+	tap_ok(mc_encode_get_value(a, "k", MC_KEY_MAX + 1, false, 1) == 0,
 		   "encode_get_value: refuses an over-long key");
 }
 

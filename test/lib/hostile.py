@@ -1,0 +1,439 @@
+"""hostile — memcacheds that lie, flood, stall and refuse, for the robustness tests.
+
+FaultProxy (faultproxy.py) breaks a reply; these break the protocol's
+contract itself, the way a buggy proxy, a crashing server or a busy one does:
+
+  HostileProxy(upstream_port)   a proxy in front of a real memcached that, on
+      cue, sends an unsolicited reply some time after a correct one (stray),
+      lets a request execute and then resets the client instead of answering
+      (drop-after-execute), or, for the soak, does either at random along
+      with delays past io_timeout and plain drops;
+  HostileServer(behaviour)      a fake memcached that answers every request
+      with an endless stream of "EN" lines, endless STAT lines with no END,
+      STAT lines trickled a byte at a time, or a connection-limit refusal;
+  SynBlackhole()                a port whose connects neither complete nor
+      fail (its accept queue is full), to exercise connect_timeout;
+  run_bounded(conn, sql)        run one statement with a hard wall-clock bound:
+      past it, the test's own "way out" runs (typically stopping the hostile
+      server so the backend errors out), then a cancel, then a terminate, so
+      a backend that ignores interrupts never outlives the test;
+  backend_rss_kb(pid)           VmRSS of a backend, from /proc.
+
+Every server here runs in daemon threads of the test and stop() ends them;
+no test leaves a listener or a runaway backend behind.
+"""
+
+import random
+import select
+import socket
+import struct
+import threading
+import time
+
+HOST = "127.0.0.1"
+
+STRAY = b"VA 6\r\nPLANTD\r\n"
+
+
+def _listener(backlog=64):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((HOST, 0))
+    s.listen(backlog)
+    return s
+
+
+def _reset(sock):
+    """Close with RST (SO_LINGER 0), as a crashing proxy does."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+class HostileProxy:
+    """A proxy in front of a real memcached; faults are armed by attribute.
+
+        px = HostileProxy(mc.port).start()
+        px.stray_next = 1          # after the next reply, inject `stray`
+        px.drop_next = 1           # next request: execute, then reset client
+        px.p_stray = 0.01 ...      # the soak's random faults (see _pump)
+    """
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.stray = STRAY
+        self.stray_delay = 0.05
+        self.stray_next = 0         # replies still to be followed by a stray
+        self.drop_next = 0          # requests still to be executed then dropped
+        self.strays_sent = 0
+        self.drops_done = 0
+        # random faults, per reply chunk (soak)
+        self.p_stray = 0.0
+        self.p_delay = 0.0
+        self.p_drop = 0.0
+        self.p_drop_after_exec = 0.0
+        self.delay = 0.3
+        self.stray_choices = [STRAY]
+        self.rng = random.Random(1)
+        self.accepted = 0
+        self._lock = threading.Lock()
+        self._lsock = _listener()
+        self.port = self._lsock.getsockname()[1]
+        self._stop = False
+        self._conns = set()
+
+    @property
+    def addr(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def start(self):
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+        return self
+
+    def stop(self):
+        self._stop = True
+        try:
+            self._lsock.close()
+        except OSError:
+            pass
+        self.drop_all()
+
+    def drop_all(self):
+        """Close every client and upstream connection now."""
+        with self._lock:
+            conns = list(self._conns)
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _take(self, attr):
+        with self._lock:
+            n = getattr(self, attr)
+            if n > 0:
+                setattr(self, attr, n - 1)
+                return True
+            return False
+
+    def _chance(self, p):
+        if p <= 0:
+            return False
+        with self._lock:
+            return self.rng.random() < p
+
+    def _accept_loop(self):
+        while not self._stop:
+            try:
+                client, _ = self._lsock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            try:
+                upstream = socket.create_connection((HOST, self.upstream_port), timeout=2)
+                upstream.settimeout(None)
+            except OSError:
+                _reset(client)      # upstream down (restart): refuse, as it would
+                continue
+            with self._lock:
+                self._conns.update((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _inject_later(self, client, send_lock, data, delay):
+        def go():
+            time.sleep(delay)
+            with send_lock:
+                try:
+                    client.sendall(data)
+                    self.strays_sent += 1
+                except OSError:
+                    pass
+        threading.Thread(target=go, daemon=True).start()
+
+    def _pump(self, client, upstream):
+        socks = [client, upstream]
+        send_lock = threading.Lock()
+        try:
+            while not self._stop:
+                readable, _, _ = select.select(socks, [], [], 0.2)
+                for s in readable:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    if s is client:
+                        upstream.sendall(data)
+                        if self._take("drop_next") or self._chance(self.p_drop_after_exec):
+                            # the server executes the request; its reply is lost
+                            upstream.settimeout(2)
+                            try:
+                                upstream.recv(65536)
+                            except OSError:
+                                pass
+                            self.drops_done += 1
+                            _reset(client)
+                            return
+                        continue
+                    if self._chance(self.p_drop):
+                        _reset(client)
+                        return
+                    if self._chance(self.p_delay):
+                        time.sleep(self.delay)
+                    with send_lock:
+                        client.sendall(data)
+                    if self._take("stray_next"):
+                        self._inject_later(client, send_lock, self.stray, self.stray_delay)
+                    elif self._chance(self.p_stray):
+                        with self._lock:
+                            stray = self.rng.choice(self.stray_choices)
+                            delay = self.rng.choice((0.0, 0.001, 0.01, 0.05))
+                        self._inject_later(client, send_lock, stray, delay)
+        except OSError:
+            return
+        finally:
+            with self._lock:
+                self._conns.difference_update(socks)
+            for s in socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+
+class HostileServer:
+    """A fake memcached whose every connection runs one behaviour:
+
+      endless_en      after the first request bytes, "EN\\r\\n" forever
+      stats_forever   after the first request bytes, STAT lines forever, no END
+      stats_trickle   after the first request bytes, STAT lines one byte per
+                      `trickle` seconds, forever
+      conn_limit      at accept, "ERROR Too many open connections" and close
+                      (what memcached does at its -c limit)
+
+    `sent` counts bytes written; stop() ends every stream and closes.
+    """
+
+    def __init__(self, behaviour, trickle=0.1):
+        self.behaviour = behaviour
+        self.trickle = trickle
+        self.sent = 0
+        self.accepted = 0
+        self._stop = False
+        self._lsock = _listener()
+        self.port = self._lsock.getsockname()[1]
+        self._conns = set()
+        self._lock = threading.Lock()
+
+    @property
+    def addr(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def start(self):
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+        return self
+
+    def stop(self):
+        self._stop = True
+        try:
+            self._lsock.close()
+        except OSError:
+            pass
+        self.drop_all()
+
+    def drop_all(self):
+        with self._lock:
+            conns = list(self._conns)
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _accept_loop(self):
+        while not self._stop:
+            try:
+                c, _ = self._lsock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with self._lock:
+                self._conns.add(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            if self.behaviour == "conn_limit":
+                c.sendall(b"ERROR Too many open connections\r\n")
+                return
+            c.settimeout(30)
+            if not c.recv(65536):
+                return
+            if self.behaviour == "endless_en":
+                chunk = b"EN\r\n" * (256 * 1024)     # 1 MB per send
+            elif self.behaviour == "stats_forever":
+                chunk = b"".join(b"STAT item_%08d %s\r\n" % (i, b"x" * 40) for i in range(16384))
+            elif self.behaviour == "stats_trickle":
+                chunk = None
+            else:
+                raise ValueError(self.behaviour)
+            c.settimeout(None)
+            i = 0
+            while not self._stop:
+                if chunk is None:
+                    line = b"STAT trickle_%d 1\r\n" % i
+                    for b in line:
+                        if self._stop:
+                            return
+                        c.sendall(bytes([b]))
+                        self.sent += 1
+                        time.sleep(self.trickle)
+                    i += 1
+                else:
+                    c.sendall(chunk)
+                    self.sent += len(chunk)
+        except OSError:
+            return
+        finally:
+            with self._lock:
+                self._conns.discard(c)
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+class SynBlackhole:
+    """A port whose connects hang: a listener with a full accept queue, so
+    the kernel drops further SYNs (no refusal, no completion)."""
+
+    def __init__(self):
+        self._l = socket.socket()
+        self._l.bind((HOST, 0))
+        self._l.listen(0)
+        self.port = self._l.getsockname()[1]
+        # one completed handshake fills a backlog-0 queue; later SYNs are dropped
+        self._fill = [socket.create_connection((HOST, self.port), timeout=2)]
+
+    def blocks(self, timeout=0.5):
+        """True when a connect to it does hang (checked, not assumed)."""
+        s = socket.socket()
+        s.settimeout(timeout)
+        try:
+            s.connect((HOST, self.port))
+            self._fill.append(s)
+            return False
+        except socket.timeout:
+            s.close()
+            return True
+        except OSError:
+            s.close()
+            return False
+
+    @property
+    def addr(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def stop(self):
+        for s in self._fill + [self._l]:
+            s.close()
+
+
+def backend_rss_kb(pid):
+    """VmRSS of process pid in kB (0 once it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Outcome:
+    """What run_bounded saw: elapsed seconds, the error (pgcode, first line)
+    or None, the rows, and which escalations were needed."""
+
+    def __init__(self):
+        self.elapsed = None
+        self.error = None
+        self.detail = None
+        self.pgcode = None
+        self.rows = None
+        self.overran = False        # not done within the bound
+        self.needed_cancel = False  # not done even after the way out
+        self.needed_terminate = False
+        self.stuck = False          # not done even after terminate
+
+    def __repr__(self):
+        return ("Outcome(elapsed=%.2f, pgcode=%r, error=%r, detail=%r, rows=%r, overran=%r, "
+                "cancel=%r, terminate=%r, stuck=%r)"
+                % (self.elapsed or -1, self.pgcode, self.error, self.detail, self.rows, self.overran,
+                   self.needed_cancel, self.needed_terminate, self.stuck))
+
+
+def run_bounded(conn, sql, args=None, bound=10.0, way_out=None, admin=None,
+                during=None):
+    """Run sql on conn in a thread; give it `bound` seconds.
+
+    Past the bound: way_out() (e.g. hostile.stop()), then 5 s later a cancel,
+    then 5 s later pg_terminate_backend through admin (a separate
+    connection).  during(elapsed) is called every 50 ms while it runs (to
+    watch memory, or to cancel from another session); if it returns True,
+    way_out() runs at once.  Returns an Outcome.
+    """
+    out = Outcome()
+    pid = None
+    if admin is not None:
+        pid = conn.get_backend_pid()
+
+    def work():
+        try:
+            cur = conn.cursor()
+            cur.execute(sql, args)
+            out.rows = cur.fetchall() if cur.description else None
+        except Exception as e:  # noqa: BLE001
+            out.pgcode = getattr(e, "pgcode", None)
+            lines = str(e).splitlines() or [""]
+            out.error = lines[0]
+            out.detail = " ".join(lines[1:])
+
+    th = threading.Thread(target=work, daemon=True)
+    t0 = time.monotonic()
+    th.start()
+    while th.is_alive() and time.monotonic() - t0 < bound:
+        th.join(0.05)
+        if during is not None and th.is_alive() and during(time.monotonic() - t0):
+            out.overran = True
+            break
+    if th.is_alive():
+        out.overran = True
+        out.elapsed = time.monotonic() - t0
+        if way_out is not None:
+            way_out()
+        th.join(5)
+    if th.is_alive():
+        out.needed_cancel = True
+        conn.cancel()
+        th.join(5)
+    if th.is_alive() and admin is not None and pid is not None:
+        out.needed_terminate = True
+        admin.cursor().execute("SELECT pg_terminate_backend(%s)", (pid,))
+        th.join(5)
+    if th.is_alive():
+        out.stuck = True
+    if out.elapsed is None:
+        out.elapsed = time.monotonic() - t0
+    return out
