@@ -969,6 +969,24 @@ conn_check_reply(McConn *conn, const McRequest *req, const char *base,
 		case MC_REPLY_CLIENT_ERROR:
 		case MC_REPLY_SERVER_ERROR:
 			return MC_IO_OK;
+		case MC_REPLY_EN:
+
+			/*
+			 * memcached echoes the token on a miss only from 1.6.18 on.
+			 * legacy_misses takes a token-less EN as the miss it says: a
+			 * stray one can then turn a hit into a miss (never into a
+			 * wrong value: the reply it displaced carries a token the next
+			 * request refuses).
+			 */
+			if (!(r->present & MC_F_OPAQUE))
+			{
+				if (conn->server->cfg.legacy_misses)
+					return MC_IO_OK;
+				conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+						  "a miss (EN) came without the request's opaque token: either the connection is out of step, or the server is older than memcached 1.6.18 (set the server option legacy_misses for such servers)");
+				return retry ? MC_IO_RETRY : MC_IO_FAILED;
+			}
+			/* FALLTHROUGH */
 		default:
 			if (req->opaque == 0 ||
 				((r->present & MC_F_OPAQUE) &&

@@ -52,6 +52,7 @@ typedef struct McServerConfig
 	int			failure_limit;	/* consecutive failures before "dead" */
 	int			retry_delay;	/* s a dead instance is left alone */
 	bool		failover;
+	bool		legacy_misses;	/* accept a miss without the opaque token */
 	bool		long_keys_dalli;	/* long_keys 'dalli': digest long keys */
 } McServerConfig;
 

@@ -395,6 +395,8 @@ static const McOption options_table[] = {
 	 .min = 0, .max = 86400, .unit = GUC_UNIT_S},
 	{.name = "failover", .context = ForeignServerRelationId,
 	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(failover)},
+	{.name = "legacy_misses", .context = ForeignServerRelationId,
+	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(legacy_misses)},
 };
 
 #define NOPTIONS	((int) lengthof(options_table))

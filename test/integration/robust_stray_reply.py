@@ -10,7 +10,7 @@ import time
 
 import mcdb
 import mcrig
-from hostile import STRAY, HostileProxy
+from hostile import STRAY, HostileProxy, HostileServer
 
 t = mcrig.TAP()
 mc = mcrig.start_memcached()
@@ -79,6 +79,37 @@ case("SELECT value FROM mc_gets_bytea('%s', server => 'px')", bytea, 0.1, "mc_ge
 # a stray that is a plausible value of another key, and a stray miss
 case(GET, text, 0.1, "mc_get, stray is k5's value", stray=b"VA 3\r\nVk5\r\n", reads=("k6", "k7"))
 case(GET, text, 0.1, "mc_get, stray is a miss (EN)", stray=b"EN\r\n", reads=("k6", "k7"))
+# memcached before 1.6.18: a miss carries no token.  Refused by default (it
+# cannot be told from a stray miss), taken as a miss with legacy_misses.
+old = HostileServer("old_miss").start()
+db.server(c, "old", old.addr, io_timeout="1s")
+db.server(c, "old_lenient", old.addr, io_timeout="1s", legacy_misses="true")
+kind, v = call(c, "SELECT mc_get('nokey', server => 'old')")
+t.is_(kind, "error", "a token-less miss is refused by default")
+try:
+    db.sql(c, "SELECT mc_get('nokey', server => 'old')")
+except Exception as e:  # noqa: BLE001
+    t.ok("legacy_misses" in str(e), "... and the error names legacy_misses", str(e))
+else:
+    t.ok(False, "... and the error names legacy_misses", "no error")
+t.is_(call(c, "SELECT mc_get('nokey', server => 'old_lenient')"), ("ok", None),
+      "with legacy_misses a token-less miss is a miss")
+old.stop()
+# with legacy_misses a stray EN may read as a miss, never as a value
+db.server(c, "px_lenient", px.addr, io_timeout="1s", legacy_misses="true")
+c2 = db.connect()
+call(c2, "SELECT mc_get('k1', server => 'px_lenient')")
+px.stray = b"EN\r\n"
+px.stray_next = 1
+call(c2, "SELECT mc_get('k1', server => 'px_lenient')")
+mcrig.wait_for(lambda: px.stray_next == 0 and px.strays_sent > case.sent, 5, what="stray")
+case.sent = px.strays_sent
+time.sleep(0.1)
+got = [(k, call(c2, "SELECT mc_get('%s', server => 'px_lenient')" % k)) for k in ("k2", "k3", "k4")]
+wrong = [(k, v) for k, (kind, v) in got if kind == "ok" and v is not None and v != "V" + k]
+t.ok(not wrong, "legacy_misses, stray EN: no read returns a value not its own", repr(got))
+t.is_(got[-1][1], ("ok", "Vk4"), "legacy_misses, stray EN: the stream is back in step")
+c2.close()
 # mc_get_multi is tied to its replies by opaque: the stray never shows up
 MULTI = "SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM mc_get_multi(ARRAY['k1','k2','%s'], 'px')"
 c = db.connect()

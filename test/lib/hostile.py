@@ -217,6 +217,8 @@ class HostileServer:
                       `trickle` seconds, forever
       conn_limit      at accept, "ERROR Too many open connections" and close
                       (what memcached does at its -c limit)
+      old_miss        every request line answered "EN" without its opaque
+                      token, as memcached before 1.6.18 answers a miss
 
     `sent` counts bytes written; stop() ends every stream and closes.
     """
@@ -277,6 +279,9 @@ class HostileServer:
             if self.behaviour == "conn_limit":
                 c.sendall(b"ERROR Too many open connections\r\n")
                 return
+            if self.behaviour == "old_miss":
+                self._serve_old_miss(c)
+                return
             c.settimeout(30)
             if not c.recv(65536):
                 return
@@ -312,6 +317,23 @@ class HostileServer:
                 c.close()
             except OSError:
                 pass
+
+
+    def _serve_old_miss(self, c):
+        """Every request line is a miss, answered as memcached before 1.6.18
+        answers one: "EN" without the request's opaque token."""
+        c.settimeout(30)
+        buf = b""
+        while not self._stop:
+            data = c.recv(65536)
+            if not data:
+                return
+            buf += data
+            while b"\r\n" in buf:
+                line, buf = buf.split(b"\r\n", 1)
+                if line:
+                    c.sendall(b"EN\r\n")
+                    self.sent += 4
 
 
 class SynBlackhole:
