@@ -42,6 +42,7 @@ DECLARE
   victim int;
 BEGIN
   FOR i IN 1..1000 LOOP
+    PERFORM pg_stat_clear_snapshot();  -- else the first snapshot is read 1000 times
     SELECT pid INTO victim FROM pg_stat_activity
      WHERE wait_event_type = 'Extension' AND query LIKE '%cancel-me%' AND pid <> pg_backend_pid();
     EXIT WHEN victim IS NOT NULL;
