@@ -480,7 +480,10 @@ handle_replies(MgBatch *b, MgInstance *mi)
 		}
 		else if (t == MC_REPLY_EN)
 		{
-			/* not sent under q, but harmless: a miss */
+			/* q suppresses EN: one that arrives answers nothing we asked */
+			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								"a miss reply does not match any outstanding request"))
+				return false;
 		}
 		else if (t == MC_REPLY_BAD)
 		{
@@ -526,26 +529,30 @@ restart_instance(MgBatch *b, MgInstance *mi, int s)
 	return true;
 }
 
-/* Send and receive on one instance until it would block. */
+/*
+ * Send and receive on one instance until it would block.  Interrupts are
+ * checked on every pass: a server that never stops sending (the socket is
+ * never drained) must not keep a backend from its cancel.  After a restart
+ * on a fresh socket the pipeline is queued and sent at once, so the wait
+ * set arms the new socket for writing too.
+ */
 static void
 pump_instance(MgBatch *b, MgInstance *mi, int s, bool readable, TimestampTz now)
 {
 	ssize_t		n;
 	bool		drained;
 
+again:
 	if (!mi->active)
 		return;
 	fill_requests(b, mi);
 	while (McConnUnsent(mi->conn) > 0)
 	{
 		n = McConnSendSome(mi->conn);
+		if (n == -2 && restart_instance(b, mi, s))
+			goto again;
 		if (n == -1)
 			McInstanceFailed(b->srv, mi->conn, b->soft);
-		if (n == -2 && restart_instance(b, mi, s))
-		{
-			fill_requests(b, mi);
-			continue;
-		}
 		if (n < 0)
 		{
 			drop_instance(mi);
@@ -558,11 +565,15 @@ pump_instance(MgBatch *b, MgInstance *mi, int s, bool readable, TimestampTz now)
 	}
 	while (readable && mi->active)
 	{
+		CHECK_FOR_INTERRUPTS();
 		n = McConnRecvSome(mi->conn, mi->need, &drained);
+		if (n == -2 && restart_instance(b, mi, s))
+		{
+			readable = false;	/* the fresh socket has nothing to read yet */
+			goto again;
+		}
 		if (n == -1)
 			McInstanceFailed(b->srv, mi->conn, b->soft);
-		if (n == -2 && restart_instance(b, mi, s))
-			return;
 		if (n < 0)
 		{
 			drop_instance(mi);
@@ -622,7 +633,7 @@ run_batch(MgBatch *b)
 				if (left <= 0)
 				{
 					McInstanceFail(srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
-								   "read from", "timed out after %d mi", io_timeout);
+								   "read from", "timed out after %d ms", io_timeout);
 					drop_instance(mi);
 					continue;
 				}

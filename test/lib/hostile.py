@@ -215,6 +215,8 @@ class HostileServer:
       stats_forever   after the first request bytes, STAT lines forever, no END
       stats_trickle   after the first request bytes, STAT lines one byte per
                       `trickle` seconds, forever
+      huge_va         after the first request bytes, a VA header announcing
+                      a value of 1,000,000,000 bytes, then zeros forever
       conn_limit      at accept, "ERROR Too many open connections" and close
                       (what memcached does at its -c limit)
       old_miss        every request line answered "EN" without its opaque
@@ -291,6 +293,9 @@ class HostileServer:
                 chunk = b"".join(b"STAT item_%08d %s\r\n" % (i, b"x" * 40) for i in range(16384))
             elif self.behaviour == "stats_trickle":
                 chunk = None
+            elif self.behaviour == "huge_va":
+                c.sendall(b"VA 1000000000 O0 f0\r\n")
+                chunk = b"\0" * (1024 * 1024)
             else:
                 raise ValueError(self.behaviour)
             c.settimeout(None)
