@@ -6,9 +6,11 @@
  * blocking), one WaitEventSet per connection
  * (the multi-get's, one per server, and its non-blocking slices are in
  * conn_multi.c), interruptible sends and reads with deadlines, the read
- * buffer (always NUL-terminated, for mc_parse_reply_z), retrying a pooled
- * socket the server closed while idle, and closing a connection whose reply
- * was not read to the end.  A failing instance is reported, not judged: the
+ * buffer (always NUL-terminated, for mc_parse_reply_z, capped by
+ * max_reply_size), retrying a pooled socket the server closed while idle,
+ * closing a connection whose reply was not read to the end, and the
+ * backend's open sockets as a whole: the file-descriptor budget they share
+ * (the least recently used give theirs back) and idle_timeout.  A failing instance is reported, not judged: the
  * cause is kept in the connection and the call returns failure.  Must not:
  * choose instances, count failures or decide that an instance is dead
  * (pool.c does all three, and calls down into this file, never the other
@@ -40,6 +42,15 @@
 
 #define RBUF_INITIAL	16384
 #define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
+#define STATS_MAX_BYTES	(4 * 1024 * 1024)	/* a stats reply past this is not memcached's */
+
+/*
+ * Every open socket of the backend, the most recently used first: when the
+ * backend runs short of file descriptors, the least recently used idle ones
+ * give theirs back (conn_fd_room), and idle_timeout is enforced over it.
+ */
+static dlist_head open_conns = DLIST_STATIC_INIT(open_conns);
+static int64 last_idle_sweep = 0;
 
 /*
  * Microseconds on the coarse monotonic clock: what the per-request
@@ -174,6 +185,12 @@ McConnCarryOver(McServer *srv, McConn *conns, int n, const int *from)
 			if (oc->busy)
 				McConnClose(oc);
 			*nc = *oc;
+			if (oc->sock != PGINVALID_SOCKET)
+			{
+				/* the list links the old struct: put the new one in its place */
+				dlist_insert_after(&oc->open_node, &nc->open_node);
+				dlist_delete(&oc->open_node);
+			}
 			oc->index = -1;		/* moved */
 		}
 		nc->index = i;
@@ -222,6 +239,7 @@ McConnClose(McConn *conn)
 		ReleaseExternalFD();
 		conn->sock = PGINVALID_SOCKET;
 		conn->server->sock_gen++;
+		dlist_delete(&conn->open_node);
 	}
 	conn->connecting = false;
 	conn->busy = false;
@@ -311,6 +329,82 @@ McConnIndex(McConn *conn)
 }
 
 /*
+ * Make sure one more external file descriptor (a socket, an epoll set) can
+ * be had, within PostgreSQL's budget for them (a third of
+ * max_files_per_process, shared with postgres_fdw and the like).  Short of
+ * it, the least recently used connections other than self give theirs
+ * back: first wait sets (remade at their next wait), then idle sockets
+ * (reopened at their next use).  Each socket then costs one descriptor,
+ * plus the one wait set in use, so a server's 256 instances fit.  False
+ * when nothing is left to give back.
+ */
+bool
+conn_fd_room(McConn *self)
+{
+	for (;;)
+	{
+		dlist_iter	it;
+		McConn	   *victim = NULL;
+
+		if (AcquireExternalFD())
+		{
+			ReleaseExternalFD();
+			return true;
+		}
+		dlist_reverse_foreach(it, &open_conns)
+		{
+			McConn	   *c = dlist_container(McConn, open_node, it.cur);
+
+			if (c != self && c->wes != NULL)
+			{
+				victim = c;
+				break;
+			}
+		}
+		if (victim != NULL)
+		{
+			FreeWaitEventSet(victim->wes);
+			victim->wes = NULL;
+			continue;
+		}
+		dlist_reverse_foreach(it, &open_conns)
+		{
+			McConn	   *c = dlist_container(McConn, open_node, it.cur);
+
+			if (c != self && !c->busy)
+			{
+				victim = c;
+				break;
+			}
+		}
+		if (victim == NULL)
+			return false;
+		McConnClose(victim);
+	}
+}
+
+/* The connection's own wait set, made at its first wait. */
+static void
+conn_make_wes(McConn *conn, uint32 events)
+{
+	if (!conn_fd_room(conn))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("out of file descriptors for memcached server \"%s\"",
+						conn->server->name),
+				 errdetail("Every connection this session holds is in use."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+	conn->wes = CreateWaitEventSet(conn_memory(), 3);
+	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	/* a single-user backend has no postmaster to watch */
+	if (IsUnderPostmaster)
+		AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	conn->sock_pos = AddWaitEventToSet(conn->wes, events, conn->sock, NULL, NULL);
+	conn->cur_events = events;
+	conn->latch = MyLatch;
+}
+
+/*
  * Wait until the socket is ready for events, the latch is set (interrupts
  * are serviced, so cancel and statement_timeout work) or timeout_ms of
  * inactivity pass.  One WaitEventSet per connection avoids building an epoll
@@ -335,6 +429,15 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 		deadline = start + (int64) timeout_ms * 1000;
 		timeout = timeout_ms;
 	}
+	/* a bound on the whole request (the stats commands) */
+	if (conn->deadline != 0 && (deadline == 0 || conn->deadline < deadline))
+	{
+		deadline = conn->deadline;
+		timeout_ms = conn->deadline_ms;
+		timeout = mono_ms_left(deadline);
+	}
+	if (conn->wes == NULL)
+		conn_make_wes(conn, events);
 	if (conn->latch != MyLatch)
 	{
 		ModifyWaitEvent(conn->wes, LATCH_POS, WL_LATCH_SET, MyLatch);
@@ -518,13 +621,13 @@ conn_connect_start(McConn *conn)
 						 "connect to", "could not resolve host name: %s",
 						 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
 
-	if (!AcquireExternalFD())
+	if (!conn_fd_room(conn) || !AcquireExternalFD())
 	{
 		freeaddrinfo(res);
 		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("could not connect to memcached server \"%s\"", srv->name),
-				 errdetail("There are too many open files on the local server."),
+				 errdetail("This session has no file descriptor left for another connection, and every connection it holds is in use."),
 				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
 	}
 	sock = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -540,6 +643,7 @@ conn_connect_start(McConn *conn)
 	}
 	conn->sock = sock;
 	srv->sock_gen++;
+	dlist_push_head(&open_conns, &conn->open_node);
 	(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	rc = connect(sock, res->ai_addr, res->ai_addrlen);
 	freeaddrinfo(res);
@@ -547,14 +651,6 @@ conn_connect_start(McConn *conn)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "%m");
 
-	conn->wes = CreateWaitEventSet(conn_memory(), 3);
-	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	/* a single-user backend has no postmaster to watch */
-	if (IsUnderPostmaster)
-		AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	conn->sock_pos = AddWaitEventToSet(conn->wes, WL_SOCKET_WRITEABLE, sock, NULL, NULL);
-	conn->cur_events = WL_SOCKET_WRITEABLE;
-	conn->latch = MyLatch;
 	conn->connecting = (rc < 0);
 	conn->connect_started = start;	/* connect_timeout covers the lookup */
 
@@ -624,6 +720,36 @@ conn_still_open(McConn *conn)
 	return false;				/* EOF, error, or unexpected bytes */
 }
 
+/* Has the socket sat idle past its server's idle_timeout? */
+static inline bool
+conn_idle_expired(McConn *conn, int64 now)
+{
+	int			idle = conn->server->cfg.idle_timeout;
+
+	return idle > 0 && now - conn->last_used > (int64) idle * USECS_PER_SEC;
+}
+
+/*
+ * Close every idle socket of the backend past its server's idle_timeout,
+ * so that backends x instances stay below memcached's connection limit.
+ * Run at most once a second, from the next request of any server: the
+ * list is short and nothing is read but the clock.
+ */
+static void
+conn_sweep_idle(int64 now)
+{
+	dlist_mutable_iter it;
+
+	last_idle_sweep = now;
+	dlist_foreach_modify(it, &open_conns)
+	{
+		McConn	   *c = dlist_container(McConn, open_node, it.cur);
+
+		if (!c->busy && conn_idle_expired(c, now))
+			McConnClose(c);
+	}
+}
+
 /*
  * Get a connection ready for a request without waiting: close the socket if
  * an interrupted request left it out of step, probe a long-idle socket, and
@@ -639,6 +765,10 @@ conn_prepare(McConn *conn, bool probe)
 	if (conn->busy)
 		McConnClose(conn);
 	now = mono_usec();
+	if (now - last_idle_sweep >= USECS_PER_SEC)
+		conn_sweep_idle(now);
+	if (conn->sock != PGINVALID_SOCKET && conn_idle_expired(conn, now))
+		McConnClose(conn);
 	if (conn->sock != PGINVALID_SOCKET &&
 		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
 		McConnClose(conn);
@@ -648,6 +778,8 @@ conn_prepare(McConn *conn, bool probe)
 	conn->wlen = conn->woff = 0;	/* a request starts with nothing queued */
 	conn->last_used = now;
 	conn->stamp_fresh = true;
+	conn->deadline = 0;
+	dlist_move_head(&open_conns, &conn->open_node);
 	conn->busy = true;
 	conn->expect_wait = false;
 	conn->retryable = (conn->requests > 0);
@@ -818,6 +950,10 @@ conn_reserve(McConn *conn, size_t need)
 		conn->rend = have;
 		conn->rbuf[have] = '\0';
 	}
+	if (have + need > (size_t) conn->server->cfg.max_reply_size + 1)
+		return conn_fail(conn, true, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+						 "a reply of over %zu bytes exceeds max_reply_size (%d bytes)",
+						 have + need - 1, conn->server->cfg.max_reply_size);
 	if (conn->rcap - conn->rend < need)
 	{
 		size_t		cap = conn->rcap;
@@ -1133,18 +1269,42 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
  * gives false with the cause kept in conn (McConnFailure), so a stats view
  * can show one row per unreachable instance instead of failing as a whole.
  * Cancels and timeouts of the statement are never swallowed.
+ *
+ * Bounds, so that no server can hold a view: limit_ms (the views' own
+ * bound, 0 = none) covers the whole command, connect included; io_timeout
+ * covers the whole reply, not each gap in it, so a trickled reply costs at
+ * most one io_timeout; and a reply past STATS_MAX_BYTES is cut off (the
+ * callers keep what the lines say: memory grows with them).
  */
 bool
-McConnStatLines(McConn *conn, const char *cmd, McStatLineFn cb, void *arg)
+McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
+				McStatLineFn cb, void *arg)
 {
 	size_t		len = strlen(cmd);
+	int64		view_deadline = limit_ms > 0 ?
+		mono_usec() + (int64) limit_ms * 1000 : 0;
 
 	for (;;)					/* at most twice: see conn_closed_while_idle */
 	{
 		McIoStatus	st;
+		int			io_timeout = conn->server->cfg.io_timeout;
 
-		if (!McConnPrepare(conn) || (conn->connecting && !conn_connect_finish(conn)))
+		if (!McConnPrepare(conn))
 			return false;
+		conn->deadline = view_deadline;
+		conn->deadline_ms = limit_ms;
+		if (conn->connecting && !conn_connect_finish(conn))
+			return false;
+		if (io_timeout > 0)
+		{
+			int64		d = mono_usec() + (int64) io_timeout * 1000;
+
+			if (conn->deadline == 0 || d < conn->deadline)
+			{
+				conn->deadline = d;
+				conn->deadline_ms = io_timeout;
+			}
+		}
 		st = conn_send(conn, cmd, len, NULL, 0);
 		while (st == MC_IO_OK)
 		{
@@ -1152,6 +1312,14 @@ McConnStatLines(McConn *conn, const char *cmd, McStatLineFn cb, void *arg)
 			char	   *base = conn->rbuf + conn->rstart;
 			McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
 
+			/* a reply that never drains never waits: check here too */
+			CHECK_FOR_INTERRUPTS();
+			if (conn->deadline != 0 && mono_usec() >= conn->deadline)
+				return conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, "read from",
+								 "timed out after %d ms", conn->deadline_ms);
+			if (conn->rgot > STATS_MAX_BYTES)
+				return conn_fail(conn, false, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+								 "the stats reply exceeds %d bytes", STATS_MAX_BYTES);
 			if (t == MC_REPLY_NEED_MORE)
 				st = conn_fill(conn, r.need);
 			else if (t == MC_REPLY_STAT)

@@ -8,6 +8,8 @@
 #ifndef MCFDW_CONN_INT_H
 #define MCFDW_CONN_INT_H
 
+#include "lib/ilist.h"
+
 #include "mcfdw.h"
 
 #define WBUF_INITIAL	16384
@@ -34,7 +36,11 @@ struct McConn
 	size_t		rgot;			/* reply bytes received for this request */
 	int64		last_used;		/* mono_usec() at the start of the current request */
 	bool		stamp_fresh;	/* ... and nothing has arrived since */
-	WaitEventSet *wes;			/* latch + postmaster death + this socket */
+	int64		deadline;		/* mono_usec() no wait of this request passes; 0 = none */
+	int			deadline_ms;	/* the bound deadline stands for, for messages */
+	dlist_node	open_node;		/* in conn.c's list of open sockets, last used first */
+	WaitEventSet *wes;			/* latch + postmaster death + this socket; made
+								 * at the first wait, freed when fds run short */
 	int			sock_pos;		/* position of the socket event in wes */
 	int			mpos;			/* position in the server's mwes, -1 if absent */
 	uint32		mevents;		/* socket events mwes is armed for */
@@ -75,6 +81,7 @@ typedef enum McIoStatus
 
 extern MemoryContext conn_memory(void);
 extern bool conn_reserve(McConn *conn, size_t need);
+extern bool conn_fd_room(McConn *self);
 extern McIoStatus conn_io_failed(McConn *conn, int err, const char *action);
 
 #endif							/* MCFDW_CONN_INT_H */

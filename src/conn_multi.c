@@ -44,6 +44,13 @@ McServerWaitSet(McServer *srv)
 	}
 	if (srv->mwes != NULL)
 		FreeWaitEventSet(srv->mwes);
+	srv->mwes = NULL;
+	if (!conn_fd_room(NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("out of file descriptors for memcached server \"%s\"", srv->name),
+				 errdetail("Every connection this session holds is in use."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
 	srv->mwes = CreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
 	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	if (IsUnderPostmaster)

@@ -27,6 +27,7 @@
 #define MC_DEFAULT_IO_TIMEOUT		1000	/* ms */
 #define MC_DEFAULT_FAILURE_LIMIT	2
 #define MC_DEFAULT_RETRY_DELAY		30	/* s */
+#define MC_MIN_MAX_REPLY_SIZE		(1024 * 1024)
 #define MC_MAX_ENDPOINTS			256
 #define MC_MAX_KEY_PREFIX			128
 #define MC_HOST_MAX					255
@@ -54,6 +55,8 @@ typedef struct McServerConfig
 	bool		failover;
 	bool		legacy_misses;	/* accept a miss without the opaque token */
 	bool		long_keys_dalli;	/* long_keys 'dalli': digest long keys */
+	int			idle_timeout;	/* s a pooled socket may sit idle, 0 = forever */
+	int			max_reply_size; /* bytes one reply may take in memory */
 } McServerConfig;
 
 /*
@@ -137,6 +140,7 @@ extern List *McUsableServers(void);
 extern char *mc_default_server;
 extern uint64 mc_default_server_gen;
 extern bool mc_debug_check_rows;
+extern int	mc_stats_timeout;
 extern void McOptionsInit(void);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
@@ -173,7 +177,7 @@ extern void McInstanceEnd(McServer *srv, McConn *conn);
 extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
 							   McReply *reply, McConn **connp, bool soft);
 extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
-								McStatLineFn cb, void *arg);
+								int limit_ms, McStatLineFn cb, void *arg);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
@@ -222,7 +226,7 @@ extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
 
 /* conn.c: stats commands ("STAT name value" lines, then END) */
-extern bool McConnStatLines(McConn *conn, const char *cmd,
+extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 							McStatLineFn cb, void *arg);
 
 #endif							/* MCFDW_H */

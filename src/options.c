@@ -34,6 +34,9 @@ PG_FUNCTION_INFO_V1(mcfdw_validator);
 /* GUC: foreign server used by calls that name none. */
 char	   *mc_default_server = NULL;
 
+/* GUC: bound on each instance of a statistics view or function, ms (0 = none). */
+int			mc_stats_timeout = 5000;
+
 /* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
 bool		mc_debug_check_rows = false;
 
@@ -63,6 +66,15 @@ McOptionsInit(void)
 							   PGC_USERSET,
 							   0,
 							   NULL, default_server_assign, NULL);
+	DefineCustomIntVariable("mcfdw.stats_timeout",
+							"Longest time a statistics view or function spends on one memcached instance.",
+							"Covers the connect and the whole reply; a server's smaller io_timeout "
+							"bounds the reply too.  0 means no bound but io_timeout.",
+							&mc_stats_timeout,
+							5000, 0, 3600000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("mcfdw.debug_check_rows",
 							 "Checks every row mc_get_multi lays out itself against PostgreSQL's own layout.",
 							 "A row that differs byte for byte is an error.  For the tests: "
@@ -97,7 +109,8 @@ parse_int_option(const char *name, const char *value, int unitflags,
 				 errmsg("value for option \"%s\" is out of range: \"%s\"", name, value),
 				 errdetail("Valid values are between %d and %d%s.", min, max,
 						   unitflags == GUC_UNIT_MS ? " milliseconds" :
-						   unitflags == GUC_UNIT_S ? " seconds" : "")));
+						   unitflags == GUC_UNIT_S ? " seconds" :
+						   unitflags == GUC_UNIT_BYTE ? " bytes" : "")));
 	return result;
 }
 
@@ -395,6 +408,12 @@ static const McOption options_table[] = {
 	 .min = 0, .max = 86400, .unit = GUC_UNIT_S},
 	{.name = "failover", .context = ForeignServerRelationId,
 	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(failover)},
+	{.name = "idle_timeout", .context = ForeignServerRelationId,
+	 .default_value = "0", .parse = opt_int, .field = CFG_FIELD(idle_timeout),
+	 .min = 0, .max = 7 * 86400, .unit = GUC_UNIT_S},
+	{.name = "max_reply_size", .context = ForeignServerRelationId,
+	 .default_value = "64MB", .parse = opt_int, .field = CFG_FIELD(max_reply_size),
+	 .min = MC_MIN_MAX_REPLY_SIZE, .max = (int) (MaxAllocSize / 2), .unit = GUC_UNIT_BYTE},
 	{.name = "legacy_misses", .context = ForeignServerRelationId,
 	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(legacy_misses)},
 };

@@ -516,13 +516,13 @@ McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
  */
 bool
 McInstanceStatLines(McServer *srv, int index, const char *cmd,
-					McStatLineFn cb, void *arg)
+					int limit_ms, McStatLineFn cb, void *arg)
 {
 	McConn	   *conn = McConnOf(srv, index);
 
 	if (!instance_usable(srv, index, true))
 		return false;
-	if (!McConnStatLines(conn, cmd, cb, arg))
+	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
 		return McInstanceFailed(srv, conn, true);
 	srv->health[index].failures = 0;
 	return true;

@@ -92,9 +92,10 @@ target_servers(FunctionCallInfo fcinfo)
 }
 
 /*
- * Send one stats command softly.  On failure *err says why, in words a
- * dashboard can show: an instance already marked dead is not contacted at
- * all (McInstanceStatLines returns at once), so its last recorded error is
+ * Send one stats command softly, bounded by mcfdw.stats_timeout (see
+ * McConnStatLines).  On failure *err says why, in words a dashboard can
+ * show: an instance already marked dead is not contacted at all
+ * (McInstanceStatLines returns at once), so its last recorded error is
  * given with that fact; otherwise the failure just recorded.
  */
 bool
@@ -105,7 +106,7 @@ McStatLines(McServer *srv, int index, const char *cmd, McStatLineFn cb,
 	bool		was_dead = h->dead_until != 0 &&
 		GetCurrentTimestamp() < h->dead_until;
 
-	if (McInstanceStatLines(srv, index, cmd, cb, arg))
+	if (McInstanceStatLines(srv, index, cmd, mc_stats_timeout, cb, arg))
 		return true;
 	if (was_dead)
 		*err = psprintf("instance is marked dead after %d failures in a row, most recently: %s",
