@@ -292,3 +292,32 @@ GRANT SELECT ON mc_invalidation_stats TO PUBLIC;
 -- pg_stat_statements_reset is); USAGE on a server still means reading and
 -- writing its keys.
 REVOKE ALL ON FUNCTION mc_flush_all(name) FROM PUBLIC;
+
+-- Batch writes (batch_sql.c, batch.c) ----------------------------------------
+-- One quiet pipeline per instance, written to all before any reply is read.
+-- A key given twice is sent once (for a set, the last value wins); each
+-- returns how many distinct keys were stored, deleted or touched.
+-- mc_set_multi: arrays of equal length, no NULL key or value;
+-- mc_delete_multi and mc_touch_multi skip NULL keys, as mc_get_multi does.
+
+CREATE FUNCTION mc_set_multi(keys text[], "values" text[], ttl interval DEFAULT NULL,
+                             flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'mc_set_multi'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_set_multi(keys text[], "values" bytea[], ttl interval DEFAULT NULL,
+                             flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'mc_set_multi'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_delete_multi(keys text[], server name DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'mc_delete_multi'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_touch_multi(keys text[], ttl interval, server name DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'mc_touch_multi'
+LANGUAGE C VOLATILE;

@@ -1,103 +1,635 @@
 /*
- * batch.c — McBatchWrite as a loop of single-key round trips.
+ * batch.c — McBatchWrite: many writes of one server, one pipeline per
+ * instance.
  *
- * Owns: nothing lasting.  This is the placeholder the pipelined batch
- * engine replaces (see batch.h): each op is one request and one reply
- * through McRoundtripKey, so routing, failover and failure accounting are
- * exactly the single-key functions'.  Must not: touch sockets or the
- * catalog, or keep state between calls.
+ * Owns: the write batch engine.  Ops are routed (pool.c's ring and alive
+ * map, as mc_get_multi routes keys) and grouped per instance; each instance
+ * gets one pipeline of quiet meta commands, each carrying its position as
+ * opaque (O<pos>), then "mn"; every pipeline is written before any reply
+ * is awaited, and one wait on the server's multi-get wait set serves
+ * whichever socket is ready.  Quiet mode leaves only the exceptions on the
+ * wire (NS, NF, errors for ms/md; HD for a touch, whose misses are the
+ * quiet ones), so what "MN" closes without a word took the default outcome.
+ * Requests are encoded in slices, so the write buffer stays small however
+ * many ops a batch has.
+ *
+ * The structure follows multi_get.c; the two stay apart because their
+ * replies and outcomes differ.  Must not: open, read or write sockets itself
+ * (conn.c, conn_multi.c), touch the catalog or SQL types, or keep state
+ * between calls.
  */
 #include "postgres.h"
 
-#include <time.h>
-
 #include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "batch.h"
 
-/* Milliseconds on the monotonic clock. */
-static int64
-now_ms(void)
-{
-	struct timespec ts;
+/* Keep at most this much encoded request text (values included) queued per instance. */
+#define BW_WRITE_SLICE		(32 * 1024)
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* One instance's share of a round. */
+typedef struct BwInstance
+{
+	McConn	   *conn;			/* NULL: unused or dropped */
+	int		   *ops;			/* indexes into the op array, request order */
+	int			nops;
+	int			next_send;		/* ops encoded so far */
+	int			next_match;		/* replies come in order: positions below are passed */
+	bool		mn_queued;
+	bool		active;			/* waiting for MN */
+	bool		retried;
+	size_t		need;
+	TimestampTz last_progress;
+} BwInstance;
+
+typedef struct BwBatch
+{
+	McServer   *srv;
+	McBatchOp  *ops;
+	int			nops;
+	bool		soft;			/* the caller's: nothing but a cancel raises */
+	bool		isoft;			/* instance failures do not raise (soft or failover) */
+	TimestampTz deadline;		/* 0: none */
+	int			timeout_ms;
+	char	   *errbuf;
+	size_t		errlen;
+	BwInstance *inst;			/* one per configured instance */
+	bool	   *excluded;		/* instances that failed in this call */
+	int		   *slots;
+	bool		reroute;		/* a failed instance left ops to fail over */
+} BwBatch;
+
+/* Keep the first failure's message for a soft caller. */
+static void
+note_error(BwBatch *b, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+note_error(BwBatch *b, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (b->errlen == 0 || b->errbuf[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->errbuf, b->errlen, fmt, ap);
+	va_end(ap);
 }
 
-/* One op, one round trip; raises on any failure. */
-static McBatchResult
-write_one(McServer *srv, const McBatchOp *op)
+/* Settle every unanswered op of an instance with result r. */
+static void
+settle_rest(BwBatch *b, BwInstance *bi, McBatchResult r)
 {
-	char		wire[MC_KEY_MAX];
-	size_t		wlen;
-	bool		b64;
-	char		hdr[MC_REQ_HEADER_MAX];
-	size_t		hlen;
-	McReqOpts	opts = {0};
-	McConn	   *conn;
-	McReply		r;
-	const char *base;
-	McBatchResult res;
-	McRequest	req;
-	bool		set = (op->kind == MC_BATCH_SET);
+	for (int i = 0; i < bi->nops; i++)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[i]];
 
-	/* the caller routed and checked the key: it fits */
-	if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
-		elog(ERROR, "queued memcached key of %zu bytes does not fit", op->keylen);
-	if (b64)
-		wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
-	else
-	{
-		memcpy(wire, op->key, op->keylen);
-		wlen = op->keylen;
+		if (op->result == MC_BATCH_PENDING)
+			op->result = r;
 	}
-	if (set)
-	{
-		opts.mode = 'S';
-		opts.has_ttl = op->has_ttl;
-		opts.ttl = op->ttl;
-		opts.has_client_flags = op->has_flags;
-		opts.client_flags = op->flags;
-	}
-	hlen = mc_encode_request(hdr, set ? "ms" : "md", wire, wlen, b64,
-							 set ? (long) op->valuelen : -1, &opts);
-	req.hdr = hdr;
-	req.hlen = hlen;
-	req.data = set ? op->value : NULL;
-	req.dlen = set ? op->valuelen : 0;
-	req.opaque = 0;
-	req.idempotent = set;
-	base = McRoundtripKey(srv, op->key, op->keylen, &req, &r, &conn);
-	if (r.type == MC_REPLY_HD)
-		res = MC_BATCH_DONE;
-	else if (r.type == MC_REPLY_NF || r.type == MC_REPLY_NS)
-		res = MC_BATCH_MISS;
-	else
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
-	return res;
 }
 
 /*
- * write_one that turns an error into MC_BATCH_FAILED and its message into
- * errbuf (when still empty).  No subtransaction: the connection code closes
- * a connection before it raises, so nothing is left to clean up.  The
+ * The instance failed (counted already by pool.c): its unanswered ops go
+ * to another instance with failover, unless no time is left; else they
+ * fail.
+ */
+static void
+drop_instance(BwBatch *b, BwInstance *bi, int s, bool may_reroute)
+{
+	note_error(b, "instance %s: %s", McInstanceName(b->srv, s),
+			   McInstanceHealthOf(b->srv, s)->last_error);
+	if (may_reroute && b->srv->cfg.failover)
+	{
+		b->excluded[s] = true;
+		b->reroute = true;
+	}
+	else
+		settle_rest(b, bi, MC_BATCH_FAILED);
+	bi->conn = NULL;
+	bi->active = false;
+}
+
+/*
+ * Route the unanswered ops to their instances (skipping those that failed
+ * in this call) and group them per instance.  False when none is pending.
+ */
+static bool
+route_round(BwBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			n = srv->cfg.nendpoints;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McServerAliveMap(srv, alivebuf);
+	int			npending = 0;
+	int		   *inst_of = b->slots + b->nops;	/* second half of slots */
+
+	if (b->reroute)
+	{
+		if (alive == NULL)
+			for (int s = 0; s < n; s++)
+				alivebuf[s] = true;
+		for (int s = 0; s < n; s++)
+			if (b->excluded[s])
+				alivebuf[s] = false;
+		alive = alivebuf;
+	}
+	b->reroute = false;
+	memset(b->inst, 0, sizeof(BwInstance) * n);
+	for (int i = 0; i < b->nops; i++)
+	{
+		McBatchOp  *op = &b->ops[i];
+
+		if (op->result != MC_BATCH_PENDING)
+			continue;
+		/* raises once no instance is left (failover) or all are dead */
+		inst_of[i] = (n == 1 && alive == NULL) ? 0 :
+			McServerPickWith(srv, op->key, op->keylen, alive);
+		b->inst[inst_of[i]].nops++;
+		npending++;
+	}
+	if (npending == 0)
+		return false;
+	for (int s = 0, off = 0; s < n; s++)
+	{
+		b->inst[s].ops = b->slots + off;
+		off += b->inst[s].nops;
+		b->inst[s].nops = 0;
+	}
+	for (int i = 0; i < b->nops; i++)
+	{
+		BwInstance *bi;
+
+		if (b->ops[i].result != MC_BATCH_PENDING)
+			continue;
+		bi = &b->inst[inst_of[i]];
+		bi->ops[bi->nops++] = i;
+	}
+	return true;
+}
+
+/*
+ * Connect to every instance of the round; all connects start before any
+ * is waited for.  With a deadline no connect wait may outlast it: the
+ * connection code takes that wait from the configuration, so it is lowered
+ * for this step and put back.
+ */
+static void
+connect_all(BwBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			n = srv->cfg.nendpoints;
+	TimestampTz now = GetCurrentTimestamp();
+	int			save_connect = srv->cfg.connect_timeout;
+
+	for (int s = 0; s < n; s++)
+	{
+		BwInstance *bi = &b->inst[s];
+
+		if (bi->nops == 0)
+			continue;
+		bi->conn = McInstanceBegin(srv, s, b->isoft);
+		bi->need = 1;
+		bi->last_progress = now;
+		bi->active = (bi->conn != NULL);
+		if (!bi->active)
+			drop_instance(b, bi, s, true);
+	}
+	if (b->deadline)
+	{
+		long		left = TimestampDifferenceMilliseconds(now, b->deadline);
+
+		if (save_connect <= 0 || save_connect > left)
+			srv->cfg.connect_timeout = (int) Max(left, 1);
+	}
+	PG_TRY();
+	{
+		for (int s = 0; s < n; s++)
+		{
+			BwInstance *bi = &b->inst[s];
+
+			if (bi->active && !McConnFinishConnect(bi->conn))
+			{
+				McInstanceFailed(srv, bi->conn, b->isoft);
+				drop_instance(b, bi, s, true);
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		srv->cfg.connect_timeout = save_connect;
+	}
+	PG_END_TRY();
+}
+
+/* Encode one op at dst; returns its length (header, and data for a set). */
+static size_t
+encode_op(const McBatchOp *op, int pos, char *dst)
+{
+	char		wire[MC_KEY_MAX];
+	const char *wkey = op->key;
+	size_t		wlen = op->keylen;
+	bool		b64;
+	char		opaque[12];
+	McReqOpts	o;
+	size_t		n;
+
+	/* the caller routed and checked the key: it fits */
+	if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
+		elog(ERROR, "memcached key of %zu bytes in a batch does not fit", op->keylen);
+	if (b64)
+	{
+		wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
+		wkey = wire;
+	}
+	memset(&o, 0, sizeof(o));
+	o.quiet = true;
+	o.opaque_len = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+	o.opaque = opaque;
+	switch (op->kind)
+	{
+		case MC_BATCH_DELETE:
+			return mc_encode_request(dst, "md", wkey, wlen, b64, -1, &o);
+		case MC_BATCH_TOUCH:
+			o.has_ttl = true;
+			o.ttl = op->ttl;
+			return mc_encode_request(dst, "mg", wkey, wlen, b64, -1, &o);
+		case MC_BATCH_SET:
+			o.has_ttl = op->has_ttl;
+			o.ttl = op->ttl;
+			o.has_client_flags = op->has_flags;
+			o.client_flags = op->flags;
+			n = mc_encode_request(dst, "ms", wkey, wlen, b64, (long) op->valuelen, &o);
+			if (n == 0)
+				return 0;
+			memcpy(dst + n, op->value, op->valuelen);
+			n += op->valuelen;
+			dst[n++] = '\r';
+			dst[n++] = '\n';
+			return n;
+	}
+	return 0;
+}
+
+/*
+ * Queue more requests for an instance, up to one slice of unsent bytes (a
+ * large value may overshoot it by itself), and "mn" once all are queued.
+ */
+static void
+fill_requests(BwBatch *b, BwInstance *bi)
+{
+	McConn	   *conn = bi->conn;
+
+	while (bi->next_send < bi->nops && McConnUnsent(conn) < BW_WRITE_SLICE)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		size_t		room = MC_REQ_HEADER_MAX +
+			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+		size_t		n = encode_op(op, bi->next_send, McConnWriteSpace(conn, room));
+
+		if (n == 0)
+			elog(ERROR, "could not encode a write request for a checked key");
+		McConnWritten(conn, n);
+		bi->next_send++;
+	}
+	if (bi->next_send == bi->nops && !bi->mn_queued)
+	{
+		McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+		bi->mn_queued = true;
+		McConnPipelined(conn, bi->nops);
+	}
+}
+
+/* The position a reply's opaque names, or -1 if none that is outstanding. */
+static int
+reply_position(const char *base, const McReply *r, const BwInstance *bi)
+{
+	uint32		pos = 0;
+
+	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
+		return -1;
+	for (size_t i = 0; i < r->opaque_len; i++)
+	{
+		char		c = base[r->opaque_off + i];
+
+		if (c < '0' || c > '9')
+			return -1;
+		pos = pos * 10 + (c - '0');
+	}
+	if (pos < (uint32) bi->next_match || pos >= (uint32) bi->next_send)
+		return -1;
+	return (int) pos;
+}
+
+/*
+ * An error reply ends the instance's part: the failing op cannot be told
+ * (errors carry no opaque), so every unanswered op of it fails.  The server
+ * did answer: nothing is failed over, and only a soft caller goes on.
+ */
+static void
+error_reply(BwBatch *b, BwInstance *bi, int s, const char *base, const McReply *r)
+{
+	size_t		len = r->header_len >= 2 ? Min(r->header_len - 2, 200) : 0;
+	char		line[201];
+
+	if (!b->soft)
+		McConnReplyError(bi->conn, base, r);
+	memcpy(line, base, len);
+	line[len] = '\0';
+	for (char *p = line; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			*p = '?';
+	note_error(b, "instance %s replied: %s", McInstanceName(b->srv, s), line);
+	McConnClose(bi->conn);
+	settle_rest(b, bi, MC_BATCH_FAILED);
+	bi->conn = NULL;
+	bi->active = false;
+}
+
+/*
+ * Handle every complete reply buffered for an instance.  False when the
+ * instance left the batch.
+ */
+static bool
+handle_replies(BwBatch *b, BwInstance *bi, int s)
+{
+	McConn	   *conn = bi->conn;
+	size_t		len;
+	char	   *buf = McConnUnread(conn, &len);
+	size_t		off = 0;
+
+	for (;;)
+	{
+		char	   *base = buf + off;
+		McReply		r;
+		McReplyType t = mc_parse_reply_z(base, len - off, &r);
+		int			j;
+
+		if (t == MC_REPLY_NEED_MORE)
+		{
+			bi->need = r.need;
+			break;
+		}
+		switch (t)
+		{
+			case MC_REPLY_HD:
+			case MC_REPLY_NS:
+			case MC_REPLY_NF:
+			case MC_REPLY_EN:
+			case MC_REPLY_EX:
+				j = reply_position(base, &r, bi);
+				if (j < 0)
+				{
+					McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
+								   "read from", "a reply does not match any outstanding request");
+					drop_instance(b, bi, s, false);
+					return false;
+				}
+				b->ops[bi->ops[j]].result =
+					(t == MC_REPLY_HD ? MC_BATCH_DONE : MC_BATCH_MISS);
+				bi->next_match = j + 1;
+				break;
+			case MC_REPLY_MN:
+				/* what no reply named took the quiet outcome */
+				for (int i = 0; i < bi->nops; i++)
+				{
+					McBatchOp  *op = &b->ops[bi->ops[i]];
+
+					if (op->result == MC_BATCH_PENDING)
+						op->result = (op->kind == MC_BATCH_TOUCH ?
+									  MC_BATCH_MISS : MC_BATCH_DONE);
+				}
+				bi->next_match = bi->nops;
+				bi->active = false;
+				McConnConsume(conn, off + r.consumed);
+				McInstanceEnd(b->srv, conn);
+				bi->conn = NULL;
+				return true;
+			case MC_REPLY_ERROR:
+			case MC_REPLY_CLIENT_ERROR:
+			case MC_REPLY_SERVER_ERROR:
+				error_reply(b, bi, s, base, &r);
+				return false;
+			default:
+				McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
+							   "read from", "the reply is not valid meta protocol");
+				drop_instance(b, bi, s, false);
+				return false;
+		}
+		off += r.consumed;
+	}
+	McConnConsume(conn, off);
+	return true;
+}
+
+/*
+ * A pooled socket turned out closed while idle before any reply came (the
+ * requests never ran): start the instance over once on a fresh socket.
+ */
+static bool
+restart_instance(BwBatch *b, BwInstance *bi, int s)
+{
+	if (bi->retried || bi->next_match > 0)
+	{
+		McInstanceFail(b->srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE,
+					   "read from", "the server closed the connection");
+		return false;
+	}
+	bi->retried = true;
+	bi->next_send = 0;
+	bi->mn_queued = false;
+	bi->need = 1;
+	bi->conn = McInstanceBegin(b->srv, s, b->isoft);
+	if (bi->conn == NULL)
+		return false;
+	if (!McConnFinishConnect(bi->conn))
+		return McInstanceFailed(b->srv, bi->conn, b->isoft);
+	return true;
+}
+
+/* Send and receive on one instance until it would block. */
+static void
+pump_instance(BwBatch *b, BwInstance *bi, int s, bool readable, TimestampTz now)
+{
+	ssize_t		n;
+	bool		drained;
+
+	if (!bi->active)
+		return;
+	fill_requests(b, bi);
+	while (McConnUnsent(bi->conn) > 0)
+	{
+		n = McConnSendSome(bi->conn);
+		if (n == -1)
+			McInstanceFailed(b->srv, bi->conn, b->isoft);
+		if (n == -2 && restart_instance(b, bi, s))
+		{
+			fill_requests(b, bi);
+			continue;
+		}
+		if (n < 0)
+		{
+			drop_instance(b, bi, s, true);
+			return;
+		}
+		if (n == 0)
+			break;
+		bi->last_progress = now;
+		fill_requests(b, bi);
+	}
+	while (readable && bi->active)
+	{
+		n = McConnRecvSome(bi->conn, bi->need, &drained);
+		if (n == -1)
+			McInstanceFailed(b->srv, bi->conn, b->isoft);
+		if (n == -2 && restart_instance(b, bi, s))
+			return;
+		if (n < 0)
+		{
+			drop_instance(b, bi, s, true);
+			return;
+		}
+		if (n == 0)
+			break;
+		bi->last_progress = now;
+		if (!handle_replies(b, bi, s))
+			return;
+		if (bi->active && drained)
+			break;
+	}
+}
+
+/*
+ * Write every pipeline of the round, then serve whichever socket is ready
+ * until each instance has answered "MN", failed, or run out of time.
+ */
+static void
+run_round(BwBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			n = srv->cfg.nendpoints;
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int s = 0; s < n; s++)
+		pump_instance(b, &b->inst[s], s, false, now);
+
+	for (;;)
+	{
+		WaitEventSet *wes;
+		long		timeout = -1;
+		int			nev;
+		int			pending = 0;
+		int			io_timeout = srv->cfg.io_timeout;
+
+		now = GetCurrentTimestamp();
+		wes = McServerWaitSet(srv);
+		for (int s = 0; s < n; s++)
+		{
+			BwInstance *bi = &b->inst[s];
+			long		left = -1;
+
+			if (!bi->active)
+				continue;
+			if (b->deadline)
+			{
+				left = TimestampDifferenceMilliseconds(now, b->deadline);
+				if (left <= 0)
+				{
+					/* out of time: nothing is left for a failover either */
+					McInstanceFail(srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE,
+								   "read from", "timed out: the %d ms allowed ran out", b->timeout_ms);
+					drop_instance(b, bi, s, false);
+					continue;
+				}
+			}
+			if (io_timeout > 0)
+			{
+				long		io_left = TimestampDifferenceMilliseconds(now,
+																	  TimestampTzPlusMilliseconds(bi->last_progress, io_timeout));
+
+				if (io_left <= 0)
+				{
+					McInstanceFail(srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE,
+								   "read from", "timed out after %d ms", io_timeout);
+					drop_instance(b, bi, s, true);
+					continue;
+				}
+				if (left < 0 || io_left < left)
+					left = io_left;
+			}
+			if (left >= 0 && (timeout < 0 || left < timeout))
+				timeout = left;
+			McConnArm(bi->conn, WL_SOCKET_READABLE |
+					  (McConnUnsent(bi->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
+			pending++;
+		}
+		if (pending == 0)
+			break;
+
+		CHECK_FOR_INTERRUPTS();
+		nev = WaitEventSetWait(wes, timeout, events, n + 2, PG_WAIT_EXTENSION);
+		now = GetCurrentTimestamp();
+		for (int e = 0; e < nev; e++)
+		{
+			McConn	   *conn = (McConn *) events[e].user_data;
+			BwInstance *bi;
+
+			if (events[e].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			if (conn == NULL)
+				continue;
+			bi = &b->inst[McConnIndex(conn)];
+			if (!bi->active || bi->conn != conn)
+			{
+				/* an idle socket became readable: the server closed it */
+				McConnDropIdle(conn);
+				continue;
+			}
+			pump_instance(b, bi, McConnIndex(conn),
+						  (events[e].events & WL_SOCKET_READABLE) != 0, now);
+		}
+	}
+	pfree(events);
+}
+
+/* Rounds until every op is settled: the first, then one per failover. */
+static void
+run_batch(BwBatch *b)
+{
+	while (route_round(b))
+	{
+		connect_all(b);
+		run_round(b);
+		if (!b->reroute)
+			break;
+	}
+}
+
+/*
+ * run_batch for a soft caller: an error no instance reported (no instance
+ * left to route to, out of memory) fails what is unsettled instead of
+ * raising.  No subtransaction: the connection code closes a connection
+ * before it raises, and one left busy is closed at its next use.  The
  * commit-time caller runs with interrupts held, and raising an error
  * resets the hold-off counts, so they are put back.  A cancel is raised on.
  */
-static McBatchResult
-write_one_soft(McServer *srv, const McBatchOp *op, char *errbuf, size_t errlen)
+static void
+run_batch_soft(BwBatch *b)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	uint32		holdoff = InterruptHoldoffCount;
 	uint32		cancel_holdoff = QueryCancelHoldoffCount;
-	volatile McBatchResult res = MC_BATCH_FAILED;
 
 	PG_TRY();
 	{
-		res = write_one(srv, op);
+		run_batch(b);
 	}
 	PG_CATCH();
 	{
@@ -110,76 +642,59 @@ write_one_soft(McServer *srv, const McBatchOp *op, char *errbuf, size_t errlen)
 		if (ed->sqlerrcode == ERRCODE_QUERY_CANCELED)
 			PG_RE_THROW();
 		FlushErrorState();
-		if (errlen > 0 && errbuf[0] == '\0')
-			snprintf(errbuf, errlen, "%s%s%s", ed->message,
-					 ed->detail ? ": " : "", ed->detail ? ed->detail : "");
+		note_error(b, "%s%s%s", ed->message,
+				   ed->detail ? ": " : "", ed->detail ? ed->detail : "");
 		FreeErrorData(ed);
-		res = MC_BATCH_FAILED;
 	}
 	PG_END_TRY();
-	return res;
-}
-
-/* One op under the timeouts McBatchWrite set; puts the server's own back. */
-static McBatchResult
-run_op(McServer *srv, const McBatchOp *op, bool soft, char *errbuf,
-	   size_t errlen, int save_connect, int save_io)
-{
-	volatile McBatchResult res = MC_BATCH_FAILED;
-
-	PG_TRY();
-	{
-		res = soft ? write_one_soft(srv, op, errbuf, errlen) : write_one(srv, op);
-	}
-	PG_FINALLY();
-	{
-		srv->cfg.connect_timeout = save_connect;
-		srv->cfg.io_timeout = save_io;
-	}
-	PG_END_TRY();
-	return res;
 }
 
 int
 McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 			 bool soft, char *errbuf, size_t errlen)
 {
-	int64		deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
-	int			save_connect = srv->cfg.connect_timeout;
-	int			save_io = srv->cfg.io_timeout;
+	BwBatch		b;
+	MemoryContext work;
+	MemoryContext old;
 	int			failed = 0;
 
 	if (errlen > 0)
 		errbuf[0] = '\0';
+	if (nops <= 0)
+		return 0;
+	for (int i = 0; i < nops; i++)
+		ops[i].result = MC_BATCH_PENDING;
+
+	memset(&b, 0, sizeof(b));
+	b.srv = srv;
+	b.ops = ops;
+	b.nops = nops;
+	b.soft = soft;
+	b.isoft = soft || srv->cfg.failover;
+	b.timeout_ms = timeout_ms;
+	b.deadline = timeout_ms > 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	b.errbuf = errbuf;
+	b.errlen = errlen;
+
+	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batch write",
+								 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+	b.inst = palloc(sizeof(BwInstance) * srv->cfg.nendpoints);
+	b.excluded = palloc0(sizeof(bool) * srv->cfg.nendpoints);
+	b.slots = MemoryContextAllocHuge(work, sizeof(int) * 2 * (Size) nops);
+	if (soft)
+		run_batch_soft(&b);
+	else
+		run_batch(&b);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(work);
+
 	for (int i = 0; i < nops; i++)
 	{
-		McBatchOp  *op = &ops[i];
-
-		op->result = MC_BATCH_FAILED;
-		if (deadline)
-		{
-			int64		left = deadline - now_ms();
-
-			if (left <= 0)
-			{
-				if (errlen > 0 && errbuf[0] == '\0')
-					snprintf(errbuf, errlen, "the %d ms allowed ran out", timeout_ms);
-				failed++;
-				continue;
-			}
-
-			/*
-			 * The connection code takes its waits from the configuration:
-			 * no wait may outlast what is left of the call (0 = forever
-			 * must not reach it either).
-			 */
-			if (save_connect <= 0 || save_connect > left)
-				srv->cfg.connect_timeout = (int) left;
-			if (save_io <= 0 || save_io > left)
-				srv->cfg.io_timeout = (int) left;
-		}
-		op->result = run_op(srv, op, soft, errbuf, errlen, save_connect, save_io);
-		if (op->result == MC_BATCH_FAILED)
+		if (ops[i].result == MC_BATCH_PENDING)
+			ops[i].result = MC_BATCH_FAILED;
+		if (ops[i].result == MC_BATCH_FAILED)
 			failed++;
 	}
 	return failed;

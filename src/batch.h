@@ -8,11 +8,11 @@
  * already converted (ttl as memcached reads it), so nothing here touches
  * the catalog or SQL types.
  *
- * batch.c is the placeholder implementation: a loop of single-key round
- * trips (McRoundtripKey).  The pipelined batch engine replaces it behind
- * this same interface: one quiet pipeline per instance ("md <key> q",
- * "ms <key> <len> q" ... then "mn"), written to all instances before any
- * reply is read.
+ * batch.c puts them on the wire as one quiet pipeline per instance
+ * ("md <key> O<pos> q", "ms <key> <len> ... O<pos> q", "mg <key> T<ttl>
+ * O<pos> q" for a touch, then "mn"), written to all instances before any
+ * reply is read.  Callers: xact.c (writes at commit) and batch_sql.c
+ * (mc_set_multi, mc_delete_multi, mc_touch_multi).
  */
 #ifndef MCFDW_BATCH_H
 #define MCFDW_BATCH_H
@@ -22,7 +22,8 @@
 typedef enum McBatchKind
 {
 	MC_BATCH_DELETE,			/* md */
-	MC_BATCH_SET				/* ms, mode S */
+	MC_BATCH_SET,				/* ms (set) */
+	MC_BATCH_TOUCH				/* mg T<ttl>: has_ttl is required */
 } McBatchKind;
 
 /* What became of one op. */
@@ -30,7 +31,8 @@ typedef enum McBatchResult
 {
 	MC_BATCH_FAILED = 0,		/* not delivered (or no reply): counted */
 	MC_BATCH_DONE,				/* HD: deleted / stored */
-	MC_BATCH_MISS				/* delivered, condition not met: NF / NS */
+	MC_BATCH_MISS,				/* delivered, condition not met: NF / NS / EN */
+	MC_BATCH_PENDING			/* batch.c's own: not answered yet */
 } McBatchResult;
 
 typedef struct McBatchOp
@@ -40,7 +42,7 @@ typedef struct McBatchOp
 	size_t		keylen;
 	const char *value;			/* SET: value bytes */
 	size_t		valuelen;
-	bool		has_ttl;		/* SET: T<ttl> (McIntervalToTtl's value) */
+	bool		has_ttl;		/* SET, TOUCH: T<ttl> (McIntervalToTtl's value) */
 	int64		ttl;
 	bool		has_flags;		/* SET: F<flags> */
 	uint32		flags;

@@ -1174,6 +1174,22 @@ test_encoders(void)
 	n = mc_encode_request(dst, "md", "foo", 3, false, -1, &o);
 	expect_bytes("md q C I T", dst, n, "md foo T30 C7 I q\r\n");
 
+	/* the batch writer's pipelined forms (batch.c): quiet, matched by O */
+	memset(&o, 0, sizeof(o));
+	o.quiet = true;
+	o.opaque = "12";
+	o.opaque_len = 2;
+	n = mc_encode_request(dst, "md", "foo", 3, false, -1, &o);
+	expect_bytes("md O q", dst, n, "md foo O12 q\r\n");
+	o.has_ttl = true;
+	o.ttl = 60;
+	n = mc_encode_request(dst, "mg", "foo", 3, false, -1, &o);
+	expect_bytes("mg T O q (touch)", dst, n, "mg foo T60 O12 q\r\n");
+	o.has_client_flags = true;
+	o.client_flags = 3;
+	n = mc_encode_request(dst, "ms", "foo", 3, false, 5, &o);
+	expect_bytes("ms T F O q", dst, n, "ms foo 5 T60 F3 O12 q\r\n");
+
 	memset(&o, 0, sizeof(o));
 	o.mode = 'D';
 	o.has_delta = true;
