@@ -1,5 +1,6 @@
 /* mcfdw--1.0--1.1.sql — from 1.0 to 1.1: writes at commit, the mc_invalidate
-   trigger, mc_invalidation_stats, mc_flush_all revoked from PUBLIC. */
+   trigger, mc_invalidation_stats, mc_flush_all revoked from PUBLIC, mc_gat and
+   the *_until (absolute expiry) functions, mc_servers.degraded. */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION mcfdw UPDATE TO '1.1'" to load this file. \quit
@@ -44,6 +45,116 @@ LANGUAGE C VOLATILE;
 
 CREATE VIEW mc_invalidation_stats AS SELECT * FROM mc_invalidation_stats();
 GRANT SELECT ON mc_invalidation_stats TO PUBLIC;
+
+-- Get-and-touch, absolute expiry (functions.c) -----------------------------
+-- mc_gat reads a value and resets its expiry in one round trip (NULL on a
+-- miss; a NULL ttl removes the expiry, as mc_touch's does).  The *_until
+-- forms take an absolute expiry (timestamptz) where the others take a ttl
+-- interval; a time in the past expires the item at once.  They have names
+-- of their own because timestamptz overloads would make an untyped literal
+-- such as mc_set('k', 'v', '1 hour') ambiguous.
+
+CREATE FUNCTION mc_gat(key text, ttl interval, server name DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'mc_gat'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_gat_bytea(key text, ttl interval, server name DEFAULT NULL)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'mc_gat_bytea'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_gat_until(key text, expires timestamptz, server name DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'mc_gat_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_gat_bytea_until(key text, expires timestamptz, server name DEFAULT NULL)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'mc_gat_bytea_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_set_until(key text, value text, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_set_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_set_until(key text, value bytea, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_set_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_add_until(key text, value text, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_add_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_add_until(key text, value bytea, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_add_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_replace_until(key text, value text, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_replace_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_replace_until(key text, value bytea, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_replace_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_cas_until(key text, value text, cas bigint, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_cas_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_cas_until(key text, value bytea, cas bigint, expires timestamptz,
+    flags integer DEFAULT 0, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_cas_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_touch_until(key text, expires timestamptz, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_touch_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_incr_until(key text, delta bigint, initial bigint, expires timestamptz,
+    server name DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'mc_incr_until'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_decr_until(key text, delta bigint, initial bigint, expires timestamptz,
+    server name DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'mc_decr_until'
+LANGUAGE C VOLATILE;
+
+-- on_failure 'miss' (pool.c): mc_servers gains "degraded", the calls
+-- answered with a miss because the instance could not be reached.
+DROP VIEW mc_servers;
+DROP FUNCTION mc_servers();
+CREATE FUNCTION mc_servers(
+    OUT server name, OUT host text, OUT port integer, OUT weight integer,
+    OUT distribution text, OUT points integer, OUT state text,
+    OUT failures integer, OUT last_error text, OUT dead_until timestamptz,
+    OUT connections bigint, OUT requests bigint, OUT instance integer,
+    OUT degraded bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_servers'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_servers AS SELECT * FROM mc_servers();
+GRANT SELECT ON mc_servers TO PUBLIC;
 
 -- Privileges ------------------------------------------------------------------
 -- Emptying a whole cache is for the roles it is granted to (as

@@ -303,6 +303,13 @@ McConnFailure(McConn *conn, bool *hard)
 	return conn->fail_why;
 }
 
+/* The errcode of the connection's last failure. */
+int
+McConnFailureCode(McConn *conn)
+{
+	return conn->fail_code;
+}
+
 /*
  * Raise the connection's last failure.  The primary message names the
  * foreign server; the detail names the instance and the cause.

@@ -4,7 +4,9 @@
  * Owns: argument handling (NULLs, ttl conversion), building one meta
  * command per call, turning its reply into a SQL value, and the check that
  * a text value is valid in the database encoding (McTextValid, shared with
- * multi_get.c).  Must not: apply key rules itself (keys.c does), touch
+ * multi_get.c).  A NULL reply base from the pool is on_failure 'miss'
+ * degrading the call: reads give NULL, writes and deletes false, counters
+ * NULL.  Must not: apply key rules itself (keys.c does), touch
  * sockets (conn.c does, reached through pool.c's McRoundtripKey and
  * McRoundtrip, which also count the instance's health) or parse bytes
  * (protocol.c does).  Every function takes an optional server name; NULL
@@ -42,6 +44,17 @@ PG_FUNCTION_INFO_V1(mc_touch);
 PG_FUNCTION_INFO_V1(mc_incr);
 PG_FUNCTION_INFO_V1(mc_decr);
 PG_FUNCTION_INFO_V1(mc_flush_all);
+PG_FUNCTION_INFO_V1(mc_gat);
+PG_FUNCTION_INFO_V1(mc_gat_bytea);
+PG_FUNCTION_INFO_V1(mc_gat_until);
+PG_FUNCTION_INFO_V1(mc_gat_bytea_until);
+PG_FUNCTION_INFO_V1(mc_set_until);
+PG_FUNCTION_INFO_V1(mc_add_until);
+PG_FUNCTION_INFO_V1(mc_replace_until);
+PG_FUNCTION_INFO_V1(mc_cas_until);
+PG_FUNCTION_INFO_V1(mc_touch_until);
+PG_FUNCTION_INFO_V1(mc_incr_until);
+PG_FUNCTION_INFO_V1(mc_decr_until);
 
 /* memcached reads a ttl above 30 days as an absolute unix time. */
 #define MC_RELATIVE_TTL_MAX		(30 * SECS_PER_DAY)
@@ -97,6 +110,53 @@ interval_to_ttl(Interval *iv)
 					 errdetail("memcached cannot expire items after January 2038.")));
 	}
 	return secs;
+}
+
+/*
+ * Convert an absolute expiry (the *_until functions) to what memcached
+ * expects: seconds from now up to 30 days, an absolute unix time beyond.
+ * A time already past gives -1, which memcached takes as "expired at
+ * once"; -infinity too.  Separate functions rather than timestamptz
+ * overloads, because an untyped literal such as '1 hour' would then match
+ * both interval and timestamptz and be ambiguous.
+ */
+static int64
+expiry_to_ttl(TimestampTz ts)
+{
+	int64		usecs;
+	int64		secs;
+
+	if (TIMESTAMP_IS_NOBEGIN(ts))
+		return -1;
+	if (TIMESTAMP_NOT_FINITE(ts) ||
+		pg_sub_s64_overflow(ts, GetCurrentTimestamp(), &usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("expiry time is out of range"),
+				 errhint("Pass NULL for no expiry.")));
+	if (usecs <= 0)
+		return -1;
+	secs = usecs / USECS_PER_SEC + (usecs % USECS_PER_SEC ? 1 : 0);
+	if (secs > MC_RELATIVE_TTL_MAX)
+	{
+		secs = ts / USECS_PER_SEC + (ts % USECS_PER_SEC > 0 ? 1 : 0) +
+			(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
+		if (secs > PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("expiry time is out of range"),
+					 errdetail("memcached cannot expire items after January 2038.")));
+	}
+	return secs;
+}
+
+/* The ttl at argument argno: an interval, or with until a timestamptz. */
+static int64
+ttl_arg(FunctionCallInfo fcinfo, int argno, bool until)
+{
+	if (until)
+		return expiry_to_ttl(PG_GETARG_TIMESTAMPTZ(argno));
+	return interval_to_ttl(PG_GETARG_INTERVAL_P(argno));
 }
 
 /* interval_to_ttl for the other files (batch.h). */
@@ -266,6 +326,8 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	req.dlen = 0;
 	req.idempotent = true;
 	base = McRoundtripKey(srv, k.raw, k.raw_len, &req, &r, &conn);
+	if (base == NULL)
+		PG_RETURN_NULL();
 	if (r.type == MC_REPLY_VA)
 		result = make_varlena(base + r.value_off, r.value_len);
 	else if (r.type != MC_REPLY_EN)
@@ -319,6 +381,8 @@ gets_common(FunctionCallInfo fcinfo, bool as_text)
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
 	opts.want = MC_F_VALUE | MC_F_FLAGS | MC_F_CAS;
 	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, true, &r);
+	if (base == NULL)
+		PG_RETURN_NULL();
 	if (r.type == MC_REPLY_VA)
 	{
 		value = make_varlena(base + r.value_off, r.value_len);
@@ -365,6 +429,7 @@ typedef struct StoreArgs
 	int			ttl_arg;
 	int			flags_arg;
 	int			server_arg;
+	bool		until;			/* the ttl is an absolute timestamptz */
 } StoreArgs;
 
 /*
@@ -396,7 +461,7 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 	if (a->ttl_arg >= 0 && !PG_ARGISNULL(a->ttl_arg))
 	{
 		opts.has_ttl = true;
-		opts.ttl = interval_to_ttl(PG_GETARG_INTERVAL_P(a->ttl_arg));
+		opts.ttl = ttl_arg(fcinfo, a->ttl_arg, a->until);
 	}
 	if (a->flags_arg >= 0 && !PG_ARGISNULL(a->flags_arg))
 	{
@@ -412,6 +477,8 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 	base = roundtrip(srv, &k, &conn, "ms", VARDATA_ANY(value),
 					 (long) VARSIZE_ANY_EXHDR(value), &opts,
 					 a->mode == 'S' && a->cas_arg < 0, &r);
+	if (base == NULL)
+		PG_RETURN_BOOL(false);
 	switch (r.type)
 	{
 		case MC_REPLY_HD:
@@ -434,7 +501,7 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 Datum
 mc_set(PG_FUNCTION_ARGS)
 {
-	static const StoreArgs a = {'S', -1, 2, 3, 4};
+	static const StoreArgs a = {'S', -1, 2, 3, 4, false};
 
 	return store_common(fcinfo, &a);
 }
@@ -443,7 +510,7 @@ mc_set(PG_FUNCTION_ARGS)
 Datum
 mc_add(PG_FUNCTION_ARGS)
 {
-	static const StoreArgs a = {'E', -1, 2, 3, 4};
+	static const StoreArgs a = {'E', -1, 2, 3, 4, false};
 
 	return store_common(fcinfo, &a);
 }
@@ -452,7 +519,7 @@ mc_add(PG_FUNCTION_ARGS)
 Datum
 mc_replace(PG_FUNCTION_ARGS)
 {
-	static const StoreArgs a = {'R', -1, 2, 3, 4};
+	static const StoreArgs a = {'R', -1, 2, 3, 4, false};
 
 	return store_common(fcinfo, &a);
 }
@@ -461,7 +528,7 @@ mc_replace(PG_FUNCTION_ARGS)
 Datum
 mc_append(PG_FUNCTION_ARGS)
 {
-	static const StoreArgs a = {'A', -1, -1, -1, 2};
+	static const StoreArgs a = {'A', -1, -1, -1, 2, false};
 
 	return store_common(fcinfo, &a);
 }
@@ -470,7 +537,7 @@ mc_append(PG_FUNCTION_ARGS)
 Datum
 mc_prepend(PG_FUNCTION_ARGS)
 {
-	static const StoreArgs a = {'P', -1, -1, -1, 2};
+	static const StoreArgs a = {'P', -1, -1, -1, 2, false};
 
 	return store_common(fcinfo, &a);
 }
@@ -479,7 +546,43 @@ mc_prepend(PG_FUNCTION_ARGS)
 Datum
 mc_cas(PG_FUNCTION_ARGS)
 {
-	static const StoreArgs a = {'S', 2, 3, 4, 5};
+	static const StoreArgs a = {'S', 2, 3, 4, 5, false};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_set_until(key, value, expires, flags, server): mc_set, absolute expiry. */
+Datum
+mc_set_until(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'S', -1, 2, 3, 4, true};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_add_until(key, value, expires, flags, server) */
+Datum
+mc_add_until(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'E', -1, 2, 3, 4, true};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_replace_until(key, value, expires, flags, server) */
+Datum
+mc_replace_until(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'R', -1, 2, 3, 4, true};
+
+	return store_common(fcinfo, &a);
+}
+
+/* mc_cas_until(key, value, cas, expires, flags, server) */
+Datum
+mc_cas_until(PG_FUNCTION_ARGS)
+{
+	static const StoreArgs a = {'S', 2, 3, 4, 5, true};
 
 	return store_common(fcinfo, &a);
 }
@@ -502,6 +605,8 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
 	srv = McServerLookup(server_arg(fcinfo, server_argno));
 	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
 	base = roundtrip(srv, &k, &conn, cmd, NULL, -1, opts, idempotent, &r);
+	if (base == NULL)
+		PG_RETURN_BOOL(false);
 	if (r.type == MC_REPLY_HD)
 		found = true;
 	else if (r.type != missing)
@@ -527,16 +632,97 @@ mc_delete(PG_FUNCTION_ARGS)
  * mc_touch(key, ttl, server): reset an item's expiry without fetching it.
  * A NULL ttl removes the expiry.  Returns true if the key existed.
  */
-Datum
-mc_touch(PG_FUNCTION_ARGS)
+static Datum
+touch_common(FunctionCallInfo fcinfo, bool until)
 {
 	McReqOpts	opts = {0};
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
-	opts.ttl = PG_ARGISNULL(1) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(1));
+	opts.ttl = PG_ARGISNULL(1) ? 0 : ttl_arg(fcinfo, 1, until);
 	return exists_call(fcinfo, 2, "mg", &opts, true, MC_REPLY_EN);
+}
+
+/* mc_touch(key, ttl, server) */
+Datum
+mc_touch(PG_FUNCTION_ARGS)
+{
+	return touch_common(fcinfo, false);
+}
+
+/* mc_touch_until(key, expires, server): mc_touch with an absolute expiry. */
+Datum
+mc_touch_until(PG_FUNCTION_ARGS)
+{
+	return touch_common(fcinfo, true);
+}
+
+/*
+ * Shared body of mc_gat / mc_gat_bytea and their _until forms: get and
+ * touch in one round trip (mg <key> v T<ttl>).  NULL on a miss; a NULL ttl
+ * removes the expiry, as mc_touch's does.
+ */
+static Datum
+gat_common(FunctionCallInfo fcinfo, bool as_text, bool until)
+{
+	McServer   *srv;
+	McKey		k;
+	McConn	   *conn;
+	McReply		r;
+	McReqOpts	opts = {0};
+	const char *base;
+	struct varlena *result = NULL;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	opts.want = MC_F_VALUE;
+	opts.has_ttl = true;
+	opts.ttl = PG_ARGISNULL(1) ? 0 : ttl_arg(fcinfo, 1, until);
+	srv = McServerLookup(server_arg(fcinfo, 2));
+	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, true, &r);
+	if (base == NULL)
+		PG_RETURN_NULL();
+	if (r.type == MC_REPLY_VA)
+		result = make_varlena(base + r.value_off, r.value_len);
+	else if (r.type != MC_REPLY_EN)
+		McConnReplyError(conn, base, &r);
+	McConnConsume(conn, r.consumed);
+	McInstanceEnd(srv, conn);
+	if (result == NULL)
+		PG_RETURN_NULL();
+	if (as_text)
+		check_text_value(result, &k);
+	PG_RETURN_POINTER(result);
+}
+
+/* mc_gat(key, ttl, server) returns text: the value, its expiry reset. */
+Datum
+mc_gat(PG_FUNCTION_ARGS)
+{
+	return gat_common(fcinfo, true, false);
+}
+
+/* mc_gat_bytea(key, ttl, server) returns bytea. */
+Datum
+mc_gat_bytea(PG_FUNCTION_ARGS)
+{
+	return gat_common(fcinfo, false, false);
+}
+
+/* mc_gat_until(key, expires, server) returns text. */
+Datum
+mc_gat_until(PG_FUNCTION_ARGS)
+{
+	return gat_common(fcinfo, true, true);
+}
+
+/* mc_gat_bytea_until(key, expires, server) returns bytea. */
+Datum
+mc_gat_bytea_until(PG_FUNCTION_ARGS)
+{
+	return gat_common(fcinfo, false, true);
 }
 
 /*
@@ -547,7 +733,7 @@ mc_touch(PG_FUNCTION_ARGS)
  * gives NULL.
  */
 static Datum
-arith_common(FunctionCallInfo fcinfo, bool incr)
+arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 {
 	McServer   *srv;
 	McKey		k;
@@ -585,9 +771,11 @@ arith_common(FunctionCallInfo fcinfo, bool incr)
 		opts.has_initial = true;
 		opts.initial = (uint64) initial;
 		opts.has_vivify_ttl = true;
-		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : interval_to_ttl(PG_GETARG_INTERVAL_P(3));
+		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : ttl_arg(fcinfo, 3, until);
 	}
 	base = roundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, false, &r);
+	if (base == NULL)
+		PG_RETURN_NULL();
 	if (r.type == MC_REPLY_VA)
 	{
 		uint64_t	u;
@@ -629,14 +817,28 @@ arith_common(FunctionCallInfo fcinfo, bool incr)
 Datum
 mc_incr(PG_FUNCTION_ARGS)
 {
-	return arith_common(fcinfo, true);
+	return arith_common(fcinfo, true, false);
+}
+
+/* mc_incr_until(key, delta, initial, expires, server) */
+Datum
+mc_incr_until(PG_FUNCTION_ARGS)
+{
+	return arith_common(fcinfo, true, true);
 }
 
 /* mc_decr(key, delta, initial, ttl, server) returns the new value. */
 Datum
 mc_decr(PG_FUNCTION_ARGS)
 {
-	return arith_common(fcinfo, false);
+	return arith_common(fcinfo, false, false);
+}
+
+/* mc_decr_until(key, delta, initial, expires, server) */
+Datum
+mc_decr_until(PG_FUNCTION_ARGS)
+{
+	return arith_common(fcinfo, false, true);
 }
 
 /*

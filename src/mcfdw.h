@@ -57,6 +57,7 @@ typedef struct McServerConfig
 	bool		long_keys_dalli;	/* long_keys 'dalli': digest long keys */
 	int			idle_timeout;	/* s a pooled socket may sit idle, 0 = forever */
 	int			max_reply_size; /* bytes one reply may take in memory */
+	bool		on_failure_miss;	/* on_failure 'miss': unreachable = miss */
 } McServerConfig;
 
 /*
@@ -69,6 +70,7 @@ typedef struct McInstanceHealth
 	int			failures;		/* consecutive */
 	TimestampTz dead_until;		/* 0 = not dead */
 	char		last_error[256];
+	uint64		degraded;		/* calls answered as misses (on_failure 'miss') */
 } McInstanceHealth;
 
 /*
@@ -108,6 +110,10 @@ typedef struct McServer
 	uint64		mwes_gen;		/* sock_gen mwes was built for */
 	Latch	   *mwes_latch;
 	Oid			acl_ok_user;	/* last role that passed the USAGE check */
+
+	/* the statement last warned about a degraded call (pool.c) */
+	TimestampTz warned_stmt;
+	LocalTransactionId warned_lxid;
 } McServer;
 
 /* A stats command's callback: one "STAT name value" line. */
@@ -141,6 +147,7 @@ extern char *mc_default_server;
 extern uint64 mc_default_server_gen;
 extern bool mc_debug_check_rows;
 extern int	mc_stats_timeout;
+extern bool mc_warn_on_miss;
 extern void McOptionsInit(void);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
@@ -174,6 +181,7 @@ extern bool McInstanceFail(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,
 						   const char *fmt,...) pg_attribute_printf(6, 7);
 extern void McInstanceEnd(McServer *srv, McConn *conn);
+extern void McInstanceDegraded(McServer *srv, int index);
 extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
 							   McReply *reply, McConn **connp, bool soft);
 extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
@@ -209,6 +217,7 @@ extern void McConnClose(McConn *conn);
 extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
 						  const char *fmt, va_list ap) pg_attribute_printf(4, 0);
 extern const char *McConnFailure(McConn *conn, bool *hard);
+extern int	McConnFailureCode(McConn *conn);
 extern void McConnRaise(McConn *conn) pg_attribute_noreturn();
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) pg_attribute_noreturn();

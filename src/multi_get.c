@@ -71,6 +71,7 @@ typedef struct MgInstance
 	bool		mn_queued;
 	bool		active;			/* waiting for MN */
 	bool		retried;
+	bool		dropped;		/* its keys were passed over as misses */
 	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
 } MgInstance;
@@ -80,7 +81,8 @@ typedef struct MgBatch
 {
 	McServer   *srv;
 	bool		as_text;
-	bool		soft;			/* failover on: a failing instance's keys are misses */
+	bool		soft;			/* failover or on_failure 'miss': a failing
+								 * instance's keys are misses */
 	MgKey	   *keys;
 	int			nkeys;
 	MgInstance *instances;		/* one per configured instance */
@@ -182,9 +184,15 @@ collect_keys(MgBatch *b, ArrayType *arr)
 	bool		alivebuf[MC_MAX_ENDPOINTS];
 	const bool *alive = McServerAliveMap(srv, alivebuf);
 	int		   *counts;
+	bool		any_alive = false;
 	int		   *slots;
 	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
 
+	/* on_failure 'miss' with every instance dead: route as if all were up */
+	for (int s = 0; alive && s < srv->cfg.nendpoints; s++)
+		any_alive |= alive[s];
+	if (alive && !any_alive && srv->cfg.on_failure_miss)
+		alive = NULL;
 	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	while (cap < (uint32) n * 2)
 		cap <<= 1;
@@ -248,6 +256,7 @@ drop_instance(MgInstance *mi)
 {
 	mi->conn = NULL;
 	mi->active = false;
+	mi->dropped = true;
 }
 
 /*
@@ -268,6 +277,7 @@ connect_all(MgBatch *b)
 			continue;
 		mi->conn = McInstanceBegin(b->srv, s, b->soft);
 		mi->active = (mi->conn != NULL);
+		mi->dropped = !mi->active;
 		mi->need = 1;
 		mi->last_progress = now;
 	}
@@ -493,7 +503,8 @@ handle_replies(MgBatch *b, MgInstance *mi)
 		}
 		else
 		{
-			if (b->soft)
+			/* on_failure 'miss' hides unavailability, not error replies */
+			if (b->soft && !b->srv->cfg.on_failure_miss)
 			{
 				McInstanceFail(b->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
 							   "unexpected reply");
@@ -692,7 +703,7 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	memset(&b, 0, sizeof(b));
 	b.srv = McServerLookup(PG_ARGISNULL(1) ? NULL : NameStr(*PG_GETARG_NAME(1)));
 	b.as_text = as_text;
-	b.soft = b.srv->cfg.failover;
+	b.soft = b.srv->cfg.failover || b.srv->cfg.on_failure_miss;
 	b.tupstore = rsinfo->setResult;
 	b.tupdesc = rsinfo->setDesc;
 	b.rows_by_hand = McRowLayoutFits(b.tupdesc);
@@ -706,6 +717,9 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	{
 		connect_all(&b);
 		run_batch(&b);
+		for (int s = 0; b.srv->cfg.on_failure_miss && s < b.srv->cfg.nendpoints; s++)
+			if (b.instances[s].dropped)
+				McInstanceDegraded(b.srv, s);
 	}
 	MemoryContextSwitchTo(old);
 	/* what a batch costs in work memory, for the allocation budget test */

@@ -36,6 +36,8 @@ char	   *mc_default_server = NULL;
 
 /* GUC: bound on each instance of a statistics view or function, ms (0 = none). */
 int			mc_stats_timeout = 5000;
+/* GUC: warn (once per statement and server) when a call degrades to a miss. */
+bool		mc_warn_on_miss = true;
 
 /* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
 bool		mc_debug_check_rows = false;
@@ -83,6 +85,14 @@ McOptionsInit(void)
 							 false,
 							 PGC_SUSET,
 							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("mcfdw.warn_on_miss",
+							 "Warns when a server with on_failure \"miss\" answers a call with a miss because an instance is unreachable.",
+							 "At most one warning per statement and server; the degraded column of mc_servers counts every such call.",
+							 &mc_warn_on_miss,
+							 true,
+							 PGC_USERSET,
+							 0,
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mcfdw");
 }
@@ -362,6 +372,19 @@ opt_long_keys(const McOption *opt, const char *value, McServerConfig *cfg)
 }
 
 static void
+opt_on_failure(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	static const char *const names[] = {"error", "miss"};
+
+	if (strcmp(value, "miss") == 0)
+		cfg->on_failure_miss = true;
+	else if (strcmp(value, "error") == 0)
+		cfg->on_failure_miss = false;
+	else
+		bad_choice(opt->name, value, names, lengthof(names));
+}
+
+static void
 opt_key_prefix(const McOption *opt, const char *value, McServerConfig *cfg)
 {
 	if (strlen(value) > MC_MAX_KEY_PREFIX)
@@ -416,6 +439,8 @@ static const McOption options_table[] = {
 	 .min = MC_MIN_MAX_REPLY_SIZE, .max = (int) (MaxAllocSize / 2), .unit = GUC_UNIT_BYTE},
 	{.name = "legacy_misses", .context = ForeignServerRelationId,
 	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(legacy_misses)},
+	{.name = "on_failure", .context = ForeignServerRelationId,
+	 .default_value = "error", .parse = opt_on_failure},
 };
 
 #define NOPTIONS	((int) lengthof(options_table))

@@ -24,6 +24,7 @@
 #include "catalog/pg_foreign_server.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -227,6 +228,7 @@ server_rebuild(McServer *srv)
 				taken[j] = true;
 				strlcpy(health[i].last_error, srv->health[j].last_error,
 						sizeof(health[i].last_error));
+				health[i].degraded = srv->health[j].degraded;
 				break;
 			}
 		}
@@ -414,7 +416,14 @@ McInstanceFailed(McServer *srv, McConn *conn, bool soft)
 													(int64) srv->cfg.retry_delay * 1000);
 		srv->ndead++;
 	}
-	if (!soft || hard)
+	/*
+	 * on_failure 'miss' hides unavailability, not bugs: a reply out of step
+	 * with the protocol is raised even when the call would go on without
+	 * the instance.
+	 */
+	if (!soft || hard ||
+		(srv->cfg.on_failure_miss &&
+		 McConnFailureCode(conn) == ERRCODE_PROTOCOL_VIOLATION))
 		McConnRaise(conn);
 	return false;
 }
@@ -591,6 +600,56 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 }
 
 /*
+ * McRoundtripKey with failover on: an instance that fails the request is
+ * skipped for the rest of the call (alive: the health map, or NULL when
+ * every instance is alive).  With on_failure 'miss', running out of
+ * instances is a miss (NULL) counted against the key's own instance.
+ */
+static const char *
+roundtrip_failover(McServer *srv, const char *key, size_t keylen,
+				   const McRequest *req, McReply *reply, McConn **connp,
+				   const bool *alive)
+{
+	bool		buf[MC_MAX_ENDPOINTS];
+	int			n = srv->cfg.nendpoints;
+
+	if (alive != NULL)
+		memcpy(buf, alive, sizeof(bool) * n);
+	else
+		for (int i = 0; i < n; i++)
+			buf[i] = true;
+	for (;;)
+	{
+		int			idx;
+		const char *base;
+		bool		any = false;
+
+		for (int i = 0; i < n && !any; i++)
+			any = buf[i];
+		if (!any && srv->cfg.on_failure_miss)
+		{
+			idx = mc_ring_pick(srv->ring, key, keylen, NULL, false);
+			*connp = McConnOf(srv, idx);
+			McInstanceDegraded(srv, idx);
+			return NULL;
+		}
+		idx = McServerPickWith(srv, key, keylen, buf);
+		base = McRoundtrip(srv, idx, req, reply, connp, true);
+		if (base != NULL)
+			return base;
+		/* a write that may have run on idx must not run on another too */
+		if (McConnInDoubt(*connp))
+		{
+			if (!srv->cfg.on_failure_miss)
+				McConnRaise(*connp);
+			McInstanceDegraded(srv, idx);
+			return NULL;
+		}
+		buf[idx] = false;		/* McServerPickWith errors once none is left */
+	}
+}
+
+/*
  * McRoundtrip for a key, choosing its instance.  With failover on, an
  * instance that fails the request is skipped for the rest of this call and
  * the key goes where the client family would send it with that instance
@@ -598,7 +657,9 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
  * failure_limit.  With failover off the key's instance is the only one, and
  * its failure is the caller's error.  A request that is not idempotent
  * and may have run on the failing instance (McConnInDoubt) is not failed
- * over: it raises, so it is never applied twice.
+ * over.  With on_failure 'miss' a key whose instance (or, with failover,
+ * every instance, or an in-doubt write's) cannot be reached gives NULL
+ * instead, counted by McInstanceDegraded; *connp is then the key's instance.
  */
 const char *
 McRoundtripKey(McServer *srv, const char *key, size_t keylen,
@@ -606,34 +667,52 @@ McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 {
 	bool		buf[MC_MAX_ENDPOINTS];
 	const bool *alive;
+	bool		miss = srv->cfg.on_failure_miss;
+	const char *base;
 
 	/* one healthy instance: nothing to choose */
 	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
-		return McRoundtrip(srv, 0, req, reply, connp, false);
-	alive = McServerAliveMap(srv, buf);
-	if (!srv->cfg.failover)
-		return McRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
-						   req, reply, connp, false);
-	if (alive == NULL)
+		base = McRoundtrip(srv, 0, req, reply, connp, miss);
+	else
 	{
-		for (int i = 0; i < srv->cfg.nendpoints; i++)
-			buf[i] = true;
-		alive = buf;
+		alive = McServerAliveMap(srv, buf);
+		if (srv->cfg.failover)
+			return roundtrip_failover(srv, key, keylen, req, reply, connp,
+									  alive ? buf : NULL);
+		base = McRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
+						   req, reply, connp, miss);
 	}
-	for (;;)
-	{
-		int			idx = McServerPickWith(srv, key, keylen, buf);
-		const char *base = McRoundtrip(srv, idx, req, reply, connp, true);
-
-		if (base != NULL)
-			return base;
-		/* a write that may have run on idx must not run on another too */
-		if (McConnInDoubt(*connp))
-			McConnRaise(*connp);
-		buf[idx] = false;		/* McServerPickWith errors once none is left */
-	}
+	if (unlikely(base == NULL))
+		McInstanceDegraded(srv, McConnIndex(*connp));
+	return base;
 }
 
+/*
+ * on_failure 'miss': a call answered with a miss because instance index
+ * could not be reached.  Counted for mc_servers; warned about once per
+ * statement and server (mcfdw.warn_on_miss), so a statement touching
+ * thousands of keys of a dead cache logs one line, not thousands.
+ */
+void
+McInstanceDegraded(McServer *srv, int index)
+{
+	McInstanceHealth *h = &srv->health[index];
+	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+
+	h->degraded++;
+	if (!mc_warn_on_miss ||
+		(srv->warned_stmt == stmt && srv->warned_lxid == MyProc->lxid))
+		return;
+	srv->warned_stmt = stmt;
+	srv->warned_lxid = MyProc->lxid;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("memcached server \"%s\" is unavailable, its keys are treated as misses",
+					srv->name),
+			 errdetail("Instance %s: %s.", McInstanceName(srv, index),
+					   h->last_error[0] ? h->last_error : "unknown error"),
+			 errhint("The server has on_failure \"miss\"; set mcfdw.warn_on_miss to off to silence this warning.")));
+}
 
 /*
  * The entry of a server this backend has used, with no catalog access and

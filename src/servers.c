@@ -26,7 +26,7 @@
 
 PG_FUNCTION_INFO_V1(mc_servers);
 
-#define MC_SERVERS_COLS 13
+#define MC_SERVERS_COLS 14
 
 /* The state word of an instance, as documented for the view. */
 static const char *
@@ -117,6 +117,7 @@ mc_servers(PG_FUNCTION_ARGS)
 			values[10] = Int64GetDatum((int64) cs.connects);
 			values[11] = Int64GetDatum((int64) cs.requests);
 			values[12] = Int32GetDatum(i + 1);
+			values[13] = Int64GetDatum((int64) h->degraded);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
