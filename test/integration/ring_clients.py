@@ -13,81 +13,18 @@ which Dalli stores under a digest (the foreign server has long_keys
 side does not look, so any routing difference shows up as missing keys.
 """
 
-import os
-import random
-import subprocess
-
 import pylibmc
 
+import clientkeys
 import mcdb
 import mcrig
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DALLI_RW = os.path.join(HERE, "..", "compat", "dalli_rw.rb")
-RUBY = os.environ.get("RUBY", "ruby")
 NKEYS = 1500
 
 t = mcrig.TAP()
 servers = [mcrig.start_memcached("-t", "1") for _ in range(16)]
 db = mcdb.Database("mcfdw_it_ring_clients")
 c = db.connect()
-
-UNI = ["\u00e9", "\u00fc", "\u00df", "\u03a9", "\u65e5", "\u672c", "\U0001f600", "\u20ac"]
-ASCII = [chr(x) for x in range(0x21, 0x7f)]
-
-
-def long_key(rng, n):
-    """A key over Dalli's 250 characters: a printable ASCII head (what the
-    digested name keeps: 212 or 213 characters) and a tail that may hold
-    spaces and UTF-8, which the digest hides."""
-    head = "views/%d/" % n + "".join(rng.choice(ASCII) for _ in range(rng.randint(250, 400)))
-    tail = "".join(rng.choice(UNI + [" ", "/", "x"]) for _ in range(rng.randint(0, 150)))
-    return head + tail
-
-
-def gen_keys(seed, spaces=False, long=False):
-    """Distinct keys of up to 186 bytes (so mcfdw can send any of them), a
-    third of them over 250 characters when long is set."""
-    rng = random.Random(seed)
-    out, seen = [], set()
-    while len(out) < NKEYS:
-        if long and rng.randrange(3) == 0:
-            kb = long_key(rng, len(out)).encode()
-            if kb not in seen:
-                seen.add(kb)
-                out.append(kb)
-            continue
-        kind = rng.randrange(6 if spaces else 5)
-        if kind == 0:
-            k = "user:%d" % len(out)
-        elif kind == 1:
-            k = "%s:%d:%d" % (rng.choice(["cart", "sess", "a:b"]), len(out), rng.randrange(10**6))
-        elif kind == 2:
-            k = "".join(rng.choice(ASCII) for _ in range(rng.randint(1, 120)))
-        elif kind == 3:
-            k = "".join(rng.choice(UNI + ASCII[:30]) for _ in range(rng.randint(1, 40)))
-        elif kind == 4:
-            k = "k%d" % len(out)
-        else:
-            k = "with space %d %s" % (len(out), rng.choice(UNI))
-        kb = k.encode()
-        if len(kb) > 186 or kb in seen:
-            continue
-        seen.add(kb)
-        out.append(kb)
-    return out
-
-
-def flush(ms):
-    for m in ms:
-        mcrig.mc_command(m.port, "flush_all", end=(b"OK\r\n",))
-
-
-def dalli(mode, specs, keys, namespace=None):
-    args = [RUBY, DALLI_RW, mode] + (["--namespace", namespace] if namespace else []) + specs
-    r = subprocess.run(args, input="".join(k.hex() + "\n" for k in keys),
-                       capture_output=True, text=True, timeout=300, check=True)
-    return r.stdout
 
 
 def mcfdw_server(name, specs, dist, prefix=None, long_keys=False):
@@ -118,15 +55,15 @@ def case(label, family, ms, weights=None, dist=None, behaviors=None, namespace=N
          long_keys=False):
     specs = ["127.0.0.1:%d" % m.port + ("" if not weights else ":%d" % weights[i])
              for i, m in enumerate(ms)]
-    keys = gen_keys(seed, spaces=(family == "dalli"), long=long_keys)
+    keys = clientkeys.gen_keys(seed, NKEYS, spaces=(family == "dalli"), long=long_keys)
     name = "rc_%d" % seed
     mcfdw_server(name, specs, dist, prefix=(namespace + ":") if namespace else None,
                  long_keys=long_keys)
 
     # 1. the client writes, mcfdw reads
-    flush(ms)
+    clientkeys.flush(ms)
     if family == "dalli":
-        stored = int(dalli("write", specs, keys, namespace))
+        stored = int(clientkeys.dalli("write", specs, keys, namespace))
         want = {k: "dalli:" + k.hex() for k in keys}
     else:
         cl = pylibmc.Client(specs, behaviors=behaviors or {})
@@ -141,11 +78,11 @@ def case(label, family, ms, weights=None, dist=None, behaviors=None, namespace=N
          "e.g. %r" % (missing[:3] or wrong[:3]))
 
     # 2. mcfdw writes, the client reads
-    flush(ms)
+    clientkeys.flush(ms)
     n = mcfdw_write(name, keys, "pg:")
     if family == "dalli":
         found = {}
-        for line in dalli("read", specs, keys, namespace).splitlines():
+        for line in clientkeys.dalli("read", specs, keys, namespace).splitlines():
             hx, v = line.split("\t", 1)
             found[bytes.fromhex(hx)] = v
     else:
