@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """bench.py — the workloads of `make bench`, run by test/bench/bench.sh.
 
-Owns: loading the keys, every workload of issue 5, the targets, and the
-report: one table printed at the end, the same rows as CSV
-(test/bench/results/latest.csv) and the printed report with the machine it
-ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or partial
-(BENCH_ONLY=...) run writes results/quick.csv.tmp and quick.txt.tmp instead,
-so only a full run replaces the committed figures.
+Owns: loading the keys, every workload of issue 5 (and 9, batch writes, of
+issue 11), the targets, and the report: one table printed at the end, the
+same rows as CSV (test/bench/results/latest.csv) and the printed report
+with the machine it ran on (test/bench/results/latest.txt).  A quick
+(BENCH_QUICK=1) or partial (BENCH_ONLY=...) run writes results/quick.csv.tmp
+and quick.txt.tmp instead, so only a full run replaces the committed
+figures.
 
 Targets are ratios measured side by side in the same run.  Two kinds of
 figure are printed without a target, because no client could meet one on a
@@ -772,6 +773,87 @@ def w8_seed():
     conn.close()
 
 
+# ---- workload 9: batch writes ---------------------------------------------
+BATCH = 10000
+BATCH_REPEAT = 5                # statements per contender per round
+# keys of their own (w<window>:<n>, 100-byte values), so the keys the other
+# workloads read stay as they are; each writer rewrites one fixed window,
+# so memcached's memory holds them all
+BATCH_KEYS = "(SELECT array_agg('%s:' || g) FROM generate_series(1, %d) g)"
+BATCH_VALUES = "(SELECT array_agg(lpad(g::text, 100, 'v')) FROM generate_series(1, %d) g)"
+BATCH_SQL = {
+    "floor: keys": "SELECT cardinality(%s)" % (BATCH_KEYS % ("wf", BATCH)),
+    "floor: keys and values": "SELECT cardinality(%s) + cardinality(%s)"
+                              % (BATCH_KEYS % ("wf", BATCH), BATCH_VALUES % BATCH),
+    "mc_get_multi": "SELECT count(*) FROM mc_get_multi(%s)" % (BATCH_KEYS % ("wg", BATCH)),
+    "mc_set_multi": "SELECT mc_set_multi(%s, %s)" % (BATCH_KEYS % ("ws", BATCH), BATCH_VALUES % BATCH),
+    "mc_delete_multi": "SELECT mc_delete_multi(%s)" % (BATCH_KEYS % ("wd", BATCH)),
+    "mc_set loop": "SELECT count(*) FILTER (WHERE mc_set('wl:' || g, lpad(g::text, 100, 'v'))) "
+                   "FROM generate_series(1, %d) g" % BATCH,
+}
+# what a delete deletes: written again (untimed) before every timed delete
+BATCH_REFILL = "SELECT mc_set_multi(%s, %s)" % (BATCH_KEYS % ("wd", BATCH), BATCH_VALUES % BATCH)
+
+
+def w9_batch_writes():
+    say("9. %s-key batch writes: %d rounds x %d statements per contender (floors, mc_get_multi, "
+        "mc_set_multi, mc_delete_multi, %s mc_set calls in one statement)"
+        % (format(BATCH, ","), ROUNDS, BATCH_REPEAT, format(BATCH, ",")))
+    conn = connect()
+    # warm-up and checks: every write stored, every key read and deleted
+    value(conn, BATCH_SQL["mc_set loop"].replace("'wl:'", "'wg:'"))
+    for k, want in (("mc_get_multi", BATCH), ("mc_set_multi", BATCH), ("mc_set loop", BATCH)):
+        n = value(conn, BATCH_SQL[k])
+        if n != want:
+            raise RuntimeError("%s: %s of %d keys" % (k, n, want))
+    value(conn, BATCH_REFILL)
+    n = value(conn, BATCH_SQL["mc_delete_multi"])
+    if n != BATCH:
+        raise RuntimeError("mc_delete_multi deleted %s of %d keys" % (n, BATCH))
+    wall = {k: [] for k in BATCH_SQL}      # ms per statement
+    cur = conn.cursor()
+    for r in range(ROUNDS):
+        for i in range(BATCH_REPEAT):
+            for k in rotated(BATCH_SQL, r * BATCH_REPEAT + i):
+                if k == "mc_delete_multi":
+                    cur.execute(BATCH_REFILL)
+                t0 = time.perf_counter()
+                cur.execute(BATCH_SQL[k])
+                wall[k].append((time.perf_counter() - t0) * 1e3)
+                if k == "mc_delete_multi" and cur.fetchone()[0] != BATCH:
+                    raise RuntimeError("mc_delete_multi did not delete all %d keys" % BATCH)
+        n = BATCH_REPEAT
+        say("   round %d: ms/statement %s"
+            % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in BATCH_SQL)))
+    conn.close()
+    m = {k: med(v) for k, v in wall.items()}
+
+    def added(k, floor):
+        # statement by statement, the floor measured next to it in the same round
+        return med([a - f for a, f in zip(wall[k], wall[floor])])
+
+    add_get = added("mc_get_multi", "floor: keys")
+    w = "9 %s-key batch writes" % format(BATCH, ",")
+    row(w, "floor: keys array", m["floor: keys"], "ms")
+    row(w, "floor: keys and values arrays", m["floor: keys and values"], "ms")
+    row(w, "mcfdw: mc_get_multi", m["mc_get_multi"], "ms")
+    row(w, "mcfdw: mc_get_multi added over floor", add_get, "ms")
+    for k, floor in (("mc_set_multi", "floor: keys and values"), ("mc_delete_multi", "floor: keys")):
+        a = added(k, floor)
+        row(w, "mcfdw: %s" % k, m[k], "ms")
+        r_ = ratio(a, add_get)
+        row(w, "mcfdw: %s added over floor" % k, a, "ms", None, None,
+            "<= 2.0 x get_multi's", check(r_, "<=", 2.0),
+            "%.2f x mc_get_multi's added time" % r_ if r_ is not None else "")
+    row(w, "mcfdw: %s mc_set calls in one statement" % format(BATCH, ","), m["mc_set loop"], "ms")
+    speed = ratio(m["mc_set loop"], m["mc_set_multi"])
+    row(w, "mcfdw: mc_set_multi speed-up over the mc_set loop", speed, "x", None, None,
+        ">= 30 x", check(speed, ">=", 30.0), "wall of the loop / wall of mc_set_multi")
+    speed = ratio(m["mc_set loop"], m["mc_delete_multi"])
+    row(w, "mcfdw: mc_delete_multi speed-up over the mc_set loop", speed, "x", None, None,
+        ">= 30 x", check(speed, ">=", 30.0), "wall of the loop / wall of mc_delete_multi")
+
+
 # ---- report ------------------------------------------------------------------
 def fmt_num(v, unit=""):
     if v is None or v != v:
@@ -848,7 +930,8 @@ def main():
              (4, w4_callgrind),
              (6, w6_parser),
              (7, w7_pool),
-             (8, w8_seed)]
+             (8, w8_seed),
+             (9, w9_batch_writes)]
     for num, fn in steps:
         if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
             continue
