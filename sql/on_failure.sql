@@ -38,6 +38,18 @@ SELECT mc_add(:'dk', 'v', server => 'of_half') AS add,
 -- the keys of the live instance still work
 SELECT min(k) AS lk FROM of_keys WHERE stored \gset
 SELECT mc_get(:'lk', 'of_half') IS NOT NULL AS live_get, mc_delete(:'lk', 'of_half') AS live_delete;
+-- batch writes: the live instance's keys are written, the others are not,
+-- one warning, and the dead instance counted once per call
+SELECT sum(degraded) AS b0 FROM mc_servers WHERE server = 'of_half' \gset
+SELECT mc_set_multi((SELECT array_agg(k) FROM of_keys), (SELECT array_agg('w' || k) FROM of_keys),
+                    server => 'of_half') = (SELECT count(*) FROM of_keys WHERE stored) AS set_multi_live_only;
+SELECT count(*) FILTER (WHERE mc_get(k, 'of_half') = 'w' || k) = count(*) FILTER (WHERE stored)
+       AS live_written FROM of_keys;
+SELECT mc_touch_multi((SELECT array_agg(k) FROM of_keys), '1 hour', 'of_half')
+       = (SELECT count(*) FROM of_keys WHERE stored) AS touch_multi_live_only;
+SELECT mc_delete_multi((SELECT array_agg(k) FROM of_keys), 'of_half')
+       = (SELECT count(*) FROM of_keys WHERE stored) AS delete_multi_live_only;
+SELECT sum(degraded) - :b0 AS batch_degraded FROM mc_servers WHERE server = 'of_half';
 
 -- every instance down: a dead port and a listener that never answers
 -- (modula: the keys' instances do not depend on the listener's port)
@@ -54,10 +66,14 @@ SELECT count(*) FROM mc_get_multi(ARRAY['od:1', 'od:2', 'od:3'], 'of_down');
 -- every degraded call is counted: 6 + 3, and the multi-get once for each of
 -- the two instances
 SELECT sum(degraded) - :d0 AS degraded FROM mc_servers WHERE server = 'of_down';
+-- batch writes with every instance down: nothing written, no error
+SELECT mc_set_multi(ARRAY['od:1', 'od:2', 'od:3'], ARRAY['a', 'b', 'c'], server => 'of_down') AS set_multi,
+       mc_delete_multi(ARRAY['od:1', 'od:2', 'od:3'], 'of_down') AS delete_multi;
 -- with failover too, running out of instances is a miss
 ALTER SERVER of_down OPTIONS (ADD failover 'true');
 SELECT mc_get('od:1', 'of_down') AS get, mc_set('od:1', 'v', server => 'of_down') AS set;
 SELECT count(*) FROM mc_get_multi(ARRAY['od:1', 'od:2', 'od:3'], 'of_down');
+SELECT mc_set_multi(ARRAY['od:1', 'od:2', 'od:3'], ARRAY['a', 'b', 'c'], server => 'of_down') AS set_multi;
 ALTER SERVER of_down OPTIONS (DROP failover);
 
 -- one warning per statement, however many calls; mcfdw.warn_on_miss off
@@ -95,6 +111,7 @@ SELECT mc_get('od:1', 'of_down');
 UPDATE of_users SET name = 'x';
 SELECT * FROM of_users ORDER BY id;
 SELECT count(*) FROM mc_get_multi(ARRAY['od:1', 'od:2', 'od:3'], 'of_down');
+SELECT mc_set_multi(ARRAY['od:1', 'od:2', 'od:3'], ARRAY['a', 'b', 'c'], server => 'of_down');
 ALTER SERVER of_half OPTIONS (DROP on_failure);
 SELECT mc_set(:'dk', 'v', server => 'of_half');
 

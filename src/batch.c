@@ -51,7 +51,10 @@ typedef struct BwBatch
 	McBatchOp  *ops;
 	int			nops;
 	bool		soft;			/* the caller's: nothing but a cancel raises */
-	bool		isoft;			/* instance failures do not raise (soft or failover) */
+	bool		isoft;			/* instance failures do not raise (soft,
+								 * failover or on_failure 'miss') */
+	bool		miss;			/* on_failure 'miss': a failed instance's ops
+								 * fail, the call goes on */
 	TimestampTz deadline;		/* 0: none */
 	int			timeout_ms;
 	char	   *errbuf;
@@ -60,6 +63,7 @@ typedef struct BwBatch
 	bool	   *excluded;		/* instances that failed in this call */
 	int		   *slots;
 	bool		reroute;		/* a failed instance left ops to fail over */
+	bool	   *degraded;		/* under miss: instances whose ops failed */
 } BwBatch;
 
 /* Keep the first failure's message for a soft caller. */
@@ -107,7 +111,11 @@ drop_instance(BwBatch *b, BwInstance *bi, int s, bool may_reroute)
 		b->reroute = true;
 	}
 	else
+	{
 		settle_rest(b, bi, MC_BATCH_FAILED);
+		if (b->miss)
+			b->degraded[s] = true;
+	}
 	bi->conn = NULL;
 	bi->active = false;
 }
@@ -135,6 +143,26 @@ route_round(BwBatch *b)
 			if (b->excluded[s])
 				alivebuf[s] = false;
 		alive = alivebuf;
+	}
+	if (b->miss && alive != NULL)
+	{
+		bool		any = false;
+
+		for (int s = 0; s < n; s++)
+			any |= alive[s];
+		if (!any && b->reroute)
+		{
+			/* failed over to the last instance: what is left fails */
+			for (int i = 0; i < b->nops; i++)
+				if (b->ops[i].result == MC_BATCH_PENDING)
+					b->ops[i].result = MC_BATCH_FAILED;
+			for (int s = 0; s < n; s++)
+				b->degraded[s] |= b->excluded[s];
+			b->reroute = false;
+			return false;
+		}
+		if (!any)
+			alive = NULL;		/* all dead: each op meets its own dead instance */
 	}
 	b->reroute = false;
 	memset(b->inst, 0, sizeof(BwInstance) * n);
@@ -670,7 +698,8 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	b.ops = ops;
 	b.nops = nops;
 	b.soft = soft;
-	b.isoft = soft || srv->cfg.failover;
+	b.miss = srv->cfg.on_failure_miss;
+	b.isoft = soft || srv->cfg.failover || b.miss;
 	b.timeout_ms = timeout_ms;
 	b.deadline = timeout_ms > 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
@@ -682,11 +711,20 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	old = MemoryContextSwitchTo(work);
 	b.inst = palloc(sizeof(BwInstance) * srv->cfg.nendpoints);
 	b.excluded = palloc0(sizeof(bool) * srv->cfg.nendpoints);
+	b.degraded = palloc0(sizeof(bool) * srv->cfg.nendpoints);
 	b.slots = MemoryContextAllocHuge(work, sizeof(int) * 2 * (Size) nops);
 	if (soft)
 		run_batch_soft(&b);
 	else
 		run_batch(&b);
+	/*
+	 * A SQL caller's degraded instances are counted and warned about as the
+	 * single-key functions' are; a soft caller (the commit) reports its
+	 * failures itself.
+	 */
+	for (int s = 0; !soft && s < srv->cfg.nendpoints; s++)
+		if (b.degraded[s])
+			McInstanceDegraded(srv, s);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(work);
 
