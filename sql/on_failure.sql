@@ -43,13 +43,15 @@ SELECT mc_get(:'lk', 'of_half') IS NOT NULL AS live_get, mc_delete(:'lk', 'of_ha
 SELECT sum(degraded) AS b0 FROM mc_servers WHERE server = 'of_half' \gset
 SELECT mc_set_multi((SELECT array_agg(k) FROM of_keys), (SELECT array_agg('w' || k) FROM of_keys),
                     server => 'of_half') = (SELECT count(*) FROM of_keys WHERE stored) AS set_multi_live_only;
+SELECT sum(degraded) - :b0 AS set_multi_degraded FROM mc_servers WHERE server = 'of_half';
 SELECT count(*) FILTER (WHERE mc_get(k, 'of_half') = 'w' || k) = count(*) FILTER (WHERE stored)
        AS live_written FROM of_keys;
+SELECT sum(degraded) AS b0 FROM mc_servers WHERE server = 'of_half' \gset
 SELECT mc_touch_multi((SELECT array_agg(k) FROM of_keys), '1 hour', 'of_half')
        = (SELECT count(*) FROM of_keys WHERE stored) AS touch_multi_live_only;
 SELECT mc_delete_multi((SELECT array_agg(k) FROM of_keys), 'of_half')
        = (SELECT count(*) FROM of_keys WHERE stored) AS delete_multi_live_only;
-SELECT sum(degraded) - :b0 AS batch_degraded FROM mc_servers WHERE server = 'of_half';
+SELECT sum(degraded) - :b0 AS touch_delete_degraded FROM mc_servers WHERE server = 'of_half';
 
 -- every instance down: a dead port and a listener that never answers
 -- (modula: the keys' instances do not depend on the listener's port)
