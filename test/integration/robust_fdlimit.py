@@ -12,6 +12,7 @@ One memcached listens on 256 loopback addresses (127.0.0.0/8 is all
 loopback), one instance each, since a server may not list one address
 twice."""
 
+import socket
 import time
 
 import mcdb
@@ -87,8 +88,24 @@ for s in ("idle", "kept"):
     db.value(c2, "SELECT mc_set('k', 'v', server => %s)", (s,))
 
 
+# one stats connection for every reading: a new one per reading would be
+# counted while memcached has not yet seen the previous one close
+stats_sock = socket.create_connection(("127.0.0.1", mc.port), timeout=5)
+
+
 def curr_connections():
-    return int(mc.stats()["curr_connections"])
+    stats_sock.sendall(b"stats\r\n")
+    buf = b""
+    while not buf.endswith(b"END\r\n"):
+        chunk = stats_sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("memcached closed the stats connection")
+        buf += chunk
+    for line in buf.decode("latin-1").splitlines():
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[1] == "curr_connections":
+            return int(parts[2])
+    raise RuntimeError("no curr_connections in stats")
 
 
 before = curr_connections()
