@@ -1,6 +1,6 @@
 /* mcfdw--1.0--1.1.sql — from 1.0 to 1.1: writes at commit, the mc_invalidate
    trigger, mc_invalidation_stats, mc_flush_all revoked from PUBLIC, mc_gat and
-   the *_until (absolute expiry) functions, mc_servers.degraded. */
+   the *_until (absolute expiry) functions, mc_servers.degraded, mc_counters. */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION mcfdw UPDATE TO '1.1'" to load this file. \quit
@@ -45,6 +45,29 @@ LANGUAGE C VOLATILE;
 
 CREATE VIEW mc_invalidation_stats AS SELECT * FROM mc_invalidation_stats();
 GRANT SELECT ON mc_invalidation_stats TO PUBLIC;
+
+-- Counters a dashboard alerts on (counters.c) ---------------------------------
+-- Per server: on-commit writes queued, sent and lost after commit, and calls
+-- answered as a miss (on_failure 'miss').  scope 'cluster' when mcfdw is in
+-- shared_preload_libraries (every session's counts), 'session' otherwise
+-- (this session's only).  Rows for the servers the current user may use.
+CREATE FUNCTION mc_counters(
+    OUT server name, OUT queued bigint, OUT sent bigint, OUT lost bigint,
+    OUT degraded bigint, OUT stats_reset timestamptz, OUT scope text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_counters'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_counters AS SELECT * FROM mc_counters();
+GRANT SELECT ON mc_counters TO PUBLIC;
+
+-- zeroes every count (as pg_stat_statements_reset, for the roles granted it)
+CREATE FUNCTION mc_counters_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'mc_counters_reset'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION mc_counters_reset() FROM PUBLIC;
 
 -- Get-and-touch, absolute expiry (functions.c) -----------------------------
 -- mc_gat reads a value and resets its expiry in one round trip (NULL on a

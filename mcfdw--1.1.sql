@@ -288,6 +288,29 @@ LANGUAGE C VOLATILE;
 CREATE VIEW mc_invalidation_stats AS SELECT * FROM mc_invalidation_stats();
 GRANT SELECT ON mc_invalidation_stats TO PUBLIC;
 
+-- Counters a dashboard alerts on (counters.c) ---------------------------------
+-- Per server: on-commit writes queued, sent and lost after commit, and calls
+-- answered as a miss (on_failure 'miss').  scope 'cluster' when mcfdw is in
+-- shared_preload_libraries (every session's counts), 'session' otherwise
+-- (this session's only).  Rows for the servers the current user may use.
+CREATE FUNCTION mc_counters(
+    OUT server name, OUT queued bigint, OUT sent bigint, OUT lost bigint,
+    OUT degraded bigint, OUT stats_reset timestamptz, OUT scope text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_counters'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_counters AS SELECT * FROM mc_counters();
+GRANT SELECT ON mc_counters TO PUBLIC;
+
+-- zeroes every count (as pg_stat_statements_reset, for the roles granted it)
+CREATE FUNCTION mc_counters_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'mc_counters_reset'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION mc_counters_reset() FROM PUBLIC;
+
 -- Get-and-touch, absolute expiry (functions.c) -----------------------------
 -- mc_gat reads a value and resets its expiry in one round trip (NULL on a
 -- miss; a NULL ttl removes the expiry, as mc_touch's does).  The *_until

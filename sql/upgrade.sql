@@ -14,6 +14,10 @@ SELECT * FROM flush_acl WHERE public;
 ALTER EXTENSION mcfdw UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'mcfdw';
 SELECT * FROM flush_acl WHERE public;
+-- and mc_counters_reset is not for PUBLIC either
+SELECT count(*) AS public_counters_reset FROM pg_proc p,
+       aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+ WHERE p.oid = 'mc_counters_reset()'::regprocedure AND a.grantee = 0;
 -- the same objects as CREATE EXTENSION makes
 CREATE TABLE upgraded AS
   SELECT pg_describe_object(classid, objid, 0) AS obj FROM pg_depend

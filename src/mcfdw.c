@@ -1,13 +1,15 @@
 /*
  * mcfdw.c — module entry point.
  *
- * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c)
- * and the per-backend pool (pool.c).  Nothing else belongs here.
+ * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c),
+ * the per-backend pool (pool.c) and, when preloaded, the shared counters
+ * (counters.c).  Nothing else belongs here.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 
+#include "counters.h"
 #include "mcfdw.h"
 
 PG_MODULE_MAGIC;
@@ -23,4 +25,5 @@ _PG_init(void)
 {
 	McOptionsInit();
 	McPoolInit();
+	McCountersInit();
 }

@@ -34,6 +34,7 @@
 
 #include "mcfdw.h"
 #include "batch.h"
+#include "counters.h"
 
 static MemoryContext pool_cxt = NULL;
 static HTAB *server_hash = NULL;
@@ -700,6 +701,7 @@ McInstanceDegraded(McServer *srv, int index)
 	TimestampTz stmt = GetCurrentStatementStartTimestamp();
 
 	h->degraded++;
+	McCountersAdd(srv->serverid, MC_COUNT_DEGRADED, 1);
 	if (!mc_warn_on_miss ||
 		(srv->warned_stmt == stmt && srv->warned_lxid == MyProc->lxid))
 		return;

@@ -4,11 +4,12 @@
  * Owns: the per-transaction queue behind mc_delete_on_commit,
  * mc_set_on_commit and the mc_invalidate trigger (trigger.c), its
  * (sub)transaction callbacks, sending it once the commit is durable, and
- * the backend-local counters of mc_invalidation_stats.  Must not: touch the
- * catalog after commit (a write's server is resolved and its USAGE checked
- * when the write is queued), raise an error at commit (a committed
- * transaction stays committed: failures become one WARNING per server), or
- * wait without a bound (interrupts are held while a transaction commits).
+ * this session's counters of mc_invalidation_stats (mc_counters' are
+ * counters.c's).  Must not: touch the catalog after commit (a write's
+ * server is resolved and its USAGE checked when the write is queued),
+ * raise an error at commit (a committed transaction stays committed:
+ * failures become one WARNING per server), or wait without a bound
+ * (interrupts are held while a transaction commits).
  *
  * The queue is an append-only log in TopTransactionContext, each entry
  * labelled with the subtransaction nesting level that queued it; levels
@@ -30,6 +31,7 @@
 #include "utils/tuplestore.h"
 
 #include "batch.h"
+#include "counters.h"
 #include "keys.h"
 #include "xact.h"
 
@@ -113,17 +115,6 @@ server_counts(McServer *srv)
 	return c;
 }
 
-uint64
-McXactLostCount(Oid serverid)
-{
-	ServerCounts *c;
-
-	if (counts_hash == NULL)
-		return 0;
-	c = hash_search(counts_hash, &serverid, HASH_FIND, NULL);
-	return c ? c->lost : 0;
-}
-
 /*
  * Append a write to the queue.  The key is checked and routed now, so a bad
  * key is the caller's error, not a lost write at commit.  A write of the
@@ -201,6 +192,7 @@ queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
 	w->valuelen = vlen;
 	w->key = data;
 	counts->queued++;
+	McCountersAdd(srv->serverid, MC_COUNT_QUEUED, 1);
 }
 
 void
@@ -270,6 +262,8 @@ send_server(Oid serverid, McBatchOp *ops, int nops)
 							  err, sizeof(err));
 	counts->sent += nops - failed;
 	counts->lost += failed;
+	McCountersAdd(serverid, MC_COUNT_SENT, nops - failed);
+	McCountersAdd(serverid, MC_COUNT_LOST, failed);
 	if (failed == 0)
 		return;
 	strlcpy(counts->last_error, err, sizeof(counts->last_error));

@@ -12,7 +12,4 @@
  */
 extern void McXactQueueDelete(McServer *srv, const char *key, size_t len);
 
-/* Writes this backend queued for a server and lost at commit time. */
-extern uint64 McXactLostCount(Oid serverid);
-
 #endif							/* MCFDW_XACT_H */
