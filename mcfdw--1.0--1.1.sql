@@ -9,7 +9,7 @@
 -- Queued in the transaction, sent once it commits: nothing is sent before
 -- COMMIT, nothing after ROLLBACK, and ROLLBACK TO SAVEPOINT forgets what was
 -- queued since the savepoint.  The last write of a key wins.  A failure
--- after commit is a WARNING, counted in mc_invalidation_stats.
+-- after commit is a WARNING, counted in mc_invalidation_stats and mc_counters.
 
 CREATE FUNCTION mc_delete_on_commit(key text, server name DEFAULT NULL)
 RETURNS void

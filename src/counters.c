@@ -4,8 +4,8 @@
  * Owns: the counts of on-commit writes queued, sent and lost (added by
  * xact.c) and of calls answered as misses (pool.c), per foreign server,
  * with the mc_counters view and mc_counters_reset().  Must not: read the
- * catalog or raise an error when counting (writes are counted after commit),
- * or take a lock to count a server it has counted before.
+ * catalog when counting (writes are counted after commit), or take a lock
+ * to count a server it has counted before.
  *
  * Two modes.  With mcfdw in shared_preload_libraries the counts live in
  * shared memory, one slot per (database, server), so every session sees
