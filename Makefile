@@ -33,6 +33,7 @@ OBJS = \
 	src/batch_sql.o \
 	src/xact.o \
 	src/counters.o \
+	src/counters_sql.o \
 	src/trigger.o \
 	src/servers.o \
 	src/stats.o \

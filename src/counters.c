@@ -1,11 +1,11 @@
 /*
- * counters.c — per-server counters a dashboard can alert on: mc_counters.
+ * counters.c — per-server counters a dashboard can alert on.
  *
  * Owns: the counts of on-commit writes queued, sent and lost (added by
- * xact.c) and of calls answered as misses (pool.c), per foreign server,
- * with the mc_counters view and mc_counters_reset().  Must not: read the
- * catalog when counting (writes are counted after commit), or take a lock
- * to count a server it has counted before.
+ * xact.c) and of calls answered as misses (pool.c), per foreign server;
+ * counters_sql.c shows and resets them (mc_counters, mc_counters_reset).
+ * Must not: read the catalog when counting (writes are counted after
+ * commit), or take a lock to count a server it has counted before.
  *
  * Two modes.  With mcfdw in shared_preload_libraries the counts live in
  * shared memory, one slot per (database, server), so every session sees
@@ -29,28 +29,15 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_authid.h"
-#include "foreign/foreign.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
-#include "utils/acl.h"
-#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
-#include "utils/tuplestore.h"
 
 #include "counters.h"
-#include "mcfdw.h"
-
-PG_FUNCTION_INFO_V1(mc_counters);
-PG_FUNCTION_INFO_V1(mc_counters_reset);
-
-#define MC_COUNTER_SLOTS	256
-#define MC_COUNTERS_COLS	(MC_NCOUNTERS + 3)
 
 /* The counts of one server; serverid InvalidOid: free (or the overflow). */
 typedef struct CounterSlot
@@ -231,92 +218,47 @@ McCountersAdd(Oid serverid, McCounter which, uint64 n)
 	pg_atomic_fetch_add_u64(&e->slot->c[which], n);
 }
 
-/* Read a slot's counts into values[1 .. MC_NCOUNTERS]. */
-static void
-read_slot(CounterSlot *s, Datum *values)
+bool
+McCountersShared(void)
 {
-	for (int k = 0; k < MC_NCOUNTERS; k++)
-		values[1 + k] = Int64GetDatum(s ? (int64) pg_atomic_read_u64(&s->c[k]) : 0);
+	return shared != NULL;
 }
 
-/*
- * mc_counters(): one row per server the current user has USAGE on (zeros
- * for one never counted), and in cluster mode the overflow row for members
- * of pg_read_all_stats once it has counted anything.
- */
-Datum
-mc_counters(PG_FUNCTION_ARGS)
+/* Copy a slot's counts (none: zeros). */
+static void
+read_slot(CounterSlot *s, uint64 *out)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	List	   *servers;
-	ListCell   *lc;
-	int			n = 0;
-	NameData   *names;
-	Datum	   *rows;
-	TimestampTz since;
-	bool		overflow = false;
-	Datum		scope;
+	for (int k = 0; k < MC_NCOUNTERS; k++)
+		out[k] = s ? pg_atomic_read_u64(&s->c[k]) : 0;
+}
 
-	InitMaterializedSRF(fcinfo, 0);
-	/* the catalog first: no lookups with the lock held */
-	servers = McUsableServers();
-	names = palloc(sizeof(NameData) * Max(list_length(servers), 1));
-	rows = palloc(sizeof(Datum) * MC_COUNTERS_COLS * (list_length(servers) + 1));
-	foreach(lc, servers)
-		namestrcpy(&names[n++], GetForeignServer(lfirst_oid(lc))->servername);
-
+void
+McCountersRead(const Oid *servers, int n, uint64 (*out)[MC_NCOUNTERS],
+			   uint64 *overflow, TimestampTz *since)
+{
 	if (shared != NULL)
 	{
 		LWLockAcquire(shared->lock, LW_SHARED);
-		n = 0;
-		foreach(lc, servers)
-			read_slot(find_slot(lfirst_oid(lc)), &rows[MC_COUNTERS_COLS * n++]);
-		read_slot(&shared->slots[0], &rows[MC_COUNTERS_COLS * n]);
-		since = shared->reset_time;
+		for (int i = 0; i < n; i++)
+			read_slot(find_slot(servers[i]), out[i]);
+		read_slot(&shared->slots[0], overflow);
+		*since = shared->reset_time;
 		LWLockRelease(shared->lock);
-		for (int k = 0; k < MC_NCOUNTERS; k++)
-			overflow |= DatumGetInt64(rows[MC_COUNTERS_COLS * n + 1 + k]) != 0;
-		overflow &= has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
-		scope = CStringGetTextDatum("cluster");
+		return;
 	}
-	else
+	for (int i = 0; i < n; i++)
 	{
-		n = 0;
-		foreach(lc, servers)
-		{
-			Oid			serverid = lfirst_oid(lc);
-			LocalEntry *e = local_hash ?
-				hash_search(local_hash, &serverid, HASH_FIND, NULL) : NULL;
+		LocalEntry *e = local_hash ?
+			hash_search(local_hash, &servers[i], HASH_FIND, NULL) : NULL;
 
-			read_slot(e ? e->slot : NULL, &rows[MC_COUNTERS_COLS * n++]);
-		}
-		since = local_reset ? local_reset : MyStartTimestamp;
-		scope = CStringGetTextDatum("session");
+		read_slot(e ? e->slot : NULL, out[i]);
 	}
-
-	for (int i = 0; i < n + (overflow ? 1 : 0); i++)
-	{
-		Datum	   *values = &rows[MC_COUNTERS_COLS * i];
-		bool		nulls[MC_COUNTERS_COLS] = {0};
-
-		if (i < n)
-			values[0] = NameGetDatum(&names[i]);
-		else
-			nulls[0] = true;
-		values[MC_NCOUNTERS + 1] = TimestampTzGetDatum(since);
-		values[MC_NCOUNTERS + 2] = scope;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
+	read_slot(NULL, overflow);
+	*since = local_reset ? local_reset : MyStartTimestamp;
 }
 
-/*
- * mc_counters_reset(): zero every count (in cluster mode every server's of
- * every database, and free their slots; otherwise this session's).
- * Revoked from PUBLIC by the install script.
- */
-Datum
-mc_counters_reset(PG_FUNCTION_ARGS)
+void
+McCountersReset(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -348,5 +290,4 @@ mc_counters_reset(PG_FUNCTION_ARGS)
 		}
 		local_reset = now;
 	}
-	PG_RETURN_VOID();
 }
