@@ -24,6 +24,10 @@ OBJS = \
 	src/options.o \
 	src/pool.o \
 	src/conn.o \
+	src/conn_connect.o \
+	src/conn_fd.o \
+	src/conn_io.o \
+	src/conn_stats.o \
 	src/conn_multi.o \
 	src/functions.o \
 	src/keys.o \

@@ -1,5 +1,5 @@
 /*
- * conn_int.h — what conn.c and conn_multi.c share about a connection's
+ * conn_int.h — what the conn_*.c files share about a connection's
  * insides: the McConn struct, buffer sizes, the wait-set slot of the latch,
  * the outcome of a socket step, and the helpers both sides of a connection
  * call.  Not for any other file: the rest of the extension sees McConn as
@@ -8,10 +8,14 @@
 #ifndef MCFDW_CONN_INT_H
 #define MCFDW_CONN_INT_H
 
+#include <time.h>
+
+#include "datatype/timestamp.h"
 #include "lib/ilist.h"
 
 #include "mcfdw.h"
 
+#define RBUF_INITIAL	16384
 #define WBUF_INITIAL	16384
 #define RBUF_BATCH_READ	65536	/* a multi-get reads up to this much per recv */
 #define LATCH_POS		0		/* the latch's slot in every wait set */
@@ -31,7 +35,7 @@ struct McConn
 	int64		connect_started;	/* mono_usec() in conn.c */
 	bool		busy;
 	bool		expect_wait;	/* a request was sent: wait before reading */
-	bool		retryable;		/* socket was pooled: see conn_closed_while_idle */
+	bool		retryable;		/* socket was pooled: see closed_while_idle in conn_io.c */
 	bool		in_doubt;		/* a non-idempotent request was (maybe) sent */
 	size_t		rgot;			/* reply bytes received for this request */
 	int64		last_used;		/* mono_usec() at the start of the current request */
@@ -79,9 +83,64 @@ typedef enum McIoStatus
 	MC_IO_FAILED				/* the instance failed: cause kept in the connection */
 } McIoStatus;
 
+/*
+ * Microseconds on the coarse monotonic clock: what the per-request
+ * bookkeeping (idle probe, wait deadlines) needs.  It is read from the vDSO
+ * without touching the hardware clock, a few nanoseconds, where
+ * GetCurrentTimestamp costs a full clock read; its millisecond-scale
+ * resolution is far finer than any timeout here.
+ */
+static inline int64
+mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64) ts.tv_sec * USECS_PER_SEC + ts.tv_nsec / 1000;
+}
+
+/* Milliseconds from now until deadline (mono_usec), rounded up; <= 0 when past. */
+static inline long
+mono_ms_left(int64 deadline)
+{
+	int64		left = deadline - mono_usec();
+
+	return left <= 0 ? 0 : (long) ((left + 999) / 1000);
+}
+
+/*
+ * Empty the read buffer.  Its invariant: a NUL right after the last unread
+ * byte (rbuf[rend]), which lets mc_parse_reply_z parse without bounds
+ * checks; every place that moves rend keeps it.
+ */
+static inline void
+conn_reset_rbuf(McConn *conn)
+{
+	conn->rstart = conn->rend = 0;
+	if (conn->rbuf)
+		conn->rbuf[0] = '\0';
+}
+
+/* conn_io.c */
 extern MemoryContext conn_memory(void);
 extern bool conn_reserve(McConn *conn, size_t need);
-extern bool conn_fd_room(McConn *self);
 extern McIoStatus conn_io_failed(McConn *conn, int err, const char *action);
+extern bool conn_fail(McConn *conn, bool hard, int sqlerrcode, const char *action,
+					  const char *fmt,...) pg_attribute_printf(5, 6);
+extern bool conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action);
+extern McIoStatus conn_send(McConn *conn, const char *hdr, size_t hlen,
+							const char *data, size_t dlen);
+extern McIoStatus conn_fill(McConn *conn, size_t need);
+
+/* conn_connect.c */
+extern bool conn_connect_start(McConn *conn);
+extern bool conn_connect_finish(McConn *conn);
+
+/* conn_fd.c */
+extern bool conn_fd_room(McConn *self);
+extern void conn_fd_opened(McConn *conn);
+extern void conn_fd_moved(McConn *from, McConn *to);
+extern void conn_fd_use(McConn *conn, int64 now);
+extern void conn_fd_touch(McConn *conn);
 
 #endif							/* MCFDW_CONN_INT_H */

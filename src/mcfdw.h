@@ -74,8 +74,8 @@ typedef struct McInstanceHealth
 } McInstanceHealth;
 
 /*
- * One socket to one memcached instance: opaque outside conn.c and
- * conn_multi.c (the struct is in conn_int.h).
+ * One socket to one memcached instance: opaque outside the conn_*.c
+ * files (the struct is in conn_int.h).
  */
 typedef struct McConn McConn;
 
@@ -103,7 +103,7 @@ typedef struct McServer
 	McInstanceHealth *health;	/* cfg.nendpoints of them; pool.c's */
 	int			ndead;			/* instances with dead_until set */
 
-	/* the connection layer's (conn.c, conn_multi.c) */
+	/* the connection layer's (the conn_*.c files) */
 	McConn	   *conns;			/* cfg.nendpoints of them (McConnOf) */
 	uint64		sock_gen;		/* bumped whenever a socket opens or closes */
 	WaitEventSet *mwes;			/* multi-get wait set over all open sockets */
@@ -193,7 +193,7 @@ extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 								  McConn **connp);
 
 /*
- * conn.c: one socket per instance.  A failing instance is reported, never
+ * conn.c and conn_io.c: one socket per instance.  A failing instance is reported, never
  * judged: the call returns false/NULL/-1 with the cause kept in the
  * connection, and the caller (pool.c's McInstance*) counts it and raises.
  */
@@ -234,7 +234,7 @@ extern void McConnPipelined(McConn *conn, int nrequests);
 extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
 
-/* conn.c: stats commands ("STAT name value" lines, then END) */
+/* conn_stats.c: stats commands ("STAT name value" lines, then END) */
 extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 							McStatLineFn cb, void *arg);
 

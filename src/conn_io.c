@@ -1,0 +1,445 @@
+/*
+ * conn_io.c — the bytes of one connection: sends and reads with deadlines.
+ *
+ * Owns: the connection's own WaitEventSet and the interruptible waits on
+ * it (deadlines from the timeouts; cancel and statement_timeout serviced),
+ * sending a whole request, reading reply bytes into the read buffer
+ * (always NUL-terminated, capped by max_reply_size), and the failure
+ * record: a failing instance is reported (the cause kept in the
+ * connection, the socket closed), raised by pool.c through McConnRaise.
+ * Must not: parse replies, tie them to requests (conn.c does), or judge
+ * instances.
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "conn_int.h"
+
+/* The context of connection buffers and wait sets, made on first use. */
+MemoryContext
+conn_memory(void)
+{
+	static MemoryContext cxt = NULL;
+
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "mcfdw connections",
+									ALLOCSET_DEFAULT_SIZES);
+	return cxt;
+}
+
+/*
+ * Name of an instance ("host:port", "[v6]:port") for messages and views.
+ * Only called on error and reporting paths, so the allocation does not
+ * matter.
+ */
+const char *
+McInstanceName(McServer *srv, int index)
+{
+	McEndpoint *ep = &srv->cfg.endpoints[index];
+
+	if (strchr(ep->host, ':'))
+		return psprintf("[%s]:%d", ep->host, ep->port);
+	return psprintf("%s:%d", ep->host, ep->port);
+}
+
+/* Name of a connection's instance, for messages. */
+const char *
+McConnName(McConn *conn)
+{
+	return McInstanceName(conn->server, conn->index);
+}
+
+/*
+ * The instance misbehaved or went away: close the socket and keep the cause
+ * for the caller.  Used for connect errors, timeouts, resets, EOF and
+ * unparseable replies — everything that says the instance is unhealthy.
+ * Nothing is counted or raised here: the caller hands the connection to
+ * pool.c (McInstanceFailed), which counts the failure against the
+ * instance's health and raises it with McConnRaise unless the call is soft
+ * (a multi-get with failover drops the instance and goes on).  "hard"
+ * failures are raised even then.  Always returns false.
+ */
+static bool
+fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
+			const char *fmt, va_list ap)
+{
+	int			save_errno = errno;
+
+	McConnClose(conn);
+	errno = save_errno;			/* for %m */
+	vsnprintf(conn->fail_why, sizeof(conn->fail_why), fmt, ap);
+	conn->fail_code = sqlerrcode;
+	conn->fail_action = action;
+	conn->fail_hard = hard;
+	return false;
+}
+
+/* fail_v for the conn_*.c files. */
+bool
+conn_fail(McConn *conn, bool hard, int sqlerrcode, const char *action,
+		  const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	fail_v(conn, hard, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+/* fail_v for a caller that found the instance misbehaving (a bad reply). */
+bool
+McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
+			  const char *fmt, va_list ap)
+{
+	return fail_v(conn, false, sqlerrcode, action, fmt, ap);
+}
+
+/* The cause of the connection's last failure, and whether it must be raised. */
+const char *
+McConnFailure(McConn *conn, bool *hard)
+{
+	if (hard)
+		*hard = conn->fail_hard;
+	return conn->fail_why;
+}
+
+/* The errcode of the connection's last failure. */
+int
+McConnFailureCode(McConn *conn)
+{
+	return conn->fail_code;
+}
+
+/*
+ * Raise the connection's last failure.  The primary message names the
+ * foreign server; the detail names the instance and the cause.
+ */
+void
+McConnRaise(McConn *conn)
+{
+	ereport(ERROR,
+			(errcode(conn->fail_code),
+			 errmsg("could not %s memcached server \"%s\"", conn->fail_action,
+					conn->server->name),
+			 conn->in_doubt ?
+			 errdetail("Instance %s: %s.  The request may or may not have been executed.",
+					   McConnName(conn), conn->fail_why) :
+			 errdetail("Instance %s: %s.", McConnName(conn), conn->fail_why)));
+	pg_unreachable();
+}
+
+/* The connection's own wait set, made at its first wait. */
+static void
+make_wes(McConn *conn, uint32 events)
+{
+	if (!conn_fd_room(conn))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("out of file descriptors for memcached server \"%s\"",
+						conn->server->name),
+				 errdetail("Every connection this session holds is in use."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+	conn->wes = CreateWaitEventSet(conn_memory(), 3);
+	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	/* a single-user backend has no postmaster to watch */
+	if (IsUnderPostmaster)
+		AddWaitEventToSet(conn->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	conn->sock_pos = AddWaitEventToSet(conn->wes, events, conn->sock, NULL, NULL);
+	conn->cur_events = events;
+	conn->latch = MyLatch;
+}
+
+/*
+ * Wait until the socket is ready for events, the latch is set (interrupts
+ * are serviced, so cancel and statement_timeout work) or timeout_ms of
+ * inactivity pass.  One WaitEventSet per connection avoids building an epoll
+ * set per wait, and the clock is read only when a wait ends without the
+ * socket being ready.  Returns false on a timeout (a failure of the
+ * instance, kept in conn).
+ */
+bool
+conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
+{
+	int64		deadline = 0;
+	long		timeout = -1;
+
+	if (timeout_ms > 0)
+	{
+		/*
+		 * The clock was read when the request began; until a reply byte
+		 * arrives, that is when this wait began too, near enough.
+		 */
+		int64		start = conn->stamp_fresh ? conn->last_used : mono_usec();
+
+		deadline = start + (int64) timeout_ms * 1000;
+		timeout = timeout_ms;
+	}
+	/* a bound on the whole request (the stats commands) */
+	if (conn->deadline != 0 && (deadline == 0 || conn->deadline < deadline))
+	{
+		deadline = conn->deadline;
+		timeout_ms = conn->deadline_ms;
+		timeout = mono_ms_left(deadline);
+	}
+	if (conn->wes == NULL)
+		make_wes(conn, events);
+	if (conn->latch != MyLatch)
+	{
+		ModifyWaitEvent(conn->wes, LATCH_POS, WL_LATCH_SET, MyLatch);
+		conn->latch = MyLatch;
+	}
+	if (conn->cur_events != events)
+	{
+		ModifyWaitEvent(conn->wes, conn->sock_pos, events, NULL);
+		conn->cur_events = events;
+	}
+	for (;;)
+	{
+		WaitEvent	ev;
+		int			rc;
+
+		CHECK_FOR_INTERRUPTS();
+		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		if (rc > 0 && (ev.events & events))
+			return true;
+		if (rc > 0 && (ev.events & WL_LATCH_SET))
+			ResetLatch(MyLatch);
+		/* woken early, or timed out: what is left of the timeout? */
+		if (deadline)
+		{
+			timeout = mono_ms_left(deadline);
+			if (timeout <= 0)
+				return conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+								 "timed out after %d ms", timeout_ms);
+		}
+	}
+}
+
+/*
+ * A pooled socket that the server closed while it sat idle (a restart, an
+ * idle timeout) fails on first use with EPIPE/ECONNRESET or an EOF before any
+ * reply byte.  That says nothing about the server's health, so instead of
+ * raising an error the socket is closed and the caller retries once on a
+ * fresh one (see McConnRoundtrip).  The same signs also follow a request
+ * that ran and lost its reply (a proxy reset, a crash after the write), so
+ * only requests that may run twice are retryable (McConnRoundtrip clears
+ * the flag for the others, which probe the socket before writing instead).
+ */
+static bool
+closed_while_idle(McConn *conn, int err)
+{
+	if (!conn->retryable || conn->rgot != 0)
+		return false;
+	if (err != 0 && err != EPIPE && err != ECONNRESET)
+		return false;
+	McConnClose(conn);
+	return true;
+}
+
+/*
+ * A socket error (err; 0 for an EOF) ended a send or a read: either a
+ * pooled socket was closed while idle (retry), or the instance failed (the
+ * cause is kept for the caller).  One place for the ladder every I/O step
+ * would otherwise repeat.
+ */
+McIoStatus
+conn_io_failed(McConn *conn, int err, const char *action)
+{
+	if (closed_while_idle(conn, err))
+		return MC_IO_RETRY;
+	errno = err;
+	if (err == 0)
+		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+				  "the server closed the connection");
+	else
+		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action, "%m");
+	return MC_IO_FAILED;
+}
+
+/*
+ * Send a whole request (header, then optional data block and its CRLF) with
+ * one sendmsg in the common case, waiting for writability when the socket
+ * buffer is full.
+ */
+McIoStatus
+conn_send(McConn *conn, const char *hdr, size_t hlen,
+		  const char *data, size_t dlen)
+{
+	struct iovec iov[3];
+	struct msghdr msg;
+	int			niov = 0;
+	static char crlf[] = "\r\n";
+
+	/* a request without data usually goes in one plain send */
+	if (data == NULL)
+	{
+		ssize_t		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
+
+		if (n == (ssize_t) hlen)
+			goto sent;
+		if (n > 0)
+		{
+			hdr += n;
+			hlen -= n;
+		}
+		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return conn_io_failed(conn, errno, "send to");
+	}
+	iov[niov].iov_base = unconstify(char *, hdr);
+	iov[niov++].iov_len = hlen;
+	if (data != NULL)
+	{
+		if (dlen > 0)
+		{
+			iov[niov].iov_base = unconstify(char *, data);
+			iov[niov++].iov_len = dlen;
+		}
+		iov[niov].iov_base = crlf;
+		iov[niov++].iov_len = 2;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = niov;
+
+	while (msg.msg_iovlen > 0)
+	{
+		ssize_t		n = sendmsg(conn->sock, &msg, MSG_NOSIGNAL);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			{
+				if (!conn_wait(conn, WL_SOCKET_WRITEABLE, conn->server->cfg.io_timeout,
+							   "send to"))
+					return MC_IO_FAILED;
+				continue;
+			}
+			return conn_io_failed(conn, errno, "send to");
+		}
+		/* drop what was written from the front of the iovec */
+		while (n > 0 && msg.msg_iovlen > 0)
+		{
+			if ((size_t) n >= msg.msg_iov->iov_len)
+			{
+				n -= msg.msg_iov->iov_len;
+				msg.msg_iov++;
+				msg.msg_iovlen--;
+			}
+			else
+			{
+				msg.msg_iov->iov_base = (char *) msg.msg_iov->iov_base + n;
+				msg.msg_iov->iov_len -= n;
+				n = 0;
+			}
+		}
+	}
+sent:
+	conn->requests++;
+	conn->total_requests++;
+	conn->expect_wait = true;
+	return MC_IO_OK;
+}
+
+/*
+ * Make room for at least need more bytes after rend: slide unread bytes to
+ * the front, then grow.  Growth is to a power of two so a stream of large
+ * values does not reallocate per reply.  A reply too large to buffer is a
+ * hard failure: raised even in a soft call, since failing over would only
+ * fetch it again.
+ */
+bool
+conn_reserve(McConn *conn, size_t need)
+{
+	size_t		have = conn->rend - conn->rstart;
+
+	need++;						/* and the NUL after the data */
+	if (conn->rcap - conn->rend >= need)
+		return true;
+	if (conn->rstart > 0)
+	{
+		memmove(conn->rbuf, conn->rbuf + conn->rstart, have);
+		conn->rstart = 0;
+		conn->rend = have;
+		conn->rbuf[have] = '\0';
+	}
+	if (have + need > (size_t) conn->server->cfg.max_reply_size + 1)
+		return conn_fail(conn, true, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+						 "a reply of over %zu bytes exceeds max_reply_size (%d bytes)",
+						 have + need - 1, conn->server->cfg.max_reply_size);
+	if (conn->rcap - conn->rend < need)
+	{
+		size_t		cap = conn->rcap;
+
+		while (cap - have < need)
+			cap *= 2;
+		if (cap > MaxAllocSize)
+			return conn_fail(conn, true, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
+							 "reply of %zu bytes is too large", have + need);
+		conn->rbuf = repalloc(conn->rbuf, cap);
+		conn->rcap = cap;
+	}
+	return true;
+}
+
+/*
+ * Read more reply bytes: at least "need", as many as fit.  Right after a
+ * request was sent the reply cannot be there yet, so wait first; after a
+ * read that filled the buffer there is probably more, so read first.  Either
+ * way no system call is spent on a read that is sure to fail.
+ */
+McIoStatus
+conn_fill(McConn *conn, size_t need)
+{
+	size_t		got = 0;
+
+	if (!conn_reserve(conn, need))
+		return MC_IO_FAILED;
+	while (got < need)
+	{
+		ssize_t		n;
+		size_t		room;
+
+		if (conn->expect_wait)
+		{
+			if (!conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
+						   "read from"))
+				return MC_IO_FAILED;
+			conn->expect_wait = false;
+		}
+		room = conn->rcap - conn->rend - 1;
+		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+		if (n > 0)
+		{
+			conn->rend += n;
+			conn->rbuf[conn->rend] = '\0';
+			conn->rgot += n;
+			conn->stamp_fresh = false;
+			got += n;
+			conn->expect_wait = ((size_t) n < room);
+			continue;
+		}
+		if (n == 0)
+			return conn_io_failed(conn, 0, "read from");
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		{
+			conn->expect_wait = true;
+			continue;
+		}
+		return conn_io_failed(conn, errno, "read from");
+	}
+	return MC_IO_OK;
+}
