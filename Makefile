@@ -16,7 +16,7 @@
 # install them first and then call $(MAKE) again for the PGXS part.
 
 # pg_regress tests (sql/NAME.sql, expected/NAME.out), in the order they run.
-REGRESS_TESTS = setup get set delete bytea keys long_keys options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters upgrade
+REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters upgrade
 
 MODULE_big = mcfdw
 OBJS = \
@@ -28,6 +28,7 @@ OBJS = \
 	src/conn_fd.o \
 	src/conn_io.o \
 	src/conn_stats.o \
+	src/conn_tls.o \
 	src/conn_multi.o \
 	src/functions.o \
 	src/keys.o \
@@ -52,6 +53,8 @@ $(OBJS): $(wildcard src/*.h)
 # getaddrinfo_a (conn.c's host-name lookups) is in libanl before glibc 2.34,
 # in libc since (libanl is then an empty stub that --as-needed drops).
 SHLIB_LINK += -lanl
+# TLS: the system's OpenSSL, the one PostgreSQL itself links.
+SHLIB_LINK += -lssl -lcrypto
 
 EXTENSION = mcfdw
 DATA = mcfdw--1.0.sql mcfdw--1.1.sql mcfdw--1.0--1.1.sql

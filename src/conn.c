@@ -59,6 +59,7 @@ static void
 conn_discard(McConn *conn)
 {
 	McConnClose(conn);
+	conn_tls_forget(conn);
 	if (conn->rbuf)
 		pfree(conn->rbuf);
 	if (conn->wbuf)
@@ -155,6 +156,8 @@ conn_still_open(McConn *conn)
 	char		b;
 	ssize_t		n;
 
+	if (conn->ssl != NULL)
+		return conn_tls_still_open(conn);
 	n = recv(conn->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return true;
@@ -404,6 +407,12 @@ McConnEnd(McConn *conn)
 	conn->busy = false;
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
+	/* a TLS 1.3 session ticket comes after the handshake: keep it now */
+	else if (unlikely(conn->ssl != NULL && !conn->tls_kept))
+	{
+		conn_tls_keep_session(conn);
+		conn->tls_kept = true;
+	}
 	if (conn->rcap > RBUF_KEEP)
 	{
 		pfree(conn->rbuf);

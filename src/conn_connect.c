@@ -3,9 +3,10 @@
  *
  * Owns: resolving host names without blocking the backend (glibc's
  * getaddrinfo_a, abandoned lookups reaped later), starting a non-blocking
- * TCP connect and finishing it within connect_timeout.  Must not: read or
- * write requests, or judge instances (a failure is kept in the connection
- * as conn.c does).
+ * TCP connect and finishing it, the TLS handshake (conn_tls.c's steps) and
+ * the ASCII login (memcached -Y) with the user mapping's credentials, all
+ * within connect_timeout.  Must not: send requests, or judge instances (a
+ * failure is kept in the connection as conn_io.c does).
  */
 #include "postgres.h"
 
@@ -204,7 +205,9 @@ conn_connect_start(McConn *conn)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "%m");
 
-	conn->connecting = (rc < 0);
+	conn->tcp_pending = (rc < 0);
+	conn->connecting = conn->tcp_pending || srv->cfg.tls != MC_TLS_DISABLE ||
+		srv->cfg.username != NULL;
 	conn->connect_started = start;	/* connect_timeout covers the lookup */
 
 	if (conn->rbuf == NULL)
@@ -221,17 +224,15 @@ conn_connect_start(McConn *conn)
 
 /*
  * Wait (interruptibly, within connect_timeout counted from the start) for a
- * connect begun by conn_connect_start, and check its outcome.
+ * TCP connect begun by conn_connect_start, and check its outcome.
  */
-bool
-conn_connect_finish(McConn *conn)
+static bool
+tcp_finish(McConn *conn)
 {
 	int			soerr = 0;
 	socklen_t	slen = sizeof(soerr);
 	int			timeout = conn->server->cfg.connect_timeout;
 
-	if (!conn->connecting)
-		return true;
 	if (timeout > 0)
 	{
 		long		left = mono_ms_left(conn->connect_started + (int64) timeout * 1000);
@@ -246,12 +247,153 @@ conn_connect_finish(McConn *conn)
 	}
 	if (getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
 		soerr = errno;
-	conn->connecting = false;
+	conn->tcp_pending = false;
 	if (soerr != 0)
 	{
 		errno = soerr;
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "%m");
 	}
+	return true;
+}
+
+/*
+ * The TLS handshake, step by step: OpenSSL says which way the socket must
+ * be ready, the connection's wait set waits for it (io_timeout per wait,
+ * the connect deadline over all of it, interrupts serviced).  A server
+ * that accepts and never answers is a timeout here, like a plaintext one
+ * that swallows the hello waiting for a line end.
+ */
+static bool
+tls_handshake(McConn *conn)
+{
+	if (!conn_tls_begin(conn))
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "%s", conn_tls_why());
+	for (;;)
+	{
+		McTlsStatus st = conn_tls_handshake(conn);
+
+		if (st == MC_TLS_DONE)
+			return true;
+		if (st == MC_TLS_ERROR)
+			return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							 "connect to", "%s", conn_tls_why());
+		if (!conn_wait(conn, st == MC_TLS_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+					   conn->server->cfg.io_timeout, "connect to"))
+		{
+			conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+			strlcat(conn->fail_why,
+					" in the TLS handshake: the server did not answer it (is it plaintext?)",
+					sizeof(conn->fail_why));
+			return false;
+		}
+	}
+}
+
+/*
+ * ASCII authentication (memcached -Y): a classic set whose data is "user
+ * password", before any other command; STORED means logged in.  The item
+ * is sent already expired (exptime -1): a server without -Y stores nothing
+ * anyone could read the password from.  The password is wiped from the
+ * stack once sent and appears in no message.
+ */
+static bool
+login(McConn *conn)
+{
+	McServerConfig *cfg = &conn->server->cfg;
+	size_t		ulen = strlen(cfg->username);
+	size_t		plen = strlen(cfg->password);
+	char		req[64 + 2 * MC_AUTH_FIELD_MAX + 3];
+	int			hlen;
+	McIoStatus	st;
+	const char *line;
+	size_t		len;
+
+	/* one buffer, written at once: no copy of the password elsewhere */
+	hlen = snprintf(req, sizeof(req), "set mcfdw:auth 0 -1 %zu\r\n", ulen + 1 + plen);
+	Assert(hlen + ulen + 1 + plen + 2 <= sizeof(req));
+	memcpy(req + hlen, cfg->username, ulen);
+	req[hlen + ulen] = ' ';
+	memcpy(req + hlen + ulen + 1, cfg->password, plen);
+	memcpy(req + hlen + ulen + 1 + plen, "\r\n", 2);
+	st = conn_write(conn, req, hlen + ulen + 1 + plen + 2, NULL, 0);
+	explicit_bzero(req, sizeof(req));
+	if (st != MC_IO_OK)
+		return false;
+	conn->expect_wait = true;
+	for (;;)
+	{
+		line = conn->rbuf + conn->rstart;
+		len = conn->rend - conn->rstart;
+		if (memchr(line, '\n', len) != NULL)
+			break;
+		if (len > 256)
+			return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
+							 "the reply to the login is not a memcached reply");
+		if (conn_fill(conn, 1) != MC_IO_OK)
+			return false;
+	}
+	if (strncmp(line, "STORED\r\n", 8) == 0)
+	{
+		conn_reset_rbuf(conn);
+		conn->rgot = 0;
+		conn->expect_wait = false;
+		return true;
+	}
+	/* memcached 1.6.18 answers a wrong password with "unauthenticated" */
+	if (strncmp(line, "CLIENT_ERROR authentication failure", 35) == 0 ||
+		strncmp(line, "CLIENT_ERROR unauthenticated", 28) == 0)
+	{
+		conn_fail(conn, true, ERRCODE_INVALID_PASSWORD, "log in to",
+				  "the server rejected the password of user \"%s\"", cfg->username);
+		conn->fail_nocount = true;
+		conn->fail_hint = "Check the username and password options of the user mapping.";
+		return false;
+	}
+	return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
+					 "the server did not accept the login (it answered \"%.*s\")",
+					 (int) Min(strcspn(line, "\r\n"), 80), line);
+}
+
+/*
+ * Finish what conn_connect_start began: the TCP connect, then the TLS
+ * handshake and the login when the server has them.  connect_timeout
+ * bounds all of it from the start of the connect (and a view's own bound,
+ * when shorter, stays in force); io_timeout bounds each wait.
+ */
+bool
+conn_connect_finish(McConn *conn)
+{
+	McServerConfig *cfg = &conn->server->cfg;
+	int64		saved = conn->deadline;
+	int			saved_ms = conn->deadline_ms;
+
+	if (!conn->connecting)
+		return true;
+	if (conn->tcp_pending && !tcp_finish(conn))
+		return false;
+	if (cfg->tls != MC_TLS_DISABLE || cfg->username != NULL)
+	{
+		if (cfg->connect_timeout > 0)
+		{
+			int64		d = conn->connect_started + (int64) cfg->connect_timeout * 1000;
+
+			if (saved == 0 || d < saved)
+			{
+				conn->deadline = d;
+				conn->deadline_ms = cfg->connect_timeout;
+			}
+		}
+		/* each wait's io_timeout runs from its own start from here on */
+		conn->stamp_fresh = false;
+		if (cfg->tls != MC_TLS_DISABLE && !tls_handshake(conn))
+			return false;
+		if (cfg->username != NULL && !login(conn))
+			return false;
+		conn->deadline = saved;
+		conn->deadline_ms = saved_ms;
+	}
+	conn->connecting = false;
 	return true;
 }

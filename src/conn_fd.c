@@ -32,6 +32,8 @@ McConnClose(McConn *conn)
 		FreeWaitEventSet(conn->wes);
 		conn->wes = NULL;
 	}
+	/* no close_notify: the socket may be out of step, and memcached needs none */
+	conn_tls_close(conn);
 	if (conn->sock != PGINVALID_SOCKET)
 	{
 		closesocket(conn->sock);
@@ -41,6 +43,8 @@ McConnClose(McConn *conn)
 		dlist_delete(&conn->open_node);
 	}
 	conn->connecting = false;
+	conn->tcp_pending = false;
+	conn->tls_kept = false;
 	conn->busy = false;
 	conn_reset_rbuf(conn);
 	conn->wlen = conn->woff = 0;

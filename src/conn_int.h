@@ -31,10 +31,12 @@ struct McConn
 	struct McServer *server;
 	int			index;			/* instance index in server->cfg.endpoints */
 	pgsocket	sock;
-	bool		connecting;		/* non-blocking connect in progress */
+	bool		connecting;		/* connect, TLS handshake or login in progress */
+	bool		tcp_pending;	/* ... and the TCP connect is not complete */
 	int64		connect_started;	/* mono_usec() in conn.c */
 	bool		busy;
 	bool		expect_wait;	/* a request was sent: wait before reading */
+	bool		want_write;		/* ... for writability (TLS asked for it) */
 	bool		retryable;		/* socket was pooled: see closed_while_idle in conn_io.c */
 	bool		in_doubt;		/* a non-idempotent request was (maybe) sent */
 	size_t		rgot;			/* reply bytes received for this request */
@@ -50,6 +52,11 @@ struct McConn
 	uint32		mevents;		/* socket events mwes is armed for */
 	uint32		cur_events;		/* socket events wes is armed for */
 	Latch	   *latch;			/* latch wes was built with */
+
+	/* TLS (conn_tls.c): NULL on a plaintext socket */
+	struct ssl_st *ssl;
+	struct ssl_session_st *tls_session;	/* offered at the next connect */
+	bool		tls_kept;		/* this socket's session was kept */
 
 	/* unread reply bytes are rbuf[rstart, rend) */
 	char	   *rbuf;
@@ -72,6 +79,8 @@ struct McConn
 	int			fail_code;		/* SQLSTATE */
 	const char *fail_action;	/* "connect to", "read from", ... */
 	bool		fail_hard;		/* raise even when the caller is soft */
+	bool		fail_nocount;	/* not the instance's fault (a rejected login) */
+	const char *fail_hint;		/* a constant errhint, or NULL */
 	char		fail_why[200];
 };
 
@@ -121,6 +130,17 @@ conn_reset_rbuf(McConn *conn)
 		conn->rbuf[0] = '\0';
 }
 
+/* Outcome of a TLS step (conn_tls.c). */
+typedef enum McTlsStatus
+{
+	MC_TLS_DONE,
+	MC_TLS_WANT_READ,			/* wait for the socket to be readable, retry */
+	MC_TLS_WANT_WRITE,			/* ... writable */
+	MC_TLS_EOF,					/* the peer closed */
+	MC_TLS_SYSERR,				/* a socket error, in errno */
+	MC_TLS_ERROR				/* a TLS failure, described by conn_tls_why() */
+} McTlsStatus;
+
 /* conn_io.c */
 extern MemoryContext conn_memory(void);
 extern bool conn_reserve(McConn *conn, size_t need);
@@ -131,6 +151,21 @@ extern bool conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *a
 extern McIoStatus conn_send(McConn *conn, const char *hdr, size_t hlen,
 							const char *data, size_t dlen);
 extern McIoStatus conn_fill(McConn *conn, size_t need);
+extern McIoStatus conn_write(McConn *conn, const char *hdr, size_t hlen,
+							 const char *data, size_t dlen);
+extern McIoStatus conn_tls_failed(McConn *conn, McTlsStatus st, const char *action);
+
+/* conn_tls.c */
+extern bool conn_tls_begin(McConn *conn);
+extern McTlsStatus conn_tls_handshake(McConn *conn);
+extern ssize_t conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *st);
+extern ssize_t conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st);
+extern bool conn_tls_still_open(McConn *conn);
+extern void conn_tls_keep_session(McConn *conn);
+extern bool conn_tls_resumed(McConn *conn);
+extern void conn_tls_close(McConn *conn);
+extern void conn_tls_forget(McConn *conn);
+extern const char *conn_tls_why(void);
 
 /* conn_connect.c */
 extern bool conn_connect_start(McConn *conn);

@@ -24,6 +24,9 @@
 
 #include "conn_int.h"
 
+#define TLS_GATHER_MAX	16384	/* one TLS record: a request up to this size is
+								 * gathered and written at once */
+
 /* The context of connection buffers and wait sets, made on first use. */
 MemoryContext
 conn_memory(void)
@@ -70,7 +73,7 @@ McConnName(McConn *conn)
  */
 static bool
 fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
-			const char *fmt, va_list ap)
+	   const char *fmt, va_list ap)
 {
 	int			save_errno = errno;
 
@@ -80,6 +83,8 @@ fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
 	conn->fail_code = sqlerrcode;
 	conn->fail_action = action;
 	conn->fail_hard = hard;
+	conn->fail_nocount = false;
+	conn->fail_hint = NULL;
 	return false;
 }
 
@@ -121,6 +126,17 @@ McConnFailureCode(McConn *conn)
 }
 
 /*
+ * Does the last failure count against the instance's health?  Not a
+ * rejected login: the instance is fine, and every role using it would
+ * otherwise see it marked dead for one role's wrong password.
+ */
+bool
+McConnFailureCounts(McConn *conn)
+{
+	return !conn->fail_nocount;
+}
+
+/*
  * Raise the connection's last failure.  The primary message names the
  * foreign server; the detail names the instance and the cause.
  */
@@ -134,7 +150,8 @@ McConnRaise(McConn *conn)
 			 conn->in_doubt ?
 			 errdetail("Instance %s: %s.  The request may or may not have been executed.",
 					   McConnName(conn), conn->fail_why) :
-			 errdetail("Instance %s: %s.", McConnName(conn), conn->fail_why)));
+			 errdetail("Instance %s: %s.", McConnName(conn), conn->fail_why),
+			 conn->fail_hint ? errhint("%s", conn->fail_hint) : 0));
 	pg_unreachable();
 }
 
@@ -263,17 +280,26 @@ conn_io_failed(McConn *conn, int err, const char *action)
 				  "the server closed the connection");
 	else
 		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action, "%m");
+
+	/*
+	 * memcached -Z resets a plaintext client at its first bytes: a fresh
+	 * plaintext socket dropped before any reply byte may be talking to a
+	 * TLS server.
+	 */
+	if (conn->server->cfg.tls == MC_TLS_DISABLE && conn->requests <= 1 &&
+		conn->rgot == 0 && (err == 0 || err == ECONNRESET || err == EPIPE))
+		conn->fail_hint = "If the server expects TLS (memcached -Z), set the server option \"tls\".";
 	return MC_IO_FAILED;
 }
 
 /*
- * Send a whole request (header, then optional data block and its CRLF) with
- * one sendmsg in the common case, waiting for writability when the socket
- * buffer is full.
+ * Write a whole request on a plaintext socket (header, then optional data
+ * block and its CRLF) with one sendmsg in the common case, waiting for
+ * writability when the socket buffer is full.
  */
-McIoStatus
-conn_send(McConn *conn, const char *hdr, size_t hlen,
-		  const char *data, size_t dlen)
+static McIoStatus
+plain_write(McConn *conn, const char *hdr, size_t hlen,
+			const char *data, size_t dlen)
 {
 	struct iovec iov[3];
 	struct msghdr msg;
@@ -286,7 +312,7 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 		ssize_t		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
 
 		if (n == (ssize_t) hlen)
-			goto sent;
+			return MC_IO_OK;
 		if (n > 0)
 		{
 			hdr += n;
@@ -345,7 +371,96 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 			}
 		}
 	}
-sent:
+	return MC_IO_OK;
+}
+
+/*
+ * A TLS read or write failed (st): as conn_io_failed for an EOF or a socket
+ * error (so a pooled socket closed while idle is retried alike), else a
+ * failure of the instance with OpenSSL's reason.
+ */
+McIoStatus
+conn_tls_failed(McConn *conn, McTlsStatus st, const char *action)
+{
+	if (st == MC_TLS_EOF)
+		return conn_io_failed(conn, 0, action);
+	if (st == MC_TLS_SYSERR)
+		return conn_io_failed(conn, errno, action);
+	conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action, "%s", conn_tls_why());
+	return MC_IO_FAILED;
+}
+
+/* Write len bytes over TLS, waiting for the socket as OpenSSL asks. */
+static McIoStatus
+tls_write_all(McConn *conn, const char *buf, size_t len)
+{
+	while (len > 0)
+	{
+		McTlsStatus st;
+		ssize_t		n = conn_tls_write(conn, buf, len, &st);
+
+		if (n > 0)
+		{
+			buf += n;
+			len -= n;
+			continue;
+		}
+		if (n < 0)
+			return conn_tls_failed(conn, st, "send to");
+		/* the same bytes are offered again after the wait, as OpenSSL requires */
+		if (!conn_wait(conn, st == MC_TLS_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+					   conn->server->cfg.io_timeout, "send to"))
+			return MC_IO_FAILED;
+	}
+	return MC_IO_OK;
+}
+
+/*
+ * Write a whole request over TLS.  A small request is gathered into one
+ * record (one packet, one MAC); a large value goes in its own records,
+ * where the copy would cost more than the extra record headers.
+ */
+static McIoStatus
+tls_write(McConn *conn, const char *hdr, size_t hlen,
+		  const char *data, size_t dlen)
+{
+	char		one[TLS_GATHER_MAX];
+	McIoStatus	st;
+
+	if (data == NULL)
+		return tls_write_all(conn, hdr, hlen);
+	if (hlen + dlen + 2 <= sizeof(one))
+	{
+		memcpy(one, hdr, hlen);
+		memcpy(one + hlen, data, dlen);
+		memcpy(one + hlen + dlen, "\r\n", 2);
+		return tls_write_all(conn, one, hlen + dlen + 2);
+	}
+	if ((st = tls_write_all(conn, hdr, hlen)) != MC_IO_OK ||
+		(st = tls_write_all(conn, data, dlen)) != MC_IO_OK)
+		return st;
+	return tls_write_all(conn, "\r\n", 2);
+}
+
+/* Write a whole request, on TLS or plain TCP; not counted as a request. */
+McIoStatus
+conn_write(McConn *conn, const char *hdr, size_t hlen,
+		   const char *data, size_t dlen)
+{
+	if (conn->ssl != NULL)
+		return tls_write(conn, hdr, hlen, data, dlen);
+	return plain_write(conn, hdr, hlen, data, dlen);
+}
+
+/* Send a whole request: written, counted, and its reply awaited. */
+McIoStatus
+conn_send(McConn *conn, const char *hdr, size_t hlen,
+		  const char *data, size_t dlen)
+{
+	McIoStatus	st = conn_write(conn, hdr, hlen, data, dlen);
+
+	if (st != MC_IO_OK)
+		return st;
 	conn->requests++;
 	conn->total_requests++;
 	conn->expect_wait = true;
@@ -411,15 +526,31 @@ conn_fill(McConn *conn, size_t need)
 		ssize_t		n;
 		size_t		room;
 
-		if (conn->expect_wait)
+		/* bytes OpenSSL already holds are invisible to epoll: read them first */
+		if (conn->expect_wait && !McConnHasPending(conn))
 		{
-			if (!conn_wait(conn, WL_SOCKET_READABLE, conn->server->cfg.io_timeout,
-						   "read from"))
+			if (!conn_wait(conn, conn->want_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
+						   conn->server->cfg.io_timeout, "read from"))
 				return MC_IO_FAILED;
-			conn->expect_wait = false;
 		}
+		conn->expect_wait = conn->want_write = false;
 		room = conn->rcap - conn->rend - 1;
-		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+		if (conn->ssl != NULL)
+		{
+			McTlsStatus st;
+
+			n = conn_tls_read(conn, conn->rbuf + conn->rend, room, &st);
+			if (n == 0)
+			{
+				conn->expect_wait = true;
+				conn->want_write = (st == MC_TLS_WANT_WRITE);
+				continue;
+			}
+			if (n < 0)
+				return conn_tls_failed(conn, st, "read from");
+		}
+		else
+			n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
 		if (n > 0)
 		{
 			conn->rend += n;

@@ -6,10 +6,11 @@
  * socket of the server), arming a socket in it for writing, sending and
  * receiving whatever the socket takes or has without waiting, dropping an
  * idle socket the server closed, and the write buffer a batch refills in
- * slices.  Must not: wait (multi_get.c waits on the set, so one wait serves
- * every instance of a batch), parse replies, choose instances, or count
- * failures (it reports them, as conn.c does).  Errors and the retry of a
- * pooled socket closed while idle go through conn.c's conn_io_failed, so
+ * slices; over TLS with conn_tls.c's steps.  Must not: wait (multi_get.c
+ * waits on the set, so one wait serves every instance of a batch), parse
+ * replies, choose instances, or count failures (it reports them, as
+ * conn_io.c does).  Errors and the retry of a pooled socket closed while
+ * idle go through conn_io.c's conn_io_failed, so
  * both sides of a connection fail the same way.
  */
 #include "postgres.h"
@@ -83,6 +84,72 @@ McConnArm(McConn *conn, uint32 events)
 }
 
 /*
+ * McConnSendSome over TLS: record by record until OpenSSL would block.
+ * wbuf may move or grow between calls (McConnWriteSpace), which OpenSSL
+ * is told to accept (conn_tls.c): the unsent bytes stay the same.
+ */
+static ssize_t
+tls_send_some(McConn *conn)
+{
+	ssize_t		total = 0;
+
+	while (conn->woff < conn->wlen)
+	{
+		McTlsStatus st;
+		ssize_t		n = conn_tls_write(conn, conn->wbuf + conn->woff,
+									   conn->wlen - conn->woff, &st);
+
+		if (n == 0)
+			break;
+		if (n < 0)
+			return conn_tls_failed(conn, st, "send to") == MC_IO_RETRY ? -2 : -1;
+		conn->woff += n;
+		total += n;
+	}
+	if (conn->woff == conn->wlen)
+		conn->woff = conn->wlen = 0;
+	return total;
+}
+
+/*
+ * McConnRecvSome over TLS: records are read until OpenSSL would block or
+ * the buffer is full, so "drained" means nothing is left inside OpenSSL
+ * either, and a wait on the socket is a wait for bytes that are really
+ * missing.
+ */
+static ssize_t
+tls_recv_some(McConn *conn, bool *drained)
+{
+	ssize_t		total = 0;
+
+	*drained = false;
+	for (;;)
+	{
+		McTlsStatus st;
+		size_t		room = conn->rcap - conn->rend - 1;
+		ssize_t		n;
+
+		if (room == 0)
+			break;
+		n = conn_tls_read(conn, conn->rbuf + conn->rend, room, &st);
+		if (n == 0)
+		{
+			*drained = true;
+			break;
+		}
+		if (n < 0)
+			return conn_tls_failed(conn, st, "read from") == MC_IO_RETRY ? -2 : -1;
+		conn->rend += n;
+		conn->rbuf[conn->rend] = '\0';
+		conn->rgot += n;
+		conn->stamp_fresh = false;
+		total += n;
+	}
+	conn->expect_wait = *drained;
+	return total;
+}
+
+/*
  * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
  * when the socket buffer is full), -1 when the instance failed (the cause
  * kept in conn), -2 when a pooled socket turned out to be closed while idle
@@ -93,6 +160,8 @@ McConnSendSome(McConn *conn)
 {
 	ssize_t		n;
 
+	if (conn->ssl != NULL)
+		return tls_send_some(conn);
 	for (;;)
 	{
 		n = send(conn->sock, conn->wbuf + conn->woff, conn->wlen - conn->woff,
@@ -126,6 +195,8 @@ McConnRecvSome(McConn *conn, size_t need, bool *drained)
 
 	if (!conn_reserve(conn, Max(need, RBUF_BATCH_READ)))
 		return -1;
+	if (conn->ssl != NULL)
+		return tls_recv_some(conn, drained);
 	room = conn->rcap - conn->rend - 1;
 	for (;;)
 	{
@@ -172,12 +243,14 @@ McConnUnsent(McConn *conn)
 
 /*
  * An idle pooled socket became readable: the server closed it (or sent
- * something unasked).  Either way it is useless; close it now.
+ * something unasked).  Either way it is useless; close it now.  A TLS
+ * socket is asked first: a TLS 1.3 server's session tickets make a
+ * healthy idle socket readable too.
  */
 void
 McConnDropIdle(McConn *conn)
 {
-	if (!conn->busy)
+	if (!conn->busy && (conn->ssl == NULL || !conn_tls_still_open(conn)))
 		McConnClose(conn);
 }
 

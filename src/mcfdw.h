@@ -31,6 +31,7 @@
 #define MC_MAX_ENDPOINTS			256
 #define MC_MAX_KEY_PREFIX			128
 #define MC_HOST_MAX					255
+#define MC_AUTH_FIELD_MAX			250	/* bytes of a user name or a password */
 
 /* One memcached instance named in the "servers" option. */
 typedef struct McEndpoint
@@ -40,7 +41,19 @@ typedef struct McEndpoint
 	uint32		weight;
 } McEndpoint;
 
-/* A foreign server's options, parsed and checked. */
+/* The server option "tls", in libpq's sslmode terms. */
+typedef enum McTlsMode
+{
+	MC_TLS_DISABLE,				/* plaintext */
+	MC_TLS_REQUIRE,				/* encrypted, the certificate not checked */
+	MC_TLS_VERIFY_CA,			/* ... signed by a trusted CA */
+	MC_TLS_VERIFY_FULL			/* ... and naming the host */
+} McTlsMode;
+
+/*
+ * A foreign server's options, parsed and checked, plus the credentials of
+ * the user mapping its entry was built for (NULL when none).
+ */
 typedef struct McServerConfig
 {
 	int			nendpoints;
@@ -58,6 +71,13 @@ typedef struct McServerConfig
 	int			idle_timeout;	/* s a pooled socket may sit idle, 0 = forever */
 	int			max_reply_size; /* bytes one reply may take in memory */
 	bool		on_failure_miss;	/* on_failure 'miss': unreachable = miss */
+	McTlsMode	tls;
+	char	   *tls_ca_file;	/* NULL: the system's trusted CAs */
+	char	   *tls_server_name;	/* NULL: the instance's host */
+	char	   *tls_cert_file;	/* client certificate, NULL when none */
+	char	   *tls_key_file;
+	char	   *username;		/* ASCII authentication (memcached -Y) */
+	char	   *password;
 } McServerConfig;
 
 /*
@@ -90,7 +110,10 @@ typedef struct McConnStats
 /* A foreign server of the mcfdw wrapper, as this backend knows it. */
 typedef struct McServer
 {
-	Oid			serverid;		/* hash key */
+	Oid			serverid;		/* hash key: the server ... */
+	Oid			umid;			/* ... and the user mapping whose credentials
+								 * its connections logged in with, InvalidOid
+								 * when none has credentials */
 	bool		valid;			/* config matches the catalog */
 	uint32		hashvalue;		/* syscache hash of serverid */
 	char		name[NAMEDATALEN];
@@ -114,6 +137,8 @@ typedef struct McServer
 	/* the statement last warned about a degraded call (pool.c) */
 	TimestampTz warned_stmt;
 	LocalTransactionId warned_lxid;
+	struct ssl_ctx_st *tls_ctx; /* conn_tls.c's, made at the first TLS
+								 * connect, freed with cxt */
 } McServer;
 
 /* A stats command's callback: one "STAT name value" line. */
@@ -151,6 +176,9 @@ extern bool mc_warn_on_miss;
 extern void McOptionsInit(void);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
+extern void McParseUserMappingOptions(List *options, McServerConfig *cfg,
+									  MemoryContext cxt);
+extern bool McSameTransport(const McServerConfig *a, const McServerConfig *b);
 
 /* pool.c: servers, health, routing */
 extern void McPoolInit(void);
@@ -218,6 +246,7 @@ extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
 						  const char *fmt, va_list ap) pg_attribute_printf(4, 0);
 extern const char *McConnFailure(McConn *conn, bool *hard);
 extern int	McConnFailureCode(McConn *conn);
+extern bool McConnFailureCounts(McConn *conn);
 extern void McConnRaise(McConn *conn) pg_attribute_noreturn();
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) pg_attribute_noreturn();
@@ -233,6 +262,9 @@ extern void McConnWritten(McConn *conn, size_t n);
 extern void McConnPipelined(McConn *conn, int nrequests);
 extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
+
+/* conn_tls.c: bytes OpenSSL holds are readable though epoll cannot see them */
+extern bool McConnHasPending(McConn *conn);
 
 /* conn_stats.c: stats commands ("STAT name value" lines, then END) */
 extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,

@@ -651,6 +651,13 @@ run_batch(MgBatch *b)
 				if (timeout < 0 || left < timeout)
 					timeout = left;
 			}
+			/* bytes inside OpenSSL are readable, though epoll cannot see them */
+			if (McConnHasPending(mi->conn))
+			{
+				pump_instance(b, mi, s, true, now);
+				if (!mi->active)
+					continue;
+			}
 			McConnArm(mi->conn, WL_SOCKET_READABLE |
 					  (McConnUnsent(mi->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
 			pending++;

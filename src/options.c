@@ -23,6 +23,7 @@
 #include "commands/defrem.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -319,6 +320,8 @@ struct McOption
 	int			min;			/* whole-number options: range and unit */
 	int			max;
 	int			unit;			/* GUC_UNIT_MS, GUC_UNIT_S or 0 */
+	bool		superuser_only; /* names a file the backend reads: only a
+								 * superuser may set it */
 };
 
 #define CFG_FIELD(f) offsetof(McServerConfig, f)
@@ -396,6 +399,79 @@ opt_key_prefix(const McOption *opt, const char *value, McServerConfig *cfg)
 	cfg->key_prefix_len = (int) strlen(value);
 }
 
+static const char *const tls_names[] = {"disable", "require", "verify-ca", "verify-full"};
+
+static void
+opt_tls(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	for (int i = 0; i < (int) lengthof(tls_names); i++)
+		if (strcmp(value, tls_names[i]) == 0)
+		{
+			cfg->tls = (McTlsMode) i;
+			return;
+		}
+	bad_choice(opt->name, value, tls_names, lengthof(tls_names));
+}
+
+/*
+ * A string kept as given (a file name, a host name, a credential): NULL
+ * stays NULL, so "not given" can be told apart.  No CR, LF or NUL: each
+ * ends up in a file name or on the wire.
+ */
+static void
+opt_string(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	if (value[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" must not be empty", opt->name)));
+	for (const char *p = value; *p; p++)
+		if (*p == '\r' || *p == '\n')
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"%s\" must not contain line breaks", opt->name)));
+	*(char **) ((char *) cfg + opt->field) = pstrdup(value);
+}
+
+/*
+ * The user name of ASCII authentication: memcached splits "user password"
+ * at the first space, and its auth file at the colon.
+ */
+static void
+opt_username(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	for (const char *p = value; *p; p++)
+		if ((unsigned char) *p <= ' ' || *p == ':' || (unsigned char) *p == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"%s\" must not contain spaces, control characters or colons",
+							opt->name)));
+	if (strlen(value) > MC_AUTH_FIELD_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("value for option \"%s\" is too long", opt->name),
+				 errdetail("The limit is %d bytes.", MC_AUTH_FIELD_MAX)));
+	opt_string(opt, value, cfg);
+}
+
+/* The password: never quoted in a message, whatever is wrong with it. */
+static void
+opt_password(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	for (const char *p = value; *p; p++)
+		if ((unsigned char) *p < ' ' || (unsigned char) *p == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"%s\" must not contain control characters",
+							opt->name)));
+	if (strlen(value) > MC_AUTH_FIELD_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("value for option \"%s\" is too long", opt->name),
+				 errdetail("The limit is %d bytes.", MC_AUTH_FIELD_MAX)));
+	opt_string(opt, value, cfg);
+}
+
 /*
  * Every option, in the order the "valid options" hint lists them.  Adding
  * an option is one row here (and a parse function when no existing one
@@ -441,6 +517,20 @@ static const McOption options_table[] = {
 	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(legacy_misses)},
 	{.name = "on_failure", .context = ForeignServerRelationId,
 	 .default_value = "error", .parse = opt_on_failure},
+	{.name = "tls", .context = ForeignServerRelationId,
+	 .default_value = "disable", .parse = opt_tls},
+	{.name = "tls_ca_file", .context = ForeignServerRelationId,
+	 .parse = opt_string, .field = CFG_FIELD(tls_ca_file), .superuser_only = true},
+	{.name = "tls_server_name", .context = ForeignServerRelationId,
+	 .parse = opt_string, .field = CFG_FIELD(tls_server_name)},
+	{.name = "tls_cert_file", .context = ForeignServerRelationId,
+	 .parse = opt_string, .field = CFG_FIELD(tls_cert_file), .superuser_only = true},
+	{.name = "tls_key_file", .context = ForeignServerRelationId,
+	 .parse = opt_string, .field = CFG_FIELD(tls_key_file), .superuser_only = true},
+	{.name = "username", .context = UserMappingRelationId,
+	 .parse = opt_username, .field = CFG_FIELD(username)},
+	{.name = "password", .context = UserMappingRelationId,
+	 .parse = opt_password, .field = CFG_FIELD(password)},
 };
 
 #define NOPTIONS	((int) lengthof(options_table))
@@ -469,7 +559,7 @@ valid_options_hint(Oid context)
  * first bad one is the one reported), then the defaults of those not given.
  */
 static void
-parse_options(List *options, Oid context, McServerConfig *cfg)
+parse_options(List *options, Oid context, McServerConfig *cfg, bool validating)
 {
 	bool		given[lengthof(options_table)] = {0};
 	ListCell   *lc;
@@ -488,6 +578,16 @@ parse_options(List *options, Oid context, McServerConfig *cfg)
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 					 errmsg("invalid option \"%s\"", def->defname),
 					 errhint("%s", valid_options_hint(context))));
+		/*
+		 * A file option makes the backend read that file, as the server's
+		 * OS user: a role allowed to create servers must not choose it.
+		 * Checked when the option is stored, not when it is used.
+		 */
+		if (validating && options_table[i].superuser_only && !superuser())
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to set option \"%s\"", def->defname),
+					 errdetail("Only superusers may set options that name files the server reads.")));
 		options_table[i].parse(&options_table[i], defGetString(def), cfg);
 		given[i] = true;
 	}
@@ -496,6 +596,37 @@ parse_options(List *options, Oid context, McServerConfig *cfg)
 			options_table[i].default_value != NULL)
 			options_table[i].parse(&options_table[i],
 								   options_table[i].default_value, cfg);
+}
+
+/* Checks across options of a server, which no single row can make. */
+static void
+check_server_config(McServerConfig *cfg)
+{
+	/*
+	 * Dalli digests the namespaced key "ns:key", so with long_keys "dalli" a
+	 * prefix must be a Dalli namespace plus its colon, or no Dalli client
+	 * could share the keys.
+	 */
+	if (cfg->long_keys_dalli && cfg->key_prefix_len > 0 &&
+		(cfg->key_prefix_len == 1 || cfg->key_prefix[cfg->key_prefix_len - 1] != ':'))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"long_keys\" set to \"dalli\" requires a \"key_prefix\" that ends with a colon"),
+				 errdetail("Dalli digests long keys with their namespace; the key prefix \"%s\" is not a Dalli namespace.",
+						   cfg->key_prefix),
+				 errhint("Dalli's namespace \"app\" is key_prefix \"app:\".")));
+
+	/* a TLS setting that TLS off would silently ignore is a mistake */
+	if (cfg->tls == MC_TLS_DISABLE &&
+		(cfg->tls_ca_file || cfg->tls_server_name || cfg->tls_cert_file || cfg->tls_key_file))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("options \"tls_ca_file\", \"tls_server_name\", \"tls_cert_file\" and \"tls_key_file\" require option \"tls\""),
+				 errhint("Set option \"tls\" to \"require\", \"verify-ca\" or \"verify-full\".")));
+	if ((cfg->tls_cert_file != NULL) != (cfg->tls_key_file != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("options \"tls_cert_file\" and \"tls_key_file\" must be given together")));
 }
 
 /*
@@ -510,22 +641,58 @@ McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
 	memset(cfg, 0, sizeof(*cfg));
-	parse_options(options, ForeignServerRelationId, cfg);
+	parse_options(options, ForeignServerRelationId, cfg, false);
+	check_server_config(cfg);
 
-	/*
-	 * Dalli digests the namespaced key "ns:key", so with long_keys "dalli" a
-	 * prefix must be a Dalli namespace plus its colon, or no Dalli client
-	 * could share the keys.
-	 */
-	if (cfg->long_keys_dalli && cfg->key_prefix_len > 0 &&
-		(cfg->key_prefix_len == 1 || cfg->key_prefix[cfg->key_prefix_len - 1] != ':'))
+	MemoryContextSwitchTo(old);
+}
+
+/* A user mapping's credentials come as a pair or not at all. */
+static void
+check_user_mapping(McServerConfig *cfg)
+{
+	if ((cfg->username != NULL) != (cfg->password != NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-				 errmsg("option \"long_keys\" set to \"dalli\" requires a \"key_prefix\" that ends with a colon"),
-				 errdetail("Dalli digests long keys with their namespace; the key prefix \"%s\" is not a Dalli namespace.",
-						   cfg->key_prefix),
-				 errhint("Dalli's namespace \"app\" is key_prefix \"app:\".")));
+				 errmsg("options \"username\" and \"password\" must be given together")));
+}
+
+/*
+ * Parse a user mapping's options into cfg (already holding its server's),
+ * as McParseServerOptions does for the server.
+ */
+void
+McParseUserMappingOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+
+	cfg->username = cfg->password = NULL;
+	parse_options(options, UserMappingRelationId, cfg, false);
+	check_user_mapping(cfg);
 	MemoryContextSwitchTo(old);
+}
+
+static bool
+str_eq(const char *a, const char *b)
+{
+	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
+}
+
+/*
+ * Would a connection made under config a serve b as it is?  Only when the
+ * transport (TLS and its files) and the login are the same: a socket
+ * authenticated or verified under other settings must not be carried over.
+ */
+bool
+McSameTransport(const McServerConfig *a, const McServerConfig *b)
+{
+	return a->tls == b->tls &&
+		str_eq(a->tls_ca_file, b->tls_ca_file) &&
+		str_eq(a->tls_server_name, b->tls_server_name) &&
+		str_eq(a->tls_cert_file, b->tls_cert_file) &&
+		str_eq(a->tls_key_file, b->tls_key_file) &&
+		str_eq(a->username, b->username) &&
+		str_eq(a->password, b->password);
 }
 
 /*
@@ -543,16 +710,15 @@ mcfdw_validator(PG_FUNCTION_ARGS)
 											  "mcfdw validator",
 											  ALLOCSET_SMALL_SIZES);
 
-	if (catalog == ForeignServerRelationId)
-		McParseServerOptions(options, &cfg, cxt);
-	else
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 
-		memset(&cfg, 0, sizeof(cfg));
-		parse_options(options, catalog, &cfg);
-		MemoryContextSwitchTo(old);
-	}
+	memset(&cfg, 0, sizeof(cfg));
+	parse_options(options, catalog, &cfg, true);
+	if (catalog == ForeignServerRelationId)
+		check_server_config(&cfg);
+	else if (catalog == UserMappingRelationId)
+		check_user_mapping(&cfg);
+	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	PG_RETURN_VOID();
 }

@@ -1,8 +1,10 @@
 /*
  * pool.c — this backend's mcfdw servers: configuration, health, routing.
  *
- * Owns: the cache of mcfdw foreign servers (keyed by OID, rebuilt when the
- * catalog changes, with the USAGE check cached per role), instance health
+ * Owns: the cache of mcfdw foreign servers (keyed by server OID and by the
+ * user mapping whose credentials the connections log in with, as
+ * postgres_fdw keys its connections; rebuilt when the catalog changes,
+ * with the USAGE check cached per role), instance health
  * (consecutive failures, dead-until, the count of dead instances, the ring
  * of live instances for failover; nothing else writes them), choosing the
  * instance for a key, and the (sub)transaction callbacks that close
@@ -21,7 +23,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/htup_details.h"
+#include "access/reloptions.h"
 #include "catalog/pg_foreign_server.h"
+#include "catalog/pg_user_mapping.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
@@ -40,6 +45,29 @@ static MemoryContext pool_cxt = NULL;
 static HTAB *server_hash = NULL;
 static bool sweep_needed = false;
 
+/* server_hash's key: connections are per server and per login. */
+typedef struct McServerKey
+{
+	Oid			serverid;
+	Oid			umid;
+} McServerKey;
+
+/*
+ * Which entry a role uses for a server: the user mapping whose credentials
+ * it logs in with (its own, else PUBLIC's), InvalidOid when that mapping
+ * has none or there is no mapping.  Looked up once per role and server
+ * (two syscache probes and an options parse), forgotten by every change of
+ * user mappings or servers.
+ */
+typedef struct McRoute
+{
+	Oid			serverid;		/* hash key */
+	Oid			userid;
+	Oid			umid;
+} McRoute;
+
+static HTAB *route_hash = NULL;
+
 /*
  * The hot path's shortcuts, both forgotten by every invalidation: the last
  * server name resolved (a by-name syscache lookup hashes the whole name)
@@ -50,6 +78,48 @@ static Oid	last_oid = InvalidOid;
 static uint64 last_default_gen = 0;	/* last_oid is mcfdw.server's as of
 										 * this mc_default_server_gen; 0 = not */
 McServer   *mc_last_server = NULL;
+
+/* Forget every role's route (see McRoute). */
+static void
+forget_routes(void)
+{
+	HASH_SEQ_STATUS scan;
+	McRoute    *r;
+
+	if (route_hash == NULL)
+		return;
+	hash_seq_init(&scan, route_hash);
+	while ((r = hash_seq_search(&scan)) != NULL)
+		hash_search(route_hash, r, HASH_REMOVE, NULL);
+}
+
+/*
+ * Syscache callback for pg_user_mapping: CREATE, ALTER and DROP USER
+ * MAPPING.  Routes are looked up again, and entries that logged in with a
+ * mapping are rebuilt at their next use (new credentials close their
+ * connections; a dropped mapping's entry is swept), as postgres_fdw does.
+ */
+static void
+mapping_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	McServer   *srv;
+
+	mc_last_server = NULL;
+	forget_routes();
+	if (server_hash == NULL)
+		return;
+	hash_seq_init(&scan, server_hash);
+	while ((srv = hash_seq_search(&scan)) != NULL)
+	{
+		if (OidIsValid(srv->umid))
+		{
+			srv->valid = false;
+			srv->acl_ok_user = InvalidOid;
+			sweep_needed = true;
+		}
+	}
+}
 
 /*
  * Syscache callback for pg_foreign_server: ALTER SERVER, DROP SERVER and
@@ -65,6 +135,7 @@ server_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 	/* any server change may rename, drop or create the cached name */
 	last_oid = InvalidOid;
 	mc_last_server = NULL;
+	forget_routes();
 	if (server_hash == NULL)
 		return;
 	hash_seq_init(&scan, server_hash);
@@ -141,12 +212,17 @@ McPoolInit(void)
 
 	pool_cxt = AllocSetContextCreate(TopMemoryContext, "mcfdw pool",
 									 ALLOCSET_DEFAULT_SIZES);
-	ctl.keysize = sizeof(Oid);
+	ctl.keysize = sizeof(McServerKey);
 	ctl.entrysize = sizeof(McServer);
 	ctl.hcxt = pool_cxt;
 	server_hash = hash_create("mcfdw servers", 8, &ctl,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = 2 * sizeof(Oid);
+	ctl.entrysize = sizeof(McRoute);
+	route_hash = hash_create("mcfdw routes", 8, &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, server_inval_cb, (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, mapping_inval_cb, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, acl_inval_cb, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHOID, acl_inval_cb, (Datum) 0);
 	RegisterXactCallback(pool_xact_cb, NULL);
@@ -158,6 +234,62 @@ static void *
 ring_alloc(void *ctx, size_t size)
 {
 	return MemoryContextAllocZero((MemoryContext) ctx, size);
+}
+
+/* The options of user mapping umid (which exists: a route just named it). */
+static List *
+mapping_options(Oid umid)
+{
+	HeapTuple	tp = SearchSysCache1(USERMAPPINGOID, ObjectIdGetDatum(umid));
+	Datum		datum;
+	bool		isnull;
+	List	   *options;
+
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for user mapping %u", umid);
+	datum = SysCacheGetAttr(USERMAPPINGOID, tp, Anum_pg_user_mapping_umoptions,
+							&isnull);
+	options = isnull ? NIL : untransformRelOptions(datum);
+	ReleaseSysCache(tp);
+	return options;
+}
+
+/*
+ * The user mapping userid logs in to serverid with: its own, else the
+ * PUBLIC one (GetUserMapping's rule), if that mapping has credentials.
+ * InvalidOid otherwise: no mapping is needed, unlike postgres_fdw.
+ */
+static Oid
+route_of(Oid serverid, Oid userid)
+{
+	McRoute		key = {.serverid = serverid,.userid = userid};
+	McRoute    *r;
+	bool		found;
+	HeapTuple	tp;
+	Oid			umid = InvalidOid;
+
+	r = hash_search(route_hash, &key, HASH_FIND, NULL);
+	if (r != NULL)
+		return r->umid;
+	tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(userid),
+						 ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
+							 ObjectIdGetDatum(serverid));
+	if (HeapTupleIsValid(tp))
+	{
+		Oid			oid = ((Form_pg_user_mapping) GETSTRUCT(tp))->oid;
+		ListCell   *lc;
+
+		ReleaseSysCache(tp);
+		foreach(lc, mapping_options(oid))
+			if (strcmp(lfirst_node(DefElem, lc)->defname, "username") == 0)
+				umid = oid;
+	}
+	/* entered last: an error above leaves no half-made route */
+	r = hash_search(route_hash, &key, HASH_ENTER, &found);
+	r->umid = umid;
+	return umid;
 }
 
 /*
@@ -179,6 +311,7 @@ server_rebuild(McServer *srv)
 	McInstanceHealth *health;
 	int		   *from;
 	bool	   *taken;
+	bool		same_transport;
 	const char *err = NULL;
 
 	if (strcmp(fdw->fdwname, "mcfdw") != 0)
@@ -191,6 +324,8 @@ server_rebuild(McServer *srv)
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw server",
 								ALLOCSET_SMALL_SIZES);
 	McParseServerOptions(fs->options, &cfg, cxt);
+	if (OidIsValid(srv->umid))
+		McParseUserMappingOptions(mapping_options(srv->umid), &cfg, cxt);
 	nodes = MemoryContextAlloc(cxt, sizeof(McRingNode) * cfg.nendpoints);
 	for (int i = 0; i < cfg.nendpoints; i++)
 	{
@@ -216,10 +351,11 @@ server_rebuild(McServer *srv)
 	 */
 	from = palloc(sizeof(int) * cfg.nendpoints);
 	taken = palloc0(sizeof(bool) * Max(srv->cfg.nendpoints, 1));
+	same_transport = srv->conns && McSameTransport(&srv->cfg, &cfg);
 	for (int i = 0; i < cfg.nendpoints; i++)
 	{
 		from[i] = -1;
-		for (int j = 0; srv->conns && j < srv->cfg.nendpoints; j++)
+		for (int j = 0; same_transport && j < srv->cfg.nendpoints; j++)
 		{
 			if (!taken[j] &&
 				srv->cfg.endpoints[j].port == cfg.endpoints[i].port &&
@@ -244,6 +380,7 @@ server_rebuild(McServer *srv)
 		MemoryContextDelete(srv->cxt);
 
 	srv->cxt = cxt;
+	srv->tls_ctx = NULL;		/* freed with the old context */
 	srv->live_cxt = NULL;		/* was a child of the old context */
 	srv->live = NULL;
 	srv->cfg = cfg;
@@ -259,8 +396,9 @@ server_rebuild(McServer *srv)
 }
 
 /*
- * Drop entries of servers that no longer exist, so a DROP SERVER does not
- * leave sockets open for the rest of the session.  Runs only after an
+ * Drop entries of servers (and user mappings) that no longer exist, so a
+ * DROP SERVER or DROP USER MAPPING does not leave sockets open for the
+ * rest of the session.  Runs only after an
  * invalidation, so the catalog probes cost nothing in steady state.
  */
 static void
@@ -274,12 +412,14 @@ sweep_dropped_servers(void)
 	while ((srv = hash_seq_search(&scan)) != NULL)
 	{
 		if (srv->valid ||
-			SearchSysCacheExists1(FOREIGNSERVEROID, ObjectIdGetDatum(srv->serverid)))
+			(SearchSysCacheExists1(FOREIGNSERVEROID, ObjectIdGetDatum(srv->serverid)) &&
+			 (!OidIsValid(srv->umid) ||
+			  SearchSysCacheExists1(USERMAPPINGOID, ObjectIdGetDatum(srv->umid)))))
 			continue;
 		McConnDiscardAll(srv);
 		if (srv->cxt)
 			MemoryContextDelete(srv->cxt);
-		hash_search(server_hash, &srv->serverid, HASH_REMOVE, NULL);
+		hash_search(server_hash, srv, HASH_REMOVE, NULL);
 	}
 }
 
@@ -323,16 +463,19 @@ McServer *
 McServerGetSlow(Oid serverid)
 {
 	Oid			userid = GetUserId();
+	McServerKey key;
 	McServer   *srv;
 	bool		found;
 
 	mc_last_server = NULL;
 	if (sweep_needed)
 		sweep_dropped_servers();
-	srv = hash_search(server_hash, &serverid, HASH_ENTER, &found);
+	key.serverid = serverid;
+	key.umid = route_of(serverid, userid);
+	srv = hash_search(server_hash, &key, HASH_ENTER, &found);
 	if (!found)
 	{
-		memset(((char *) srv) + sizeof(Oid), 0, sizeof(McServer) - sizeof(Oid));
+		memset(((char *) srv) + sizeof(key), 0, sizeof(McServer) - sizeof(key));
 		srv->valid = false;
 	}
 	if (srv->acl_ok_user != userid || !srv->valid)
@@ -410,6 +553,11 @@ McInstanceFailed(McServer *srv, McConn *conn, bool soft)
 	const char *why = McConnFailure(conn, &hard);
 
 	strlcpy(h->last_error, why, sizeof(h->last_error));
+	if (!McConnFailureCounts(conn))
+	{
+		McConnRaise(conn);		/* a rejected login: never soft */
+		return false;
+	}
 	h->failures++;
 	if (h->failures >= srv->cfg.failure_limit && h->dead_until == 0)
 	{
@@ -726,11 +874,18 @@ McInstanceDegraded(McServer *srv, int index)
 McServer *
 McServerPeek(Oid serverid)
 {
+	McRoute		rkey = {.serverid = serverid,.userid = GetUserId()};
+	McRoute    *r;
+	McServerKey key = {.serverid = serverid,.umid = InvalidOid};
 	McServer   *srv;
 
 	if (server_hash == NULL)
 		return NULL;
-	srv = hash_search(server_hash, &serverid, HASH_FIND, NULL);
+	/* the current role's login, as routed when the work was queued */
+	r = hash_search(route_hash, &rkey, HASH_FIND, NULL);
+	if (r != NULL)
+		key.umid = r->umid;
+	srv = hash_search(server_hash, &key, HASH_FIND, NULL);
 	if (srv == NULL || srv->conns == NULL)
 		return NULL;
 	return srv;

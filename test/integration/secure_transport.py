@@ -1,0 +1,333 @@
+"""secure_transport: TLS (memcached -Z) and ASCII authentication (-Y).
+
+Certificates are made here with the openssl command: a CA, a server
+certificate for localhost/127.0.0.1, an expired one, a client certificate,
+and a second CA that signed nothing.  Private memcacheds: four TLS ones, one
+that requires client certificates, one with the expired certificate, a
+plaintext one, one with an auth file and one with TLS and an auth file.
+"""
+
+import os
+import ssl
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import mcdb
+import mcrig
+
+t = mcrig.TAP()
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUBY = os.environ.get("MCFDW_RUBY", "ruby")
+
+# ---- certificates ---------------------------------------------------------
+rig = os.environ.get("MCFDW_RIG")
+base = os.path.join(rig, "tmp") if rig and os.path.isdir(os.path.join(rig, "tmp")) else None
+D = tempfile.mkdtemp(prefix="mcfdw-tls-", dir=base)
+os.chmod(D, 0o755)          # the backend (postgres) and memcached (nobody) read here
+EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, cwd=D,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def path(name):
+    return os.path.join(D, name)
+
+
+with open(path("server.ext"), "w") as f:
+    f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+with open(path("client.ext"), "w") as f:
+    f.write("extendedKeyUsage=clientAuth\n")
+openssl("req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=mcfdw test CA")
+openssl("req", "-x509", *EC, "-keyout", "other.key", "-out", "other.crt", "-days", "2",
+        "-subj", "/CN=mcfdw other CA")
+openssl("req", "-new", *EC, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-set_serial", "2", "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
+# -days 0: not after = not before = now, so expired a second later
+openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-set_serial", "3", "-out", "expired.crt", "-days", "0", "-extfile", "server.ext")
+openssl("req", "-new", *EC, "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=mcfdw")
+openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-set_serial", "4", "-out", "client.crt", "-days", "2", "-extfile", "client.ext")
+with open(path("authfile"), "w") as f:
+    f.write("alice:pw-alice\nbob:pw-bob\n")
+for name in os.listdir(D):
+    os.chmod(path(name), 0o644)
+
+
+class TlsMemcached(mcrig.Memcached):
+    """A private memcached whose readiness is checked over TLS (or, with an
+    auth file, by its "unauthenticated" answer)."""
+
+    def __init__(self, args, tls=True):
+        super().__init__(args)
+        self.tls = tls
+
+    def _answers(self):
+        try:
+            raw = socket.create_connection((mcrig.HOST, self.port), timeout=1)
+            if self.tls:
+                ctx = ssl.create_default_context(cafile=path("ca.crt"))
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                if os.path.exists(path("client.crt")):
+                    ctx.load_cert_chain(path("client.crt"), path("client.key"))
+                raw = ctx.wrap_socket(raw)
+            with raw:
+                raw.sendall(b"version\r\n")
+                return raw.recv(100).startswith((b"VERSION", b"CLIENT_ERROR"))
+        except (OSError, ssl.SSLError):
+            return False
+
+
+def start(args, tls=True):
+    m = TlsMemcached(args, tls)
+    mcrig._started.append(m)
+    return m.start()
+
+
+def tls_args(cert="server.crt", *extra):
+    return ["-Z", "-o", ",".join(["ssl_chain_cert=" + path(cert),
+                                  "ssl_key=" + path("server.key")] + list(extra))]
+
+
+tls4 = [start(tls_args()) for _ in range(4)]
+mtls = start(tls_args("server.crt", "ssl_ca_cert=" + path("ca.crt"), "ssl_verify_mode=2"))
+expired = start(tls_args("expired.crt"))
+plain = mcrig.start_memcached()
+auth = start(["-Y", path("authfile")], tls=False)
+tlsauth = start(["-Y", path("authfile")] + tls_args())
+time.sleep(1.1)             # expired.crt's not-after is now in the past
+
+db = mcdb.Database("mcfdw_it_secure")
+c = db.connect()
+
+
+def attempt(conn, query, args=None):
+    """("ok", rows) or ("error", message + detail + hint, sqlstate)."""
+    try:
+        return ("ok", db.sql(conn, query, args))
+    except Exception as e:      # psycopg2.Error
+        d = getattr(e, "diag", None)
+        text = " | ".join(x for x in (str(e).strip(), d and d.message_hint) if x)
+        return ("error", text, getattr(e, "pgcode", None))
+
+
+def roundtrip(conn, server, key="k"):
+    r = attempt(conn, "SELECT mc_set(%s, 'v-' || %s, server => %s), mc_get(%s, server => %s)",
+                (key, key, server, key, server))
+    return r if r[0] != "ok" else ("ok", r[1][0])
+
+
+# ---- modes against the right and the wrong CA -------------------------------
+a0 = tls4[0].addr
+db.server(c, "full", a0, tls="verify-full", tls_ca_file=path("ca.crt"))
+t.is_(roundtrip(c, "full"), ("ok", (True, "v-k")), "verify-full with the right CA: set and get")
+db.server(c, "full_name", a0, tls="verify-full", tls_ca_file=path("ca.crt"), tls_server_name="localhost")
+t.is_(roundtrip(c, "full_name")[0], "ok", "verify-full with tls_server_name 'localhost' (a DNS name of the certificate)")
+db.server(c, "ca", a0, tls="verify-ca", tls_ca_file=path("ca.crt"), tls_server_name="wrong.example")
+t.is_(roundtrip(c, "ca")[0], "ok", "verify-ca with the right CA ignores the host name")
+db.server(c, "req", a0, tls="require", tls_ca_file=path("other.crt"))
+t.is_(roundtrip(c, "req")[0], "ok", "require does not verify: the wrong CA is no obstacle")
+for mode in ("verify-ca", "verify-full"):
+    db.server(c, "wrongca", a0, tls=mode, tls_ca_file=path("other.crt"), failure_limit=100)
+    r = roundtrip(c, "wrongca")
+    t.ok(r[0] == "error" and r[2] == "08001" and "certificate verify failed" in r[1]
+         and tls4[0].addr in r[1],
+         "%s with the wrong CA: 08001, certificate verify failed, the instance named" % mode, repr(r))
+db.server(c, "badname", a0, tls="verify-full", tls_ca_file=path("ca.crt"),
+          tls_server_name="wrong.example", failure_limit=100)
+r = roundtrip(c, "badname")
+t.ok(r[0] == "error" and r[2] == "08001" and
+     'does not match host name "wrong.example"' in r[1],
+     "verify-full with a wrong host name: a host name mismatch", repr(r))
+db.server(c, "exp", expired.addr, tls="verify-full", tls_ca_file=path("ca.crt"), failure_limit=100)
+r = roundtrip(c, "exp")
+t.ok(r[0] == "error" and r[2] == "08001" and "certificate has expired" in r[1],
+     "an expired certificate: certificate verify failed with OpenSSL's reason", repr(r))
+
+# ---- plaintext/TLS mismatches -----------------------------------------------
+db.server(c, "tls_to_plain", plain.addr, tls="require", connect_timeout="500ms", failure_limit=100)
+r = roundtrip(c, "tls_to_plain")
+t.ok(r[0] == "error" and r[2] == "08001" and "TLS handshake" in r[1] and "plaintext" in r[1],
+     "TLS against a plaintext server: the handshake fails and the message asks whether it is plaintext",
+     repr(r))
+db.server(c, "plain_to_tls", a0, failure_limit=100)
+r = roundtrip(c, "plain_to_tls")
+t.ok(r[0] == "error" and r[2] == "08006" and 'server option "tls"' in r[1],
+     "plaintext against a TLS server: the reset hints at the tls option", repr(r))
+
+# ---- client certificates ------------------------------------------------------
+db.server(c, "mtls_no", mtls.addr, tls="verify-full", tls_ca_file=path("ca.crt"), failure_limit=100)
+r = roundtrip(c, "mtls_no")
+t.ok(r[0] == "error", "a server requiring client certificates refuses a client without one", repr(r))
+db.server(c, "mtls", mtls.addr, tls="verify-full", tls_ca_file=path("ca.crt"),
+          tls_cert_file=path("client.crt"), tls_key_file=path("client.key"))
+t.is_(roundtrip(c, "mtls"), ("ok", (True, "v-k")), "... and serves one with tls_cert_file and tls_key_file")
+db.server(c, "badkey", mtls.addr, tls="require", tls_cert_file=path("client.crt"),
+          tls_key_file=path("nonexistent.key"))
+r = roundtrip(c, "badkey")
+t.ok(r[0] == "error" and r[2] == "F0000" and "nonexistent.key" in r[1]
+     and "No such file" in r[1],
+     "an unreadable key file is a configuration error that names the file", repr(r))
+
+# ---- a stalled handshake: timeout and cancel ----------------------------------
+hang = "127.0.0.1:%d" % mcrig.hang_port()
+db.server(c, "hang_t", hang, tls="require", connect_timeout="300ms", failure_limit=100)
+t0 = time.time()
+r = roundtrip(c, "hang_t")
+el = time.time() - t0
+t.ok(r[0] == "error" and r[2] == "08001" and "timed out after 300 ms" in r[1]
+     and "TLS handshake" in r[1] and el < 2.0,
+     "a stalled handshake times out with connect_timeout (%.2fs)" % el, repr(r))
+db.server(c, "hang_n", hang, tls="require", connect_timeout="0", io_timeout="0")
+db.sql(c, "SET statement_timeout = '300ms'")
+t0 = time.time()
+r = roundtrip(c, "hang_n")
+el = time.time() - t0
+t.ok(r[0] == "error" and r[2] == "57014" and el < 2.0,
+     "statement_timeout ends a stalled handshake (%.2fs)" % el, repr(r))
+db.sql(c, "RESET statement_timeout")
+pid = db.value(c, "SELECT pg_backend_pid()")
+killer = db.connect()
+
+
+def cancel_soon():
+    time.sleep(0.3)
+    db.sql(killer, "SELECT pg_cancel_backend(%s)", (pid,))
+
+
+th = threading.Thread(target=cancel_soon)
+th.start()
+t0 = time.time()
+r = attempt(c, "SELECT count(*) FROM mc_get_multi(ARRAY['a', 'b'], 'hang_n')")
+el = time.time() - t0
+th.join()
+t.ok(r[0] == "error" and r[2] == "57014" and el < 2.0,
+     "a cancel ends a multi-get stalled in the handshake (%.2fs)" % el, repr(r))
+t.is_(roundtrip(c, "full"), ("ok", (True, "v-k")), "the session goes on after the cancel")
+
+# ---- 10,000 keys over four TLS instances ------------------------------------
+db.server(c, "four", ",".join(m.addr for m in tls4), tls="verify-full", tls_ca_file=path("ca.crt"))
+n = db.value(c, "SELECT count(*) FILTER (WHERE mc_set('mk' || i, repeat(md5(i::text), 1 + i % 20), server => 'four')) "
+                "FROM generate_series(1, 10000) i")
+t.is_(n, 10000, "10,000 sets over TLS")
+good = db.value(c, """
+    SELECT count(*) FROM mc_get_multi((SELECT array_agg('mk' || i) FROM generate_series(1, 10000) i), 'four') g
+    WHERE g.value = repeat(md5(substr(g.key, 3)), 1 + substr(g.key, 3)::int % 20)""")
+t.is_(good, 10000, "a 10,000-key multi-get over four TLS instances returns every value intact")
+spread = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'four' AND requests > 0")
+t.is_(spread[0][0], 4, "the keys went to all four instances")
+
+
+def connects(server):
+    return db.value(c, "SELECT sum(connections) FROM mc_servers WHERE server = %s", (server,))
+
+
+before = connects("four")
+db.sql(c, "SELECT count(*) FILTER (WHERE mc_get('mk' || (i % 10000 + 1), server => 'four') IS NOT NULL) "
+          "FROM generate_series(1, 10000) i")
+db.sql(c, "SELECT count(*) FROM mc_get_multi((SELECT array_agg('mk' || i) FROM generate_series(1, 100) i), 'four')")
+t.is_(connects("four") - before, 0, "10,000 gets and a multi-get after warm-up make no new handshake")
+
+# ---- Dalli reads what mcfdw wrote over TLS -------------------------------------
+db.sql(c, "SELECT mc_set('dalli:tls', 'written by mcfdw over TLS', server => 'full')")
+script = """
+require 'dalli'; require 'openssl'; require 'logger'
+Dalli.logger = Logger.new(nil)
+ctx = OpenSSL::SSL::SSLContext.new
+ctx.ca_file = ARGV[1]
+ctx.verify_mode = OpenSSL::SSL::VERIFY_PEER
+c = Dalli::Client.new(ARGV[0], ssl_context: ctx, socket_timeout: 2)
+print c.get('dalli:tls', raw: true).inspect
+"""
+try:
+    out = subprocess.run([RUBY, "-e", script, a0, path("ca.crt")], capture_output=True,
+                         text=True, timeout=30)
+    t.is_(out.stdout, '"written by mcfdw over TLS"', "Dalli over TLS reads what mcfdw wrote over TLS")
+    if out.returncode != 0:
+        t.diag(out.stderr)
+except FileNotFoundError:
+    t.skip("Dalli over TLS", "no ruby")
+
+# ---- authentication from user mappings -----------------------------------------
+for stmt in [
+    "DROP ROLE IF EXISTS mcfdw_alice", "DROP ROLE IF EXISTS mcfdw_bob",
+    "DROP ROLE IF EXISTS mcfdw_carol", "DROP ROLE IF EXISTS mcfdw_admin",
+    "CREATE ROLE mcfdw_alice", "CREATE ROLE mcfdw_bob", "CREATE ROLE mcfdw_carol",
+    "CREATE ROLE mcfdw_admin",
+]:
+    db.sql(c, stmt)
+for name, addr, extra in (("auth", auth.addr, {}),
+                          ("tlsauth", tlsauth.addr, {"tls": "verify-full", "tls_ca_file": path("ca.crt")})):
+    db.server(c, name, addr, failure_limit=2, **extra)
+    db.sql(c, 'GRANT USAGE ON FOREIGN SERVER "%s" TO mcfdw_alice, mcfdw_bob, mcfdw_carol' % name)
+    db.sql(c, "CREATE USER MAPPING FOR mcfdw_alice SERVER \"%s\" OPTIONS (username 'alice', password 'pw-alice')" % name)
+    db.sql(c, "CREATE USER MAPPING FOR mcfdw_bob SERVER \"%s\" OPTIONS (username 'bob', password 'secret-wrong')" % name)
+
+for server in ("auth", "tlsauth"):
+    db.sql(c, "SET ROLE mcfdw_alice")
+    t.is_(roundtrip(c, server, "a1"), ("ok", (True, "v-a1")), "%s: alice logs in with her mapping" % server)
+    db.sql(c, "SET ROLE mcfdw_bob")
+    r = roundtrip(c, server, "b1")
+    t.ok(r[0] == "error" and r[2] == "28P01" and "bob" in r[1] and "secret-wrong" not in r[1],
+         "%s: after SET ROLE, bob's wrong password is 28P01 (alice's connection is not reused) and is not echoed"
+         % server, repr(r))
+    r2 = roundtrip(c, server, "b1")
+    t.is_(r2[2] if r2[0] == "error" else r2, "28P01",
+          "%s: the rejected login is raised again, not turned into a dead instance" % server)
+    state = db.sql(c, "SELECT state, coalesce(last_error, '') FROM mc_servers WHERE server = %s", (server,))
+    t.ok(state and state[0][0] != "dead" and "secret-wrong" not in state[0][1],
+         "%s: mc_servers shows no password and no dead instance" % server, repr(state))
+    db.sql(c, "SET ROLE mcfdw_alice")
+    t.is_(roundtrip(c, server, "a2"), ("ok", (True, "v-a2")), "%s: alice again: her connection still works" % server)
+    db.sql(c, "RESET ROLE")
+    r = roundtrip(c, server, "r1")
+    t.ok(r[0] == "error", "%s: a role without a mapping is not logged in" % server, repr(r))
+
+# the PUBLIC mapping is the fallback; ALTER USER MAPPING takes effect
+db.sql(c, "CREATE USER MAPPING FOR PUBLIC SERVER auth OPTIONS (username 'bob', password 'pw-bob')")
+db.sql(c, "SET ROLE mcfdw_carol")
+t.is_(roundtrip(c, "auth", "c1"), ("ok", (True, "v-c1")), "a role without its own mapping uses the PUBLIC one")
+db.sql(c, "RESET ROLE")
+db.sql(c, "ALTER USER MAPPING FOR mcfdw_bob SERVER auth OPTIONS (SET password 'pw-bob')")
+db.sql(c, "SET ROLE mcfdw_bob")
+t.is_(roundtrip(c, "auth", "b2"), ("ok", (True, "v-b2")), "ALTER USER MAPPING with the right password takes effect")
+db.sql(c, "RESET ROLE")
+
+# the password is visible to the mapping's owner side only (pg_user_mappings' rules)
+db.sql(c, "SET ROLE mcfdw_alice")
+opts = db.sql(c, "SELECT usename, umoptions FROM pg_user_mappings WHERE srvname = 'auth' ORDER BY usename")
+db.sql(c, "RESET ROLE")
+bob_opts = [o for u, o in opts if u == "mcfdw_bob"]
+t.ok(bob_opts == [None], "another role's mapping options (its password) are hidden", repr(opts))
+
+# ---- the validator -----------------------------------------------------------
+r = attempt(c, "CREATE SERVER v1 FOREIGN DATA WRAPPER mcfdw OPTIONS (username 'x')")
+t.ok(r[0] == "error" and r[2] == "HV00D", "username is not a server option", repr(r))
+r = attempt(c, "CREATE USER MAPPING FOR mcfdw_carol SERVER full OPTIONS (username 'x')")
+t.ok(r[0] == "error" and "must be given together" in r[1], "username needs password", repr(r))
+r = attempt(c, "CREATE USER MAPPING FOR mcfdw_carol SERVER full OPTIONS (tls 'require')")
+t.ok(r[0] == "error" and r[2] == "HV00D", "tls is not a user-mapping option", repr(r))
+r = attempt(c, "CREATE SERVER v2 FOREIGN DATA WRAPPER mcfdw OPTIONS (tls 'on')")
+t.ok(r[0] == "error" and "verify-full" in r[1], "tls takes libpq's mode names", repr(r))
+r = attempt(c, "CREATE SERVER v3 FOREIGN DATA WRAPPER mcfdw OPTIONS (tls_ca_file '/x')")
+t.ok(r[0] == "error" and 'require option "tls"' in r[1], "TLS files without tls are refused", repr(r))
+db.sql(c, "GRANT USAGE ON FOREIGN DATA WRAPPER mcfdw TO mcfdw_admin")
+db.sql(c, "SET ROLE mcfdw_admin")
+r = attempt(c, "CREATE SERVER v4 FOREIGN DATA WRAPPER mcfdw OPTIONS (tls 'require', tls_ca_file '/etc/passwd')")
+t.ok(r[0] == "error" and r[2] == "42501", "a non-superuser may not name a file", repr(r))
+r = attempt(c, "CREATE SERVER v5 FOREIGN DATA WRAPPER mcfdw OPTIONS (tls 'verify-full', tls_server_name 'cache.example')")
+t.is_(r[0], "ok", "... but may turn TLS on (system CAs) and name the host")
+db.sql(c, "RESET ROLE")
+
+c.close()
+killer.close()
+t.done()
