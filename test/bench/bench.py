@@ -23,6 +23,11 @@ so drift of this shared machine hits all of them alike, and the order
 rotates from round to round (rotated()), so none is always first; every
 figure is a median over rounds.  Ratios are mcfdw / the other contender.
 
+Workload 9 starts four private TLS memcacheds (certificates made with the
+openssl command) and compares mcfdw over TLS with mcfdw over plain TCP on
+the rig's four: added latency of a single get and of a 10,000-key
+multi-get, and the handshakes 10,000 calls make after warm-up.
+
 Runs inside the rig: PGHOST/PGPORT, MCFDW_MC_PORTS (four memcacheds, the
 foreign server "memcached" and pgmemcache.default_servers both name them in
 that order, distribution modula), MCFDW_PGBIN, MCFDW_SRC, MCFDW_RIG.
@@ -915,6 +920,104 @@ def report(info, elapsed):
     return "\n".join(lines) + "\n"
 
 
+# ---- workload 9: TLS against plain TCP ------------------------------------
+def start_tls_memcacheds(n):
+    """n private memcacheds with -Z, certificates made with the openssl
+    command in WORK; returns (ports, processes, CA file)."""
+    d = os.path.join(WORK, "tls")
+    os.mkdir(d)
+    os.chmod(d, 0o755)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for args in (["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+                                           "-subj", "/CN=bench CA"],
+                 ["req", "-new"] + ec + ["-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=bench"],
+                 ["x509", "-req", "-in", "srv.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                  "-set_serial", "1", "-days", "2", "-out", "srv.crt", "-extfile", "san.ext"]):
+        subprocess.run(["openssl"] + args, cwd=d, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for fn in os.listdir(d):
+        os.chmod(os.path.join(d, fn), 0o644)
+    ports, procs = [], []
+    for _ in range(n):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [os.environ.get("MCFDW_MEMCACHED", "/usr/bin/memcached"), "-l", "127.0.0.1",
+               "-p", str(port), "-U", "0", "-m", "64", "-Z", "-o",
+               "ssl_chain_cert=%s,ssl_key=%s" % (os.path.join(d, "srv.crt"), os.path.join(d, "srv.key"))]
+        if os.geteuid() == 0:
+            cmd += ["-u", "nobody"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        ports.append(port)
+    for port in ports:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+    return ports, procs, os.path.join(d, "ca.crt")
+
+
+def w10_tls():
+    say("9. TLS (verify-full) against plain TCP, four instances each: single get, "
+        "10,000-key multi-get, handshakes after warm-up")
+    ports, procs, ca = start_tls_memcacheds(len(PORTS))
+    try:
+        conn = connect()
+        conn.cursor().execute("DROP SERVER IF EXISTS bench_tls")
+        conn.cursor().execute("CREATE SERVER bench_tls FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, "
+                    "distribution 'modula', tls 'verify-full', tls_ca_file %s)",
+              (",".join("127.0.0.1:%d" % p for p in ports), ca))
+        n = value(conn, "SELECT count(*) FILTER (WHERE mc_set('k' || i, lpad(i::text, 100, 'v'), "
+                        "server => 'bench_tls')) FROM generate_series(0, 9999) i")
+        if n != 10000:
+            raise RuntimeError("writing 10,000 keys over TLS stored %s" % n)
+        # handshakes: one backend, warmed up, then 10,000 calls
+        value(conn, "SELECT count(*) FROM mc_get_multi((SELECT array_agg('k' || i) "
+                    "FROM generate_series(0, 99) i), 'bench_tls')")
+        before = value(conn, "SELECT sum(connections) FROM mc_servers WHERE server = 'bench_tls'")
+        value(conn, "SELECT count(*) FILTER (WHERE mc_get('k' || (i % 10000), server => 'bench_tls') "
+                    "IS NOT NULL) FROM generate_series(1, 10000) i")
+        after = value(conn, "SELECT sum(connections) FROM mc_servers WHERE server = 'bench_tls'")
+        conn.close()
+        w = "10 TLS vs plain TCP"
+        hs = after - before
+        row(w, "mcfdw: new handshakes per 10,000 calls after warm-up", hs, "count",
+            target="= 0", status=check(hs, "<=", 0))
+        single = {
+            "floor": "SELECT 1;\n",
+            "plain": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k);\n",
+            "tls": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k, server => 'bench_tls');\n",
+        }
+        arr = "(SELECT array_agg('k' || g) FROM generate_series(0, 9999) g)"
+        multi = {
+            "floor": "SELECT cardinality(%s);\n" % arr,
+            "plain": "SELECT count(*) FROM mc_get_multi(%s);\n" % arr,
+            "tls": "SELECT count(*) FROM mc_get_multi(%s, 'bench_tls');\n" % arr,
+        }
+        for what, scripts, target in (("single get", single, 1.3), ("10,000-key mc_get_multi", multi, 2.0)):
+            lat = {k: [] for k in scripts}
+            for r in range(ROUNDS):
+                for k, s in rotated(scripts.items(), r):
+                    lat[k].append(pgbench(s)[1])
+                say("   %s round %d: floor %.1f us, plain %.1f us, TLS %.1f us"
+                    % (what, r + 1, lat["floor"][-1], lat["plain"][-1], lat["tls"][-1]))
+            add_plain = med([p - f for p, f in zip(lat["plain"], lat["floor"])])
+            add_tls = med([t - f for t, f in zip(lat["tls"], lat["floor"])])
+            rt = ratio(add_tls, add_plain)
+            row(w, "mcfdw: %s added over floor, plain TCP" % what, add_plain, "us")
+            row(w, "mcfdw: %s added over floor, TLS" % what, add_tls, "us", None, rt,
+                "<= %s x plain" % target, check(rt, "<=", target),
+                note="/floor|raw is TLS / plain TCP here")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def main():
     t0 = time.time()
     say("work directory %s; %d rounds x %gs%s" % (WORK, ROUNDS, SECONDS, " (quick)" if QUICK else ""))
@@ -931,7 +1034,8 @@ def main():
              (6, w6_parser),
              (7, w7_pool),
              (8, w8_seed),
-             (9, w9_batch_writes)]
+             (9, w9_batch_writes),
+             (10, w10_tls)]
     for num, fn in steps:
         if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
             continue
