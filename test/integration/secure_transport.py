@@ -312,9 +312,9 @@ t.ok(bob_opts == [None], "another role's mapping options (its password) are hidd
 # ---- the validator -----------------------------------------------------------
 r = attempt(c, "CREATE SERVER v1 FOREIGN DATA WRAPPER mcfdw OPTIONS (username 'x')")
 t.ok(r[0] == "error" and r[2] == "HV00D", "username is not a server option", repr(r))
-r = attempt(c, "CREATE USER MAPPING FOR mcfdw_carol SERVER full OPTIONS (username 'x')")
+r = attempt(c, "CREATE USER MAPPING FOR mcfdw_carol SERVER req OPTIONS (username 'x')")
 t.ok(r[0] == "error" and "must be given together" in r[1], "username needs password", repr(r))
-r = attempt(c, "CREATE USER MAPPING FOR mcfdw_carol SERVER full OPTIONS (tls 'require')")
+r = attempt(c, "CREATE USER MAPPING FOR mcfdw_carol SERVER req OPTIONS (tls 'require')")
 t.ok(r[0] == "error" and r[2] == "HV00D", "tls is not a user-mapping option", repr(r))
 r = attempt(c, "CREATE SERVER v2 FOREIGN DATA WRAPPER mcfdw OPTIONS (tls 'on')")
 t.ok(r[0] == "error" and "verify-full" in r[1], "tls takes libpq's mode names", repr(r))
