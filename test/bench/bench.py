@@ -924,8 +924,8 @@ def report(info, elapsed):
 def start_tls_memcacheds(n):
     """n private memcacheds with -Z, certificates made with the openssl
     command in WORK; returns (ports, processes, CA file)."""
-    d = os.path.join(WORK, "tls")
-    os.mkdir(d)
+    # not under WORK (0700): the backend, as postgres, reads the CA file
+    d = tempfile.mkdtemp(prefix="bench-tls.", dir=os.path.dirname(WORK))
     os.chmod(d, 0o755)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     with open(os.path.join(d, "san.ext"), "w") as f:
@@ -1016,6 +1016,7 @@ def w10_tls():
         for p in procs:
             p.kill()
             p.wait()
+        shutil.rmtree(os.path.dirname(ca), ignore_errors=True)
 
 
 def main():
