@@ -590,6 +590,13 @@ run_round(BwBatch *b)
 			}
 			if (left >= 0 && (timeout < 0 || left < timeout))
 				timeout = left;
+			/* bytes inside OpenSSL are readable, though epoll cannot see them */
+			if (McConnHasPending(bi->conn))
+			{
+				pump_instance(b, bi, s, true, now);
+				if (!bi->active)
+					continue;
+			}
 			McConnArm(bi->conn, WL_SOCKET_READABLE |
 					  (McConnUnsent(bi->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
 			pending++;
