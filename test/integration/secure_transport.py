@@ -225,6 +225,17 @@ good = db.value(c, """
 t.is_(good, 10000, "a 10,000-key multi-get over four TLS instances returns every value intact")
 spread = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'four' AND requests > 0")
 t.is_(spread[0][0], 4, "the keys went to all four instances")
+# the pipelined write engine over TLS: 10,000 keys in one call, then read back
+n = db.value(c, """
+    SELECT mc_set_multi(array_agg('bw' || i), array_agg(repeat(md5(i::text), 1 + i % 40)), server => 'four')
+    FROM generate_series(1, 10000) i""")
+t.is_(n, 10000, "mc_set_multi stores 10,000 keys over four TLS instances")
+good = db.value(c, """
+    SELECT count(*) FROM mc_get_multi((SELECT array_agg('bw' || i) FROM generate_series(1, 10000) i), 'four') g
+    WHERE g.value = repeat(md5(substr(g.key, 3)), 1 + substr(g.key, 3)::int % 40)""")
+t.is_(good, 10000, "... and every value reads back intact")
+n = db.value(c, "SELECT mc_delete_multi((SELECT array_agg('bw' || i) FROM generate_series(1, 10000) i), 'four')")
+t.is_(n, 10000, "mc_delete_multi deletes them over TLS")
 
 
 def connects(server):
