@@ -962,7 +962,7 @@ def start_tls_memcacheds(n):
 
 
 def w10_tls():
-    say("9. TLS (verify-full) against plain TCP, four instances each: single get, "
+    say("10. TLS (verify-full) against plain TCP, four instances each: single get, "
         "10,000-key multi-get, handshakes after warm-up")
     ports, procs, ca = start_tls_memcacheds(len(PORTS))
     try:
