@@ -30,6 +30,18 @@
 /* Keep at most this much encoded request text (values included) queued per instance. */
 #define BW_WRITE_SLICE		(32 * 1024)
 
+/*
+ * memcached 1.6.18 over TLS stops reading a pipeline of sets once a value
+ * straddles the end of what one read of its 16 kB buffer brought in: the
+ * rest sits decrypted inside its OpenSSL buffer, where its event loop never
+ * looks, and the batch times out (plain TCP, deletes and touches are not
+ * affected).  Over TLS a batch with sets is therefore sent in segments of
+ * at most this many bytes (a larger single set goes alone), each closed by
+ * "mn" and answered before the next is sent, so every segment starts on an
+ * empty server buffer.
+ */
+#define BW_TLS_SEGMENT		(8 * 1024)
+
 /* One instance's share of a round. */
 typedef struct BwInstance
 {
@@ -38,7 +50,10 @@ typedef struct BwInstance
 	int			nops;
 	int			next_send;		/* ops encoded so far */
 	int			next_match;		/* replies come in order: positions below are passed */
-	bool		mn_queued;
+	bool		mn_queued;		/* the last "mn" is queued */
+	bool		segmented;		/* TLS with sets: see BW_TLS_SEGMENT */
+	int			seg_end;		/* ops before this are in sent segments */
+	bool		seg_waiting;	/* a segment's "mn" is not answered yet */
 	bool		active;			/* waiting for MN */
 	bool		retried;
 	size_t		need;
@@ -64,6 +79,7 @@ typedef struct BwBatch
 	int		   *slots;
 	bool		reroute;		/* a failed instance left ops to fail over */
 	bool	   *degraded;		/* under miss: instances whose ops failed */
+	bool		segmented;		/* TLS and some sets: see BW_TLS_SEGMENT */
 } BwBatch;
 
 /* Keep the first failure's message for a soft caller. */
@@ -221,6 +237,7 @@ connect_all(BwBatch *b)
 		bi->conn = McInstanceBegin(srv, s, b->isoft);
 		bi->need = 1;
 		bi->last_progress = now;
+		bi->segmented = b->segmented;
 		bi->active = (bi->conn != NULL);
 		if (!bi->active)
 			drop_instance(b, bi, s, true);
@@ -305,11 +322,49 @@ encode_op(const McBatchOp *op, int pos, char *dst)
  * Queue more requests for an instance, up to one slice of unsent bytes (a
  * large value may overshoot it by itself), and "mn" once all are queued.
  */
+/* Encode the next segment of a segmented pipeline, closed by "mn". */
+static void
+fill_segment(BwBatch *b, BwInstance *bi)
+{
+	McConn	   *conn = bi->conn;
+	size_t		bytes = 0;
+	int			first = bi->next_send;
+
+	if (bi->seg_waiting || bi->next_send == bi->nops)
+		return;
+	while (bi->next_send < bi->nops)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		size_t		room = MC_REQ_HEADER_MAX +
+			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+		size_t		n;
+
+		if (bi->next_send > first && bytes + room > BW_TLS_SEGMENT)
+			break;
+		n = encode_op(op, bi->next_send, McConnWriteSpace(conn, room));
+		if (n == 0)
+			elog(ERROR, "could not encode a write request for a checked key");
+		McConnWritten(conn, n);
+		bytes += n;
+		bi->next_send++;
+	}
+	McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+	McConnPipelined(conn, bi->next_send - first);
+	bi->seg_end = bi->next_send;
+	bi->seg_waiting = true;
+	bi->mn_queued = (bi->next_send == bi->nops);
+}
+
 static void
 fill_requests(BwBatch *b, BwInstance *bi)
 {
 	McConn	   *conn = bi->conn;
 
+	if (bi->segmented)
+	{
+		fill_segment(b, bi);
+		return;
+	}
 	while (bi->next_send < bi->nops && McConnUnsent(conn) < BW_WRITE_SLICE)
 	{
 		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
@@ -420,6 +475,21 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 				bi->next_match = j + 1;
 				break;
 			case MC_REPLY_MN:
+				if (bi->segmented && bi->seg_end < bi->nops)
+				{
+					/* a segment is done: its unnamed ops took the quiet outcome */
+					for (int i = bi->next_match; i < bi->seg_end; i++)
+					{
+						McBatchOp  *op = &b->ops[bi->ops[i]];
+
+						if (op->result == MC_BATCH_PENDING)
+							op->result = (op->kind == MC_BATCH_TOUCH ?
+										  MC_BATCH_MISS : MC_BATCH_DONE);
+					}
+					bi->next_match = bi->seg_end;
+					bi->seg_waiting = false;
+					break;
+				}
 				/* what no reply named took the quiet outcome */
 				for (int i = 0; i < bi->nops; i++)
 				{
@@ -468,6 +538,8 @@ restart_instance(BwBatch *b, BwInstance *bi, int s)
 	bi->retried = true;
 	bi->next_send = 0;
 	bi->mn_queued = false;
+	bi->seg_end = 0;
+	bi->seg_waiting = false;
 	bi->need = 1;
 	bi->conn = McInstanceBegin(b->srv, s, b->isoft);
 	if (bi->conn == NULL)
@@ -486,6 +558,7 @@ pump_instance(BwBatch *b, BwInstance *bi, int s, bool readable, TimestampTz now)
 
 	if (!bi->active)
 		return;
+next_segment:
 	fill_requests(b, bi);
 	while (McConnUnsent(bi->conn) > 0)
 	{
@@ -524,6 +597,8 @@ pump_instance(BwBatch *b, BwInstance *bi, int s, bool readable, TimestampTz now)
 		bi->last_progress = now;
 		if (!handle_replies(b, bi, s))
 			return;
+		if (bi->segmented && bi->active && !bi->seg_waiting)
+			goto next_segment;
 		if (bi->active && drained)
 			break;
 	}
@@ -706,6 +781,12 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	b.nops = nops;
 	b.soft = soft;
 	b.miss = srv->cfg.on_failure_miss;
+	for (int i = 0; i < nops && srv->cfg.tls != MC_TLS_DISABLE; i++)
+		if (ops[i].kind == MC_BATCH_SET)
+		{
+			b.segmented = true;
+			break;
+		}
 	b.isoft = soft || srv->cfg.failover || b.miss;
 	b.timeout_ms = timeout_ms;
 	b.deadline = timeout_ms > 0 ?

@@ -225,14 +225,17 @@ good = db.value(c, """
 t.is_(good, 10000, "a 10,000-key multi-get over four TLS instances returns every value intact")
 spread = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'four' AND requests > 0")
 t.is_(spread[0][0], 4, "the keys went to all four instances")
-# the pipelined write engine over TLS: 10,000 keys in one call, then read back
+# the pipelined write engine over TLS: 10,000 keys in one call (every
+# 500th value 30 kB, larger than a segment), then read back
+BW_VALUE = "repeat(md5(%s::text), CASE WHEN %s %% 500 = 0 THEN 960 ELSE 1 + %s %% 40 END)"
 n = db.value(c, """
-    SELECT mc_set_multi(array_agg('bw' || i), array_agg(repeat(md5(i::text), 1 + i % 40)), server => 'four')
-    FROM generate_series(1, 10000) i""")
+    SELECT mc_set_multi(array_agg('bw' || i), array_agg(%s), server => 'four')
+    FROM generate_series(1, 10000) i""" % (BW_VALUE % ("i", "i", "i")))
 t.is_(n, 10000, "mc_set_multi stores 10,000 keys over four TLS instances")
+k = "substr(g.key, 3)::int"
 good = db.value(c, """
     SELECT count(*) FROM mc_get_multi((SELECT array_agg('bw' || i) FROM generate_series(1, 10000) i), 'four') g
-    WHERE g.value = repeat(md5(substr(g.key, 3)), 1 + substr(g.key, 3)::int % 40)""")
+    WHERE g.value = %s""" % (BW_VALUE % (k, k, k)))
 t.is_(good, 10000, "... and every value reads back intact")
 n = db.value(c, "SELECT mc_delete_multi((SELECT array_agg('bw' || i) FROM generate_series(1, 10000) i), 'four')")
 t.is_(n, 10000, "mc_delete_multi deletes them over TLS")
