@@ -31,14 +31,14 @@
 #define BW_WRITE_SLICE		(32 * 1024)
 
 /*
- * memcached 1.6.18 over TLS stops reading a pipeline of sets once a value
- * straddles the end of what one read of its 16 kB buffer brought in: the
- * rest sits decrypted inside its OpenSSL buffer, where its event loop never
- * looks, and the batch times out (plain TCP, deletes and touches are not
+ * memcached 1.6.18 over TLS stops reading once a set's value runs past the
+ * 16 kB its buffer reads at a time: whatever follows the value sits
+ * decrypted inside its OpenSSL buffer, where its event loop never looks,
+ * and the batch times out (plain TCP, deletes and touches are not
  * affected).  Over TLS a batch with sets is therefore sent in segments of
- * at most this many bytes (a larger single set goes alone), each closed by
- * "mn" and answered before the next is sent, so every segment starts on an
- * empty server buffer.
+ * at most this many bytes, each closed by "mn" and answered before the
+ * next is sent, so no value crosses the server's buffer; a larger set goes
+ * alone, not quiet, with nothing after it until its reply is in.
  */
 #define BW_TLS_SEGMENT		(8 * 1024)
 
@@ -53,7 +53,8 @@ typedef struct BwInstance
 	bool		mn_queued;		/* the last "mn" is queued */
 	bool		segmented;		/* TLS with sets: see BW_TLS_SEGMENT */
 	int			seg_end;		/* ops before this are in sent segments */
-	bool		seg_waiting;	/* a segment's "mn" is not answered yet */
+	bool		seg_waiting;	/* the segment sent is not answered yet */
+	bool		seg_single;		/* ... and it is one large set, not quiet */
 	bool		active;			/* waiting for MN */
 	bool		retried;
 	size_t		need;
@@ -271,7 +272,7 @@ connect_all(BwBatch *b)
 
 /* Encode one op at dst; returns its length (header, and data for a set). */
 static size_t
-encode_op(const McBatchOp *op, int pos, char *dst)
+encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
 {
 	char		wire[MC_KEY_MAX];
 	const char *wkey = op->key;
@@ -290,7 +291,7 @@ encode_op(const McBatchOp *op, int pos, char *dst)
 		wkey = wire;
 	}
 	memset(&o, 0, sizeof(o));
-	o.quiet = true;
+	o.quiet = quiet;
 	o.opaque_len = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
 	o.opaque = opaque;
 	switch (op->kind)
@@ -330,8 +331,30 @@ fill_segment(BwBatch *b, BwInstance *bi)
 	size_t		bytes = 0;
 	int			first = bi->next_send;
 
-	if (bi->seg_waiting || bi->next_send == bi->nops)
+	if (bi->seg_waiting || bi->mn_queued)
 		return;
+	if (bi->next_send < bi->nops)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		size_t		room = MC_REQ_HEADER_MAX +
+			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+
+		if (room > BW_TLS_SEGMENT)
+		{
+			size_t		n = encode_op(op, bi->next_send, false,
+									  McConnWriteSpace(conn, room));
+
+			if (n == 0)
+				elog(ERROR, "could not encode a write request for a checked key");
+			McConnWritten(conn, n);
+			McConnPipelined(conn, 1);
+			bi->next_send++;
+			bi->seg_end = bi->next_send;
+			bi->seg_waiting = true;
+			bi->seg_single = true;
+			return;
+		}
+	}
 	while (bi->next_send < bi->nops)
 	{
 		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
@@ -339,9 +362,10 @@ fill_segment(BwBatch *b, BwInstance *bi)
 			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
 		size_t		n;
 
-		if (bi->next_send > first && bytes + room > BW_TLS_SEGMENT)
+		if (room > BW_TLS_SEGMENT ||
+			(bi->next_send > first && bytes + room > BW_TLS_SEGMENT))
 			break;
-		n = encode_op(op, bi->next_send, McConnWriteSpace(conn, room));
+		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
 		if (n == 0)
 			elog(ERROR, "could not encode a write request for a checked key");
 		McConnWritten(conn, n);
@@ -370,7 +394,7 @@ fill_requests(BwBatch *b, BwInstance *bi)
 		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
 		size_t		room = MC_REQ_HEADER_MAX +
 			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
-		size_t		n = encode_op(op, bi->next_send, McConnWriteSpace(conn, room));
+		size_t		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
 
 		if (n == 0)
 			elog(ERROR, "could not encode a write request for a checked key");
@@ -473,6 +497,8 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 				b->ops[bi->ops[j]].result =
 					(t == MC_REPLY_HD ? MC_BATCH_DONE : MC_BATCH_MISS);
 				bi->next_match = j + 1;
+				if (bi->seg_single && j == bi->seg_end - 1)
+					bi->seg_single = bi->seg_waiting = false;
 				break;
 			case MC_REPLY_MN:
 				if (bi->segmented && bi->seg_end < bi->nops)
@@ -539,7 +565,7 @@ restart_instance(BwBatch *b, BwInstance *bi, int s)
 	bi->next_send = 0;
 	bi->mn_queued = false;
 	bi->seg_end = 0;
-	bi->seg_waiting = false;
+	bi->seg_waiting = bi->seg_single = false;
 	bi->need = 1;
 	bi->conn = McInstanceBegin(b->srv, s, b->isoft);
 	if (bi->conn == NULL)
