@@ -44,6 +44,7 @@ OBJS = \
 	src/stats.o \
 	src/slabs.o \
 	src/protocol.o \
+	src/compress.o \
 	src/ring.o \
 	src/hash.o
 # PGXS tracks no header dependencies: every object depends on every header,
@@ -55,6 +56,8 @@ $(OBJS): $(wildcard src/*.h)
 SHLIB_LINK += -lanl
 # TLS: the system's OpenSSL, the one PostgreSQL itself links.
 SHLIB_LINK += -lssl -lcrypto
+# zlib: values compressed by Dalli, pylibmc and pymemcache (compress.c).
+SHLIB_LINK += -lz
 
 EXTENSION = mcfdw
 DATA = mcfdw--1.0.sql mcfdw--1.1.sql mcfdw--1.0--1.1.sql
@@ -115,14 +118,14 @@ endif
 # ---- C unit tests -------------------------------------------------------
 # Each test/unit/test_X.c is one TAP program, linked with the pure modules
 # (no PostgreSQL headers) that exist so far.
-UNIT_PURE = $(wildcard src/protocol.c src/ring.c src/hash.c)
+UNIT_PURE = $(wildcard src/protocol.c src/ring.c src/hash.c src/compress.c)
 UNIT_SRCS = $(wildcard test/unit/test_*.c)
 UNIT_BINS = $(patsubst test/unit/%.c,test/unit/bin/%,$(UNIT_SRCS))
 UNIT_CC ?= cc
 # -Wno-unused-function: tap.h defines plain static functions, and a test
 # that calls only some of them would not build otherwise.
 UNIT_CFLAGS ?= -O2 -g -Wall -Wextra -Werror -Wno-unused-function
-UNIT_LDLIBS ?=
+UNIT_LDLIBS ?= -lz
 
 test/unit/bin/%: test/unit/%.c $(UNIT_PURE) $(wildcard src/*.h) test/unit/tap.h
 	@mkdir -p $(@D)

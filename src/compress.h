@@ -1,0 +1,53 @@
+/*
+ * compress.h — zlib streams for values compressed by memcached clients.
+ *
+ * Owns: inflating a zlib stream into caller-owned buffers in steps (the
+ * inflated size is not stored anywhere, so the caller grows its buffer and
+ * decides when it is too large), and deflating a value.  Must not: include
+ * PostgreSQL headers, allocate caller-visible memory, or decide limits.
+ * It keeps one inflate and one deflate stream per process, reset before
+ * every use, so zlib's state is allocated once and an error raised between
+ * two steps leaves nothing to free.
+ */
+#ifndef MCFDW_COMPRESS_H
+#define MCFDW_COMPRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum McZStatus
+{
+	MC_Z_DONE = 0,				/* the stream ended: *produced bytes in all */
+	MC_Z_FULL,					/* dst is full and the stream goes on */
+	MC_Z_CORRUPT,				/* not a zlib stream, bad data, bad checksum,
+								 * or bytes after its end */
+	MC_Z_TRUNCATED,				/* the input ended inside the stream */
+	MC_Z_NOMEM					/* zlib could not allocate its state */
+} McZStatus;
+
+/*
+ * mc_inflate_start: begin inflating the zlib stream src[0..len).  src must
+ * stay in place until the stream is done.  Returns MC_Z_DONE (ready) or
+ * MC_Z_NOMEM.
+ * mc_inflate_more: inflate on into dst[*produced..cap), adding to
+ * *produced.  dst may move between calls (zlib keeps its own window), so
+ * the caller may grow its buffer with realloc and call again with the new
+ * address.  Returns DONE, FULL (grow and call again), CORRUPT or
+ * TRUNCATED.
+ */
+extern McZStatus mc_inflate_start(const void *src, size_t len);
+extern McZStatus mc_inflate_more(char *dst, size_t cap, size_t *produced);
+
+/* Bytes mc_deflate may need for len bytes of input. */
+extern size_t mc_deflate_bound(size_t len);
+
+/*
+ * mc_deflate: the zlib stream (header "78 9c", as Dalli, pylibmc and
+ * pymemcache write it) of src[0..len) into dst (cap >= mc_deflate_bound),
+ * its length in *outlen.  Returns MC_Z_DONE, MC_Z_NOMEM, or MC_Z_FULL if
+ * cap was too small.
+ */
+extern McZStatus mc_deflate(const void *src, size_t len, char *dst, size_t cap,
+							size_t *outlen);
+
+#endif							/* MCFDW_COMPRESS_H */
