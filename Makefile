@@ -31,7 +31,9 @@ OBJS = \
 	src/conn_tls.o \
 	src/conn_multi.o \
 	src/functions.o \
+	src/reads.o \
 	src/keys.o \
+	src/values.o \
 	src/multi_get.o \
 	src/rowlayout.o \
 	src/batch.o \

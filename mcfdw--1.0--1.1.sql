@@ -1,6 +1,7 @@
 /* mcfdw--1.0--1.1.sql — from 1.0 to 1.1: writes at commit, the mc_invalidate
    trigger, mc_invalidation_stats, mc_flush_all revoked from PUBLIC, mc_gat and
-   the *_until (absolute expiry) functions, mc_servers.degraded, mc_counters. */
+   the *_until (absolute expiry) functions, mc_servers.degraded, mc_counters,
+   mc_get_raw, leases (mc_get_lease, mc_mark_stale) and mc_meta. */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION mcfdw UPDATE TO '1.1'" to load this file. \quit
@@ -212,4 +213,51 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION mc_touch_multi(keys text[], ttl interval, server name DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mc_touch_multi'
+LANGUAGE C VOLATILE;
+
+-- Values written by applications, leases, item metadata (reads.c) ----------
+-- With the server options compression, compressed_flag and serialized_flag
+-- the reads inflate what the application's client compressed and refuse a
+-- serialized object as text; mc_get_raw returns the stored bytes untouched.
+-- mc_get_lease hands out at most one right to recompute a missing (or,
+-- with recache_below, expiring) value; mc_mark_stale keeps an item as a
+-- stale value until someone refreshes it.  mc_meta reads an item's
+-- metadata without its value and without bumping it in the LRU.
+
+CREATE FUNCTION mc_get_raw(key text, server name DEFAULT NULL,
+                           OUT value bytea, OUT flags integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'mc_get_raw'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_get_lease(key text, lease_ttl interval,
+                             recache_below interval DEFAULT NULL,
+                             server name DEFAULT NULL,
+                             OUT value text, OUT flags integer, OUT cas bigint,
+                             OUT won boolean, OUT stale boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'mc_get_lease'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_get_lease_bytea(key text, lease_ttl interval,
+                                   recache_below interval DEFAULT NULL,
+                                   server name DEFAULT NULL,
+                                   OUT value bytea, OUT flags integer, OUT cas bigint,
+                                   OUT won boolean, OUT stale boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'mc_get_lease_bytea'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_mark_stale(key text, ttl interval DEFAULT NULL,
+                              server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_mark_stale'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_meta(key text, server name DEFAULT NULL,
+                        OUT size integer, OUT ttl_remaining integer,
+                        OUT last_access integer, OUT hit_before boolean,
+                        OUT cas bigint, OUT flags integer, OUT stale boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'mc_meta'
 LANGUAGE C VOLATILE;

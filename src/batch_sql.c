@@ -207,6 +207,9 @@ mc_set_multi(PG_FUNCTION_ARGS)
 		op->ttl = ttl;
 		op->has_flags = has_flags;
 		op->flags = flags;
+		/* compressed as the application's client would (values.c) */
+		if (McValueDeflate(bb.srv, &op->value, &op->valuelen, &op->flags))
+			op->has_flags = true;
 	}
 	PG_RETURN_INT32(run_ops(&bb));
 }

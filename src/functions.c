@@ -1,38 +1,29 @@
 /*
- * functions.c — the single-key SQL functions: reads, writes, atomics.
+ * functions.c — the single-key SQL functions that write: stores, deletes,
+ * touches, counters, flush; and what every single-key function shares.
  *
- * Owns: argument handling (NULLs, ttl conversion), building one meta
- * command per call, turning its reply into a SQL value, and the check that
- * a text value is valid in the database encoding (McTextValid, shared with
- * multi_get.c).  A NULL reply base from the pool is on_failure 'miss'
- * degrading the call: reads give NULL, writes and deletes false, counters
- * NULL.  Must not: apply key rules itself (keys.c does), touch
- * sockets (conn.c does, reached through pool.c's McRoundtripKey and
- * McRoundtrip, which also count the instance's health) or parse bytes
- * (protocol.c does).  Every function takes an optional server name; NULL
+ * Owns: argument handling (NULLs, ttl and expiry conversion), the opaque
+ * token sequence, building one meta command per call and sending it
+ * (McKeyRoundtrip, which reads.c uses too), and turning a write's reply
+ * into a SQL value.  A NULL reply base from the pool is on_failure 'miss'
+ * degrading the call: writes and deletes give false, counters NULL.  Must
+ * not: apply key rules itself (keys.c does), touch sockets (conn.c does,
+ * reached through pool.c's McRoundtripKey and McRoundtrip, which also
+ * count the instance's health), parse bytes (protocol.c does) or compress
+ * (values.c does).  Every function takes an optional server name; NULL
  * means mcfdw.server.
  */
 #include "postgres.h"
 
 #include <time.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
-#include "access/htup_details.h"
 #include "common/int.h"
-#include "funcapi.h"
-#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "keys.h"
 #include "batch.h"
+#include "single.h"
 
-PG_FUNCTION_INFO_V1(mc_get);
-PG_FUNCTION_INFO_V1(mc_get_bytea);
-PG_FUNCTION_INFO_V1(mc_gets);
-PG_FUNCTION_INFO_V1(mc_gets_bytea);
 PG_FUNCTION_INFO_V1(mc_set);
 PG_FUNCTION_INFO_V1(mc_add);
 PG_FUNCTION_INFO_V1(mc_replace);
@@ -44,10 +35,7 @@ PG_FUNCTION_INFO_V1(mc_touch);
 PG_FUNCTION_INFO_V1(mc_incr);
 PG_FUNCTION_INFO_V1(mc_decr);
 PG_FUNCTION_INFO_V1(mc_flush_all);
-PG_FUNCTION_INFO_V1(mc_gat);
-PG_FUNCTION_INFO_V1(mc_gat_bytea);
-PG_FUNCTION_INFO_V1(mc_gat_until);
-PG_FUNCTION_INFO_V1(mc_gat_bytea_until);
+PG_FUNCTION_INFO_V1(mc_mark_stale);
 PG_FUNCTION_INFO_V1(mc_set_until);
 PG_FUNCTION_INFO_V1(mc_add_until);
 PG_FUNCTION_INFO_V1(mc_replace_until);
@@ -56,24 +44,15 @@ PG_FUNCTION_INFO_V1(mc_touch_until);
 PG_FUNCTION_INFO_V1(mc_incr_until);
 PG_FUNCTION_INFO_V1(mc_decr_until);
 
-/* memcached reads a ttl above 30 days as an absolute unix time. */
-#define MC_RELATIVE_TTL_MAX		(30 * SECS_PER_DAY)
-
 /* Server name argument at position argno, or NULL for the default. */
-static const char *
-server_arg(FunctionCallInfo fcinfo, int argno)
+const char *
+McServerArg(FunctionCallInfo fcinfo, int argno)
 {
 	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
 		return NULL;
 	return NameStr(*PG_GETARG_NAME(argno));
 }
 
-/* McKeyPrepare for a text argument. */
-static void
-prepare_key(McServer *srv, text *key, McKey *k)
-{
-	McKeyPrepare(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), k);
-}
 
 /*
  * Convert a ttl interval to what memcached expects.  Months count as 30
@@ -151,8 +130,8 @@ expiry_to_ttl(TimestampTz ts)
 }
 
 /* The ttl at argument argno: an interval, or with until a timestamptz. */
-static int64
-ttl_arg(FunctionCallInfo fcinfo, int argno, bool until)
+int64
+McTtlArg(FunctionCallInfo fcinfo, int argno, bool until)
 {
 	if (until)
 		return expiry_to_ttl(PG_GETARG_TIMESTAMPTZ(argno));
@@ -166,98 +145,13 @@ McIntervalToTtl(Interval *iv)
 	return interval_to_ttl(iv);
 }
 
-/* Copy a value out of the read buffer into a new varlena: its one copy. */
-static struct varlena *
-make_varlena(const char *data, size_t len)
-{
-	struct varlena *v;
-
-	if (len > MaxAllocSize - VARHDRSZ)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("memcached value of %zu bytes is too large", len)));
-	v = (struct varlena *) palloc(len + VARHDRSZ);
-	SET_VARSIZE(v, len + VARHDRSZ);
-	memcpy(VARDATA(v), data, len);
-	return v;
-}
-
-/*
- * Is this value valid text in the database encoding?  Every server encoding
- * is ASCII-compatible, so ASCII without NUL bytes is valid in all of them:
- * check eight bytes at a time for a high bit or a zero byte, and leave the
- * full verification to the rest.
- */
-bool
-McTextValid(const char *p, size_t len)
-{
-	const char *start = p;
-	const char *end = p + len;
-	uint64		acc = 0;
-
-#ifdef __SSE2__
-	/* sixteen bytes a step: a high bit, or a zero byte (made 0xff by cmpeq) */
-	{
-		const __m128i zero = _mm_setzero_si128();
-		__m128i		vacc = zero;
-
-		if (len >= 16)
-		{
-			__m128i		v;
-
-			while (end - p > 16)
-			{
-				v = _mm_loadu_si128((const __m128i *) p);
-				vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
-				p += 16;
-			}
-			/* the last sixteen bytes, overlapping what was already seen */
-			v = _mm_loadu_si128((const __m128i *) (end - 16));
-			vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
-			return _mm_movemask_epi8(vacc) == 0 ||
-				pg_verifymbstr(start, (int) len, true);
-		}
-	}
-#endif
-	/* one test at the end: any high bit or zero byte in any word */
-	while (end - p >= 8)
-	{
-		uint64		w;
-
-		memcpy(&w, p, 8);
-		acc |= w | ((w - UINT64CONST(0x0101010101010101)) & ~w);
-		p += 8;
-	}
-	if (acc & UINT64CONST(0x8080808080808080))
-		return pg_verifymbstr(start, (int) len, true);
-	for (; p < end; p++)
-		if (*p == '\0' || IS_HIGHBIT_SET(*p))
-			return pg_verifymbstr(start, (int) len, true);
-	return true;
-}
-
-/*
- * A text result must be valid in the database encoding; binary values must
- * be read with the bytea variants instead.
- */
-static void
-check_text_value(struct varlena *v, McKey *k)
-{
-	if (!McTextValid(VARDATA(v), VARSIZE(v) - VARHDRSZ))
-		ereport(ERROR,
-				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
-				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
-						(int) k->raw_len, k->raw, GetDatabaseEncodingName()),
-				 errhint("Use the _bytea variant of the function to read binary values.")));
-}
-
 /*
  * The opaque token of the next request: a backend-wide sequence (never 0,
  * which means "no token"), so a reply left over from any earlier request,
  * or sent unasked, cannot pass for this one's (conn.c checks the echo).
  */
-static inline uint32
-next_opaque(void)
+uint32
+McNextOpaque(void)
 {
 	static uint32 seq = 0;
 
@@ -273,8 +167,8 @@ next_opaque(void)
  * base; the caller reads what it needs, then calls McConnConsume and
  * McInstanceEnd.
  */
-static const char *
-roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
+const char *
+McKeyRoundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
 		  const char *data, long datalen, const McReqOpts *opts,
 		  bool idempotent, McReply *r)
 {
@@ -284,7 +178,7 @@ roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
 	int			nd = 0;
 	McReqOpts	o = *opts;
 	McRequest	req;
-	uint32		opaque = next_opaque();
+	uint32		opaque = McNextOpaque();
 
 	/* the token in decimal, as mc_encode_get_value writes it */
 	for (uint32 v = opaque; v != 0; v /= 10)
@@ -300,122 +194,6 @@ roundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
 	req.opaque = opaque;
 	req.idempotent = idempotent;
 	return McRoundtripKey(srv, k->raw, k->raw_len, &req, r, connp);
-}
-
-/* Shared body of mc_get / mc_get_bytea. */
-static Datum
-get_common(FunctionCallInfo fcinfo, bool as_text)
-{
-	McServer   *srv;
-	McKey		k;
-	McConn	   *conn;
-	McReply		r;
-	char		hdr[MC_REQ_HEADER_MAX];
-	McRequest	req;
-	const char *base;
-	struct varlena *result = NULL;
-
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	srv = McServerLookup(server_arg(fcinfo, 1));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	req.opaque = next_opaque();
-	req.hdr = hdr;
-	req.hlen = mc_encode_get_value(hdr, k.wire, k.wire_len, k.b64, req.opaque);
-	req.data = NULL;
-	req.dlen = 0;
-	req.idempotent = true;
-	base = McRoundtripKey(srv, k.raw, k.raw_len, &req, &r, &conn);
-	if (base == NULL)
-		PG_RETURN_NULL();
-	if (r.type == MC_REPLY_VA)
-		result = make_varlena(base + r.value_off, r.value_len);
-	else if (r.type != MC_REPLY_EN)
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
-	if (result == NULL)
-		PG_RETURN_NULL();
-	if (as_text)
-		check_text_value(result, &k);
-	PG_RETURN_POINTER(result);
-}
-
-/* mc_get(key text, server name) returns text: NULL on a miss. */
-Datum
-mc_get(PG_FUNCTION_ARGS)
-{
-	return get_common(fcinfo, true);
-}
-
-/* mc_get_bytea(key text, server name) returns bytea: binary-safe. */
-Datum
-mc_get_bytea(PG_FUNCTION_ARGS)
-{
-	return get_common(fcinfo, false);
-}
-
-/*
- * Shared body of mc_gets / mc_gets_bytea: value, flags and cas token in one
- * round trip, for optimistic read-modify-write with mc_cas.
- */
-static Datum
-gets_common(FunctionCallInfo fcinfo, bool as_text)
-{
-	McServer   *srv;
-	McKey		k;
-	McConn	   *conn;
-	McReply		r;
-	McReqOpts	opts = {0};
-	const char *base;
-	struct varlena *value = NULL;
-	TupleDesc	tupdesc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
-
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	srv = McServerLookup(server_arg(fcinfo, 1));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	opts.want = MC_F_VALUE | MC_F_FLAGS | MC_F_CAS;
-	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, true, &r);
-	if (base == NULL)
-		PG_RETURN_NULL();
-	if (r.type == MC_REPLY_VA)
-	{
-		value = make_varlena(base + r.value_off, r.value_len);
-		nulls[1] = !(r.present & MC_F_FLAGS);
-		nulls[2] = !(r.present & MC_F_CAS);
-		values[1] = Int32GetDatum(nulls[1] ? 0 : (int32) r.client_flags);
-		values[2] = Int64GetDatum(nulls[2] ? 0 : (int64) r.cas);
-	}
-	else if (r.type != MC_REPLY_EN)
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
-	if (value == NULL)
-		PG_RETURN_NULL();
-	if (as_text)
-		check_text_value(value, &k);
-	values[0] = PointerGetDatum(value);
-	tupdesc = BlessTupleDesc(tupdesc);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
-}
-
-/* mc_gets(key, server) returns (value text, flags integer, cas bigint). */
-Datum
-mc_gets(PG_FUNCTION_ARGS)
-{
-	return gets_common(fcinfo, true);
-}
-
-/* mc_gets_bytea(key, server) returns (value bytea, flags integer, cas bigint). */
-Datum
-mc_gets_bytea(PG_FUNCTION_ARGS)
-{
-	return gets_common(fcinfo, false);
 }
 
 /*
@@ -448,20 +226,23 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 	McReqOpts	opts = {0};
 	const char *base;
 	struct varlena *value;
+	const char *data;
+	size_t		len;
+	uint32		flags;
 	bool		stored;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
 		(a->cas_arg >= 0 && PG_ARGISNULL(a->cas_arg)))
 		PG_RETURN_NULL();
-	srv = McServerLookup(server_arg(fcinfo, a->server_arg));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	srv = McServerLookup(McServerArg(fcinfo, a->server_arg));
+	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	value = PG_GETARG_VARLENA_PP(1);
 
 	opts.mode = a->mode;
 	if (a->ttl_arg >= 0 && !PG_ARGISNULL(a->ttl_arg))
 	{
 		opts.has_ttl = true;
-		opts.ttl = ttl_arg(fcinfo, a->ttl_arg, a->until);
+		opts.ttl = McTtlArg(fcinfo, a->ttl_arg, a->until);
 	}
 	if (a->flags_arg >= 0 && !PG_ARGISNULL(a->flags_arg))
 	{
@@ -473,10 +254,18 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 		opts.has_cas = true;
 		opts.cas = (uint64) PG_GETARG_INT64(a->cas_arg);
 	}
+	/* whole values are compressed as the client would; appended bytes never */
+	data = VARDATA_ANY(value);
+	len = VARSIZE_ANY_EXHDR(value);
+	flags = opts.client_flags;
+	if (a->mode != 'A' && a->mode != 'P' && McValueDeflate(srv, &data, &len, &flags))
+	{
+		opts.has_client_flags = true;
+		opts.client_flags = flags;
+	}
 	/* only a plain set leaves the same state and answer when run twice */
-	base = roundtrip(srv, &k, &conn, "ms", VARDATA_ANY(value),
-					 (long) VARSIZE_ANY_EXHDR(value), &opts,
-					 a->mode == 'S' && a->cas_arg < 0, &r);
+	base = McKeyRoundtrip(srv, &k, &conn, "ms", data, (long) len, &opts,
+						  a->mode == 'S' && a->cas_arg < 0, &r);
 	if (base == NULL)
 		PG_RETURN_BOOL(false);
 	switch (r.type)
@@ -602,9 +391,9 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
 	const char *base;
 	bool		found = false;
 
-	srv = McServerLookup(server_arg(fcinfo, server_argno));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	base = roundtrip(srv, &k, &conn, cmd, NULL, -1, opts, idempotent, &r);
+	srv = McServerLookup(McServerArg(fcinfo, server_argno));
+	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
+	base = McKeyRoundtrip(srv, &k, &conn, cmd, NULL, -1, opts, idempotent, &r);
 	if (base == NULL)
 		PG_RETURN_BOOL(false);
 	if (r.type == MC_REPLY_HD)
@@ -629,6 +418,30 @@ mc_delete(PG_FUNCTION_ARGS)
 }
 
 /*
+ * mc_mark_stale(key, ttl, server): mark the item stale instead of removing
+ * it ("md <key> I [T<ttl>]"): readers keep getting the old value, the
+ * first mc_get_lease wins the right to refresh it, and a set clears the
+ * mark.  ttl bounds how long the stale item lives (NULL: as it was).
+ * Returns true if the key existed.  Marking bumps the cas, so it is not
+ * sent twice.
+ */
+Datum
+mc_mark_stale(PG_FUNCTION_ARGS)
+{
+	McReqOpts	opts = {0};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	opts.invalidate = true;
+	if (!PG_ARGISNULL(1))
+	{
+		opts.has_ttl = true;
+		opts.ttl = McTtlArg(fcinfo, 1, false);
+	}
+	return exists_call(fcinfo, 2, "md", &opts, false, MC_REPLY_NF);
+}
+
+/*
  * mc_touch(key, ttl, server): reset an item's expiry without fetching it.
  * A NULL ttl removes the expiry.  Returns true if the key existed.
  */
@@ -640,7 +453,7 @@ touch_common(FunctionCallInfo fcinfo, bool until)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
-	opts.ttl = PG_ARGISNULL(1) ? 0 : ttl_arg(fcinfo, 1, until);
+	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
 	return exists_call(fcinfo, 2, "mg", &opts, true, MC_REPLY_EN);
 }
 
@@ -656,73 +469,6 @@ Datum
 mc_touch_until(PG_FUNCTION_ARGS)
 {
 	return touch_common(fcinfo, true);
-}
-
-/*
- * Shared body of mc_gat / mc_gat_bytea and their _until forms: get and
- * touch in one round trip (mg <key> v T<ttl>).  NULL on a miss; a NULL ttl
- * removes the expiry, as mc_touch's does.
- */
-static Datum
-gat_common(FunctionCallInfo fcinfo, bool as_text, bool until)
-{
-	McServer   *srv;
-	McKey		k;
-	McConn	   *conn;
-	McReply		r;
-	McReqOpts	opts = {0};
-	const char *base;
-	struct varlena *result = NULL;
-
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	opts.want = MC_F_VALUE;
-	opts.has_ttl = true;
-	opts.ttl = PG_ARGISNULL(1) ? 0 : ttl_arg(fcinfo, 1, until);
-	srv = McServerLookup(server_arg(fcinfo, 2));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
-	base = roundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, true, &r);
-	if (base == NULL)
-		PG_RETURN_NULL();
-	if (r.type == MC_REPLY_VA)
-		result = make_varlena(base + r.value_off, r.value_len);
-	else if (r.type != MC_REPLY_EN)
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
-	if (result == NULL)
-		PG_RETURN_NULL();
-	if (as_text)
-		check_text_value(result, &k);
-	PG_RETURN_POINTER(result);
-}
-
-/* mc_gat(key, ttl, server) returns text: the value, its expiry reset. */
-Datum
-mc_gat(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, true, false);
-}
-
-/* mc_gat_bytea(key, ttl, server) returns bytea. */
-Datum
-mc_gat_bytea(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, false, false);
-}
-
-/* mc_gat_until(key, expires, server) returns text. */
-Datum
-mc_gat_until(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, true, true);
-}
-
-/* mc_gat_bytea_until(key, expires, server) returns bytea. */
-Datum
-mc_gat_bytea_until(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, false, true);
 }
 
 /*
@@ -754,8 +500,8 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errmsg("delta must not be negative"),
 				 errhint("Use mc_%s() to move the counter the other way.",
 						 incr ? "decr" : "incr")));
-	srv = McServerLookup(server_arg(fcinfo, 4));
-	prepare_key(srv, PG_GETARG_TEXT_PP(0), &k);
+	srv = McServerLookup(McServerArg(fcinfo, 4));
+	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	opts.want = MC_F_VALUE;
 	opts.mode = incr ? 'I' : 'D';
 	opts.has_delta = true;
@@ -771,9 +517,9 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 		opts.has_initial = true;
 		opts.initial = (uint64) initial;
 		opts.has_vivify_ttl = true;
-		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : ttl_arg(fcinfo, 3, until);
+		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McTtlArg(fcinfo, 3, until);
 	}
-	base = roundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, false, &r);
+	base = McKeyRoundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, false, &r);
 	if (base == NULL)
 		PG_RETURN_NULL();
 	if (r.type == MC_REPLY_VA)
@@ -849,7 +595,7 @@ mc_decr_until(PG_FUNCTION_ARGS)
 Datum
 mc_flush_all(PG_FUNCTION_ARGS)
 {
-	McServer   *srv = McServerLookup(server_arg(fcinfo, 0));
+	McServer   *srv = McServerLookup(McServerArg(fcinfo, 0));
 	int			n = 0;
 	static const char cmd[] = "flush_all\r\n";
 	/* a text command: its reply has no opaque; flushing twice is harmless */

@@ -32,6 +32,7 @@
 #define MC_MAX_KEY_PREFIX			128
 #define MC_HOST_MAX					255
 #define MC_AUTH_FIELD_MAX			250	/* bytes of a user name or a password */
+#define MC_MIN_MAX_VALUE_SIZE		1024
 
 /* One memcached instance named in the "servers" option. */
 typedef struct McEndpoint
@@ -78,6 +79,12 @@ typedef struct McServerConfig
 	char	   *tls_key_file;
 	char	   *username;		/* ASCII authentication (memcached -Y) */
 	char	   *password;
+	/* what the application's client writes in a value's flags (values.c) */
+	bool		compression;	/* compression 'zlib' */
+	uint32		compressed_flag;	/* the bits marking a zlib value; 0 = none */
+	int			compress_threshold; /* deflate writes of this many bytes; 0 = never */
+	int			max_value_size; /* bytes a value may inflate to */
+	uint32		serialized_flag;	/* the bits marking a serialized object; 0 = none */
 } McServerConfig;
 
 /*

@@ -8,7 +8,9 @@
  * whichever socket is ready, interruptibly and within io_timeout of
  * inactivity per instance.  Replies are parsed in place, matched to their
  * key by the echoed opaque token, and each value is copied once, into the
- * tuple that SQL receives (laid out by rowlayout.c for the common row).
+ * tuple that SQL receives (laid out by rowlayout.c for the common row); a
+ * value the client compressed is inflated (values.c) into one buffer kept
+ * for the batch and copied from there.
  *
  * Why O and not k: memcached echoes k as the key was stored, and an item a
  * binary-protocol client (Dalli) stored under a key with spaces comes back
@@ -94,6 +96,8 @@ typedef struct MgBatch
 	size_t		scratch_len;
 	bool		rows_by_hand;	/* the result type is one McRowPut lays out */
 	char	   *rowbuf;			/* McRowPut's tuple, reused for every row */
+	char	   *inflated;		/* compressed values inflate here (values.c) */
+	size_t		inflated_cap;
 } MgBatch;
 
 /* The key as given, for messages and de-duplication. */
@@ -430,6 +434,13 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 	char	   *v = base + r->value_off;
 	size_t		len = r->value_len;
 
+	/* a value the client compressed is inflated into a buffer kept for the batch */
+	if (unlikely((r->present & MC_F_FLAGS) && McValueCompressed(&b->srv->cfg, r->client_flags)))
+		v = McValueInflateInto(b->srv, v, len, &b->inflated, &b->inflated_cap, &len,
+							   key_data(k), key_len(k));
+	if (unlikely(b->as_text && b->srv->cfg.serialized_flag != 0))
+		McValueCheckText(b->srv, (r->present & MC_F_FLAGS) != 0, r->client_flags,
+						 key_data(k), key_len(k));
 	if (b->as_text && !McTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),

@@ -388,6 +388,38 @@ opt_on_failure(const McOption *opt, const char *value, McServerConfig *cfg)
 }
 
 static void
+opt_compression(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	static const char *const names[] = {"none", "zlib"};
+
+	if (strcmp(value, "zlib") == 0)
+		cfg->compression = true;
+	else if (strcmp(value, "none") == 0)
+		cfg->compression = false;
+	else
+		bad_choice(opt->name, value, names, lengthof(names));
+}
+
+/*
+ * A bit mask of a value's 32-bit client flags, in decimal (as the clients'
+ * documentation gives them: 2 for Dalli, 8 for pylibmc).  min is 1 for a
+ * mask that must name some bit, 0 where 0 means "none".
+ */
+static void
+opt_flag_mask(const McOption *opt, const char *value, McServerConfig *cfg)
+{
+	uint64_t	v;
+
+	if (!mc_parse_u64(value, strlen(value), UINT32_MAX, &v) || v < (uint64_t) opt->min)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", opt->name, value),
+				 errdetail("The value must be a decimal bit mask between %d and 4294967295.",
+						   opt->min)));
+	*(uint32 *) ((char *) cfg + opt->field) = (uint32) v;
+}
+
+static void
 opt_key_prefix(const McOption *opt, const char *value, McServerConfig *cfg)
 {
 	if (strlen(value) > MC_MAX_KEY_PREFIX)
@@ -531,6 +563,19 @@ static const McOption options_table[] = {
 	 .parse = opt_username, .field = CFG_FIELD(username)},
 	{.name = "password", .context = UserMappingRelationId,
 	 .parse = opt_password, .field = CFG_FIELD(password)},
+	{.name = "compression", .context = ForeignServerRelationId,
+	 .default_value = "none", .parse = opt_compression},
+	{.name = "compressed_flag", .context = ForeignServerRelationId,
+	 .parse = opt_flag_mask, .field = CFG_FIELD(compressed_flag), .min = 1},
+	{.name = "compress_threshold", .context = ForeignServerRelationId,
+	 .default_value = "4096", .parse = opt_int, .field = CFG_FIELD(compress_threshold),
+	 .min = 0, .max = (int) (MaxAllocSize / 2), .unit = GUC_UNIT_BYTE},
+	{.name = "max_value_size", .context = ForeignServerRelationId,
+	 .default_value = "16MB", .parse = opt_int, .field = CFG_FIELD(max_value_size),
+	 .min = MC_MIN_MAX_VALUE_SIZE, .max = (int) (MaxAllocSize / 2), .unit = GUC_UNIT_BYTE},
+	{.name = "serialized_flag", .context = ForeignServerRelationId,
+	 .default_value = "0", .parse = opt_flag_mask, .field = CFG_FIELD(serialized_flag),
+	 .min = 0},
 };
 
 #define NOPTIONS	((int) lengthof(options_table))
@@ -627,6 +672,17 @@ check_server_config(McServerConfig *cfg)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("options \"tls_cert_file\" and \"tls_key_file\" must be given together")));
+
+	/* the bit is the client family's choice: 2 in Dalli, 8 in pylibmc */
+	if (cfg->compression && cfg->compressed_flag == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("option \"compression\" set to \"zlib\" requires option \"compressed_flag\""),
+				 errhint("Dalli marks compressed values with flag 2, pylibmc and pymemcache with flag 8.")));
+	if (cfg->compressed_flag & cfg->serialized_flag)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("options \"compressed_flag\" and \"serialized_flag\" share bits")));
 }
 
 /*

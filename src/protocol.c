@@ -216,8 +216,8 @@ put_flag(char *d, char letter)
 
 /*
  * One generic encoder keeps the flag order in one place.  The order is
- * fixed: b, then the modifiers T N C F M D J I, then the return flags
- * v f k c t s, then O and q.  T must come before t: memcached 1.6.18
+ * fixed: b, then the modifiers T N R C F M D J I, then the return flags
+ * v f k c t s h l, then u, O and q.  T must come before t: memcached 1.6.18
  * processes flags left to right, so "t T99" reports the old TTL while
  * "T99 t" reports the new one.  The only checks are the ones that bound the
  * output to MC_REQ_HEADER_MAX (command, key, opaque and mode sizes); on such
@@ -256,6 +256,8 @@ mc_encode_request(char *dst, const char *cmd, const char *wkey, size_t wlen,
 		d = put_i64(put_flag(d, 'T'), opts->ttl);
 	if (opts->has_vivify_ttl)
 		d = put_i64(put_flag(d, 'N'), opts->vivify_ttl);
+	if (opts->has_recache_ttl)
+		d = put_i64(put_flag(d, 'R'), opts->recache_ttl);
 	if (opts->has_cas)
 		d = put_u64(put_flag(d, 'C'), opts->cas);
 	if (opts->has_client_flags)
@@ -285,6 +287,12 @@ mc_encode_request(char *dst, const char *cmd, const char *wkey, size_t wlen,
 		d = put_flag(d, 't');
 	if (want & MC_F_SIZE)
 		d = put_flag(d, 's');
+	if (want & MC_F_HIT)
+		d = put_flag(d, 'h');
+	if (want & MC_F_LAST)
+		d = put_flag(d, 'l');
+	if (opts->no_bump)
+		d = put_flag(d, 'u');
 
 	if (opts->opaque != NULL)
 	{
@@ -786,6 +794,37 @@ parse_general(const unsigned char *b, size_t len, McReply *r)
 
 bad:
 	return finish_short(b, len, r, true);
+}
+
+/*
+ * The flags the parser skips are read on demand: scan the header line's
+ * tokens (the code, then for VA the size, then flags) for the first one
+ * that starts with the letter.
+ */
+bool
+mc_reply_flag_u64(const char *buf, const McReply *r, char flag, uint64_t *out)
+{
+	const char *p = buf;
+	const char *end;
+
+	if (r->header_len < 2)
+		return false;
+	end = buf + r->header_len - 2;	/* the CRLF */
+	while (p < end && *p != ' ')
+		p++;					/* the reply code */
+	while (p < end)
+	{
+		const char *tok;
+
+		while (p < end && *p == ' ')
+			p++;
+		tok = p;
+		while (p < end && *p != ' ')
+			p++;
+		if (p > tok && *tok == flag)
+			return mc_parse_u64(tok + 1, (size_t) (p - tok - 1), UINT64_MAX, out);
+	}
+	return false;
 }
 
 /*

@@ -47,6 +47,8 @@ typedef enum McKeyStatus
 #define MC_F_WIN		(1u << 8)	/* W (reply only) */
 #define MC_F_STALE		(1u << 9)	/* X (reply only) */
 #define MC_F_WON		(1u << 10)	/* Z (reply only) */
+#define MC_F_HIT		(1u << 11)	/* h: hit before (request only: see mc_reply_flag_u64) */
+#define MC_F_LAST		(1u << 12)	/* l: seconds since last access (request only) */
 
 /*
  * Everything a request can carry besides the command and key.  Zero-init
@@ -69,6 +71,9 @@ typedef struct McReqOpts
 	uint64_t	initial;
 	bool		has_vivify_ttl; /* ma/mg N<ttl>: auto-create on miss */
 	int64_t		vivify_ttl;
+	bool		has_recache_ttl;	/* mg R<ttl>: win a recache below this ttl */
+	int64_t		recache_ttl;
+	bool		no_bump;		/* mg u: leave the LRU and the hit state alone */
 	bool		invalidate;		/* I */
 	const char *opaque;			/* O<opaque>, at most 31 bytes, no spaces */
 	size_t		opaque_len;
@@ -104,12 +109,12 @@ extern size_t mc_b64_encode(const unsigned char *src, size_t len, char *dst);
  * datalen is the value length (the caller sends the data and "\r\n" after the
  * header); pass -1 for commands without data.  opts may be NULL.  Flags are
  * always written in this order:
- *     <cmd> <key> [<datalen>] [b] [T<ttl>] [N<ttl>] [C<cas>] [F<flags>]
- *     [M<mode>] [D<delta>] [J<initial>] [I] [v] [f] [k] [c] [t] [s]
- *     [O<opaque>] [q]
+ *     <cmd> <key> [<datalen>] [b] [T<ttl>] [N<ttl>] [R<ttl>] [C<cas>]
+ *     [F<flags>] [M<mode>] [D<delta>] [J<initial>] [I] [v] [f] [k] [c] [t]
+ *     [s] [h] [l] [u] [O<opaque>] [q]
  * (T before t matters: memcached applies flags left to right, so "T99 t"
- * returns the new TTL and "t T99" the old one.)  Numbers are decimal; T and
- * N may be negative.  Returns 0, writing nothing useful, if cmd is longer
+ * returns the new TTL and "t T99" the old one.)  Numbers are decimal; T, N
+ * and R may be negative.  Returns 0, writing nothing useful, if cmd is longer
  * than 2 bytes, wlen > MC_KEY_MAX, opaque_len > 31 or mode is not a
  * printable character: those are the only inputs that could overflow
  * MC_REQ_HEADER_MAX.
@@ -215,6 +220,15 @@ typedef struct McReply
  *    message are the rest of the line and may contain spaces.
  */
 extern McReplyType mc_parse_reply(const char *buf, size_t len, McReply *r);
+
+/*
+ * mc_reply_flag_u64: the number of return flag 'flag' (a letter the parser
+ * skips, such as h or l) in the header line of a parsed reply at buf; false
+ * when the line has no such flag or its token is not a decimal number.
+ * The first occurrence counts, as for the flags the parser knows.
+ */
+extern bool mc_reply_flag_u64(const char *buf, const McReply *r, char flag,
+							  uint64_t *out);
 
 /*
  * mc_parse_reply_z: mc_parse_reply for a buffer whose byte buf[len] exists

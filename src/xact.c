@@ -456,6 +456,9 @@ mc_set_on_commit(PG_FUNCTION_ARGS)
 	bool		has_ttl = !PG_ARGISNULL(2);
 	bool		has_flags = !PG_ARGISNULL(3);
 	int64		ttl = 0;
+	const char *data;
+	size_t		len;
+	uint32		flags;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_VOID();
@@ -464,9 +467,13 @@ mc_set_on_commit(PG_FUNCTION_ARGS)
 	value = PG_GETARG_VARLENA_PP(1);
 	if (has_ttl)
 		ttl = McIntervalToTtl(PG_GETARG_INTERVAL_P(2));
+	/* compressed now, as mc_set would: nothing can fail at commit */
+	data = VARDATA_ANY(value);
+	len = VARSIZE_ANY_EXHDR(value);
+	flags = has_flags ? (uint32) PG_GETARG_INT32(3) : 0;
+	has_flags |= McValueDeflate(srv, &data, &len, &flags);
 	queue_write(srv, MC_BATCH_SET, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-				VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value), has_ttl, ttl,
-				has_flags, has_flags ? (uint32) PG_GETARG_INT32(3) : 0);
+				data, len, has_ttl, ttl, has_flags, flags);
 	PG_RETURN_VOID();
 }
 

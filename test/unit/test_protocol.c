@@ -1215,6 +1215,20 @@ test_encoders(void)
 	n = mc_encode_request(dst, "mg", "t", 1, false, -1, &o);
 	expect_bytes("mg T INT64_MIN", dst, n, "mg t T-9223372036854775808\r\n");
 
+	/* a lease: N and R before C, v f c; item metadata: s t h l c f, then u */
+	memset(&o, 0, sizeof(o));
+	o.want = MC_F_VALUE | MC_F_FLAGS | MC_F_CAS;
+	o.has_vivify_ttl = o.has_recache_ttl = true;
+	o.vivify_ttl = 30;
+	o.recache_ttl = 5;
+	n = mc_encode_request(dst, "mg", "lk", 2, false, -1, &o);
+	expect_bytes("mg lease", dst, n, "mg lk N30 R5 v f c\r\n");
+	memset(&o, 0, sizeof(o));
+	o.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
+	o.no_bump = true;
+	n = mc_encode_request(dst, "mg", "m", 1, false, -1, &o);
+	expect_bytes("mg metadata", dst, n, "mg m f c t s h l u\r\n");
+
 	/* the worst case fits and nothing is written past MC_REQ_HEADER_MAX */
 	memset(key, 'K', sizeof(key));
 	memset(opq, 'O', sizeof(opq));
@@ -1222,8 +1236,10 @@ test_encoders(void)
 	o.want = ~0u;
 	o.quiet = o.has_ttl = o.has_cas = o.has_client_flags = true;
 	o.has_delta = o.has_initial = o.has_vivify_ttl = o.invalidate = true;
+	o.has_recache_ttl = o.no_bump = true;
 	o.ttl = INT64_MIN;
 	o.vivify_ttl = INT64_MIN;
+	o.recache_ttl = INT64_MIN;
 	o.cas = o.delta = o.initial = UINT64_MAX;
 	o.client_flags = UINT32_MAX;
 	o.mode = 'S';
@@ -1645,6 +1661,45 @@ test_decimal(void)
 	tap_ok(bad == 0, "decimal: 3000 random values and bounds agree with snprintf");
 }
 
+/* mc_reply_flag_u64: the flags the parser skips (h, l), read on demand. */
+static void
+test_reply_flag(void)
+{
+	static const struct
+	{
+		const char *reply;
+		char		flag;
+		bool		found;
+		uint64_t	value;
+	}			cases[] = {
+		{"HD s3 t10 l7 h1 c7 f0\r\n", 'l', true, 7},
+		{"HD s3 t10 l7 h1 c7 f0\r\n", 'h', true, 1},
+		{"HD s3 t10 l7 h0 c7 f0 Z\r\n", 'h', true, 0},
+		{"VA 2 h1 l99\r\nh5\r\n", 'l', true, 99},
+		{"VA 2 l99\r\nh5\r\n", 'h', false, 0},	/* not in the value */
+		{"HD l1 l2\r\n", 'l', true, 1},	/* the first counts */
+		{"HD lx\r\n", 'l', false, 0},
+		{"HD l\r\n", 'l', false, 0},
+		{"HD l18446744073709551616\r\n", 'l', false, 0},
+		{"HD  h1 \r\n", 'h', true, 1},
+		{"HD\r\n", 'h', false, 0},
+		{"EN\r\n", 'h', false, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		McReply		r;
+		uint64_t	v = 12345;
+		bool		found;
+
+		mc_parse_reply(cases[i].reply, strlen(cases[i].reply), &r);
+		found = mc_reply_flag_u64(cases[i].reply, &r, cases[i].flag, &v);
+		tap_ok(found == cases[i].found && (!found || v == cases[i].value),
+			   "flag %c of %.*s", cases[i].flag,
+			   (int) strcspn(cases[i].reply, "\r"), cases[i].reply);
+	}
+}
+
 int
 main(void)
 {
@@ -1659,6 +1714,7 @@ main(void)
 	test_round_trip(6000);
 	test_garbage(20000);
 	test_encoders();
+	test_reply_flag();
 	test_base64();
 	test_keys();
 	test_decimal();
