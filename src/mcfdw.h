@@ -18,6 +18,7 @@
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
 
+#include "compress.h"
 #include "protocol.h"
 #include "ring.h"
 
@@ -168,8 +169,39 @@ typedef struct McRequest
 typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
 							  const char *value, size_t valuelen);
 
-/* functions.c */
+/* reads.c */
 extern bool McTextValid(const char *p, size_t len);
+
+/*
+ * The empty item memcached creates for a lease (mg N): zero bytes, a win
+ * flag (W to the winner, Z to the others), not stale.  Every read treats
+ * it as a miss; memcached sends W and Z whether or not they were asked.
+ */
+static inline bool
+McReplyIsPlaceholder(const McReply *r)
+{
+	return unlikely(r->value_len == 0) &&
+		(r->present & (MC_F_WIN | MC_F_WON)) != 0 &&
+		!(r->present & MC_F_STALE);
+}
+
+/* values.c: compressed and serialized values, as the client flags say */
+static inline bool
+McValueCompressed(const McServerConfig *cfg, uint32 flags)
+{
+	return cfg->compression && (flags & cfg->compressed_flag) == cfg->compressed_flag;
+}
+extern struct varlena *McValueDecode(McServer *srv, const char *data, size_t len,
+									 bool has_flags, uint32 flags, McZStatus *status);
+extern char *McValueInflateInto(McServer *srv, const char *data, size_t len,
+								char **buf, size_t *cap, size_t *outlen,
+								const char *key, size_t keylen);
+extern void McValueRaise(McServer *srv, McZStatus status, const char *key,
+						 size_t keylen) pg_attribute_noreturn();
+extern void McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
+							 const char *key, size_t keylen);
+extern bool McValueDeflate(McServer *srv, const char **data, size_t *len,
+						   uint32 *flags);
 
 /* servers.c */
 extern List *McUsableServers(void);

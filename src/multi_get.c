@@ -488,7 +488,9 @@ handle_replies(MgBatch *b, MgInstance *mi)
 									"a reply does not match any outstanding request"))
 					return false;
 			}
-			emit_row(b, base, &r, &b->keys[mi->keys[j]]);
+			/* a lease's empty placeholder is a miss (McReplyIsPlaceholder) */
+			if (!McReplyIsPlaceholder(&r))
+				emit_row(b, base, &r, &b->keys[mi->keys[j]]);
 			mi->next_match = j + 1;
 		}
 		else if (t == MC_REPLY_MN)

@@ -113,7 +113,7 @@ typedef struct ReadResult
 {
 	bool		hit;			/* VA */
 	struct varlena *value;		/* hit: decoded (or raw) value */
-	unsigned	present;		/* MC_F_* of the reply */
+	unsigned	present;		/* MC_F_* of a VA reply (MC_F_VALUE set), else 0 */
 	uint32		flags;			/* present & MC_F_FLAGS */
 	uint64		cas;			/* present & MC_F_CAS */
 } ReadResult;
@@ -161,12 +161,18 @@ read_value(McServer *srv, McKey *k, McReqOpts *opts, bool idempotent, bool raw,
 	}
 	if (base == NULL)
 		return false;
+	if (r.type != MC_REPLY_VA && r.type != MC_REPLY_EN)
+		McConnReplyError(conn, base, &r);
 	if (r.type == MC_REPLY_VA)
 	{
-		out->hit = true;
-		out->present = r.present;
+		out->present = r.present | MC_F_VALUE;
 		out->flags = (r.present & MC_F_FLAGS) ? r.client_flags : 0;
 		out->cas = (r.present & MC_F_CAS) ? r.cas : 0;
+	}
+	/* the empty item a lease (N) created is no value: a miss for every read */
+	if (r.type == MC_REPLY_VA && !McReplyIsPlaceholder(&r))
+	{
+		out->hit = true;
 		if (raw)
 			out->value = McValueDecode(srv, base + r.value_off, r.value_len,
 									   false, 0, &st);
@@ -174,8 +180,6 @@ read_value(McServer *srv, McKey *k, McReqOpts *opts, bool idempotent, bool raw,
 			out->value = McValueDecode(srv, base + r.value_off, r.value_len,
 									   (r.present & MC_F_FLAGS) != 0, out->flags, &st);
 	}
-	else if (r.type != MC_REPLY_EN)
-		McConnReplyError(conn, base, &r);
 	McConnConsume(conn, r.consumed);
 	McInstanceEnd(srv, conn);
 	if (out->hit && out->value == NULL)
@@ -355,8 +359,9 @@ mc_gat_bytea_until(PG_FUNCTION_ARGS)
  * an early refresh while everyone gets the value.  An item marked stale
  * (mc_mark_stale) is served with stale = true, and the first reader wins.
  *
- * value is NULL on a miss and on the placeholder (zero bytes, no X): an
- * empty value while a lease is out reads as a miss.  won is also true when
+ * value is NULL on a miss and on the placeholder (zero bytes, W or Z, no
+ * X: McReplyIsPlaceholder): an empty value while a lease is out reads as a
+ * miss, here and in every other read.  won is also true when
  * no lease could be handed out (a reply without N's placeholder, or
  * on_failure 'miss' degrading the call): then every caller must compute,
  * as without leases.  Sending it twice could hand the win to nobody, so it
@@ -396,15 +401,13 @@ lease_common(FunctionCallInfo fcinfo, bool as_text)
 	}
 	srv = McServerLookup(McServerArg(fcinfo, 3));
 	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	if (read_value(srv, &k, &opts, false, false, &rr) && rr.hit)
+	if (read_value(srv, &k, &opts, false, false, &rr) && rr.present != 0)
 	{
-		bool		lease = (rr.present & (MC_F_WIN | MC_F_WON)) != 0;
-
 		won = (rr.present & MC_F_WIN) != 0;
 		stale = (rr.present & MC_F_STALE) != 0;
 		nulls[2] = !(rr.present & MC_F_CAS);
 		values[2] = Int64GetDatum((int64) rr.cas);
-		if (!(lease && !stale && VARSIZE(rr.value) == VARHDRSZ))
+		if (rr.hit)
 		{
 			if (as_text)
 				check_text(srv, &k, &rr);
