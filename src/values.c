@@ -164,7 +164,7 @@ McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
 						(int) keylen, key),
 				 errdetail("Its flags %u carry serialized_flag %u: the client stored a Ruby Marshal or Python pickle dump.",
 						   flags, bit),
-				 errhint("Read it with the _bytea variant of the function, or have the application store strings or JSON: Dalli with serializer: JSON or raw: true, pylibmc and pymemcache a str value.")));
+				 errhint("Read it with the _bytea variant of the function, or have the application store plain strings (Dalli: raw: true; pylibmc, pymemcache: a str).  Dalli sets this flag for serializer: JSON too: for such a cache leave serialized_flag unset and read the values as text or jsonb.")));
 }
 
 /*
