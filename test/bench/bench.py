@@ -859,6 +859,75 @@ def w9_batch_writes():
         ">= 30 x", check(speed, ">=", 30.0), "wall of the loop / wall of mc_delete_multi")
 
 
+# ---- workload 11: a multi-get of compressed values ----------------------------
+ZKEYS = 10000
+ZARR = "(SELECT array_agg('%s' || g) FROM generate_series(1, %d) g)"
+# 8 KB of hex digests: compressible about 2:1, as zlib finds it
+ZVALUES = ("(SELECT array_agg((SELECT string_agg(md5(g::text || ':' || j), '') "
+           "FROM generate_series(1, 256) j)) FROM generate_series(1, %d) g)" % ZKEYS)
+ZSQL = {
+    "floor": "SELECT cardinality(%s)" % (ZARR % ("zu", ZKEYS)),
+    "plain": "SELECT count(*) FROM mc_get_multi(%s)" % (ZARR % ("zu", ZKEYS)),
+    "compressed": "SELECT count(*) FROM mc_get_multi(%s, 'mcz')" % (ZARR % ("zc", ZKEYS)),
+}
+
+
+def w11_compressed():
+    say("11. %s-key multi-get of 8 KB values, compressed (zlib, flag 2) and plain: "
+        "%d rounds x %d statements, and zlib's inflate alone on the same values"
+        % (format(ZKEYS, ","), ROUNDS, BATCH_REPEAT))
+    import zlib
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("SELECT option_name, option_value FROM pg_options_to_table("
+                "(SELECT srvoptions FROM pg_foreign_server WHERE srvname = 'memcached'))")
+    opts = dict(cur.fetchall())
+    opts.update(compression="zlib", compressed_flag="2", compress_threshold="1")
+    cur.execute("DROP SERVER IF EXISTS mcz")
+    cur.execute("CREATE SERVER mcz FOREIGN DATA WRAPPER mcfdw OPTIONS (%s)"
+                % ", ".join("%s '%s'" % (k, v.replace("'", "''")) for k, v in opts.items()))
+    stored = value(conn, "SELECT mc_set_multi(%s, %s)" % (ZARR % ("zu", ZKEYS), ZVALUES))
+    stored += value(conn, "SELECT mc_set_multi(%s, %s, server => 'mcz')" % (ZARR % ("zc", ZKEYS), ZVALUES))
+    cur.execute("SELECT value FROM mc_get_multi_bytea(%s)" % (ZARR % ("zc", ZKEYS)))
+    blobs = [bytes(r[0]) for r in cur.fetchall()]
+    if stored != 2 * ZKEYS or len(blobs) != ZKEYS:
+        raise RuntimeError("workload 11: %d stored, %d compressed values read" % (stored, len(blobs)))
+    inflated = sum(len(zlib.decompress(b)) for b in blobs)
+    stored_bytes = sum(len(b) for b in blobs)
+    wall = {k: [] for k in list(ZSQL) + ["inflate"]}
+    for r in range(ROUNDS):
+        for i in range(BATCH_REPEAT):
+            for k in rotated(list(wall), r * BATCH_REPEAT + i):
+                t0 = time.perf_counter()
+                if k == "inflate":
+                    for b in blobs:
+                        zlib.decompress(b)
+                else:
+                    cur.execute(ZSQL[k])
+                    if k != "floor" and cur.fetchone()[0] != ZKEYS:
+                        raise RuntimeError("workload 11: %s did not find every key" % k)
+                wall[k].append((time.perf_counter() - t0) * 1e3)
+        n = BATCH_REPEAT
+        say("   round %d: ms/statement %s"
+            % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in wall)))
+    cur.execute("DROP SERVER mcz")
+    conn.close()
+    m = {k: med(v) for k, v in wall.items()}
+    add_plain = med([a - f for a, f in zip(wall["plain"], wall["floor"])])
+    add_z = med([a - f for a, f in zip(wall["compressed"], wall["floor"])])
+    bound = 1.5 * add_plain + m["inflate"]
+    w = "11 %s-key get_multi, 8 KB values compressed" % format(ZKEYS, ",")
+    row(w, "floor: keys array", m["floor"], "ms")
+    row(w, "mcfdw: mc_get_multi, plain values", m["plain"], "ms")
+    row(w, "mcfdw: mc_get_multi, compressed values", m["compressed"], "ms", None, None, "", "",
+        "%.1f MB inflated from %.1f MB" % (inflated / 1e6, stored_bytes / 1e6))
+    row(w, "zlib inflate alone (Python zlib.decompress, same libz)", m["inflate"], "ms")
+    row(w, "mcfdw: plain, added over floor", add_plain, "ms")
+    row(w, "mcfdw: compressed, added over floor", add_z, "ms", None, ratio(add_z, bound),
+        "<= 1.5 x plain's + inflate", check(add_z, "<=", bound),
+        "bound %.1f ms = 1.5 x %.1f + %.1f" % (bound, add_plain, m["inflate"]))
+
+
 # ---- report ------------------------------------------------------------------
 def fmt_num(v, unit=""):
     if v is None or v != v:
@@ -1036,7 +1105,8 @@ def main():
              (7, w7_pool),
              (8, w8_seed),
              (9, w9_batch_writes),
-             (10, w10_tls)]
+             (10, w10_tls),
+             (11, w11_compressed)]
     for num, fn in steps:
         if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
             continue
