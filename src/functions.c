@@ -1,6 +1,7 @@
 /*
  * functions.c — the single-key SQL functions that write: stores, deletes,
- * touches, counters, flush; and what every single-key function shares.
+ * mc_mark_stale, touches, counters, flush; and what every single-key
+ * function shares.
  *
  * Owns: argument handling (NULLs, ttl and expiry conversion), the opaque
  * token sequence, building one meta command per call and sending it

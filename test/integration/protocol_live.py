@@ -127,7 +127,9 @@ class McReqOpts(ctypes.Structure):
                 ("mode", ctypes.c_char), ("has_delta", ctypes.c_bool),
                 ("delta", ctypes.c_uint64), ("has_initial", ctypes.c_bool),
                 ("initial", ctypes.c_uint64), ("has_vivify_ttl", ctypes.c_bool),
-                ("vivify_ttl", ctypes.c_int64), ("invalidate", ctypes.c_bool),
+                ("vivify_ttl", ctypes.c_int64), ("has_recache_ttl", ctypes.c_bool),
+                ("recache_ttl", ctypes.c_int64), ("no_bump", ctypes.c_bool),
+                ("invalidate", ctypes.c_bool),
                 ("opaque", ctypes.c_char_p), ("opaque_len", ctypes.c_size_t)]
 
 
