@@ -1,10 +1,26 @@
-/* mcfdw--1.0--1.1.sql — from 1.0 to 1.1: writes at commit, the mc_invalidate
+/* mcfdw--1.0--1.1.sql — from 1.0 to 1.1: foreign tables (the handler),
+   writes at commit, the mc_invalidate
    trigger, mc_invalidation_stats, mc_flush_all revoked from PUBLIC, mc_gat and
    the *_until (absolute expiry) functions, mc_servers.degraded, mc_counters,
    mc_get_raw, leases (mc_get_lease, mc_mark_stale) and mc_meta. */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION mcfdw UPDATE TO '1.1'" to load this file. \quit
+
+-- Foreign tables (fdw*.c) ---------------------------------------------------
+-- memcached as a table: key conditions become pipelined multi-gets, rows
+-- become writes.
+CREATE FUNCTION mcfdw_handler()
+RETURNS fdw_handler
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;
+
+-- Its warning that existing foreign tables may behave differently is moot:
+-- without a handler, no query on them could run.  (The script's settings
+-- end with it.)
+SET client_min_messages = error;
+ALTER FOREIGN DATA WRAPPER mcfdw HANDLER mcfdw_handler;
+RESET client_min_messages;
 
 -- Writes at commit (xact.c, trigger.c) ------------------------------------
 -- Queued in the transaction, sent once it commits: nothing is sent before

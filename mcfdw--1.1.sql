@@ -9,7 +9,14 @@ RETURNS void
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;
 
+-- Foreign tables: the handler plans and runs their scans and writes.
+CREATE FUNCTION mcfdw_handler()
+RETURNS fdw_handler
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;
+
 CREATE FOREIGN DATA WRAPPER mcfdw
+  HANDLER mcfdw_handler
   VALIDATOR mcfdw_validator;
 
 CREATE SERVER memcached

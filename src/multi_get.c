@@ -38,6 +38,7 @@
 #include "utils/wait_event.h"
 
 #include "keys.h"
+#include "multi_get.h"
 #include "rowlayout.h"
 
 PG_FUNCTION_INFO_V1(mc_get_multi);
@@ -98,6 +99,9 @@ typedef struct MgBatch
 	char	   *rowbuf;			/* McRowPut's tuple, reused for every row */
 	char	   *inflated;		/* compressed values inflate here (values.c) */
 	size_t		inflated_cap;
+	unsigned	want;			/* MC_F_* asked for; 0: v and f (mc_get_multi) */
+	McHitFn		hit_fn;			/* McMultiGetRun's caller takes the hits */
+	void	   *hit_arg;
 } MgBatch;
 
 /* The key as given, for messages and de-duplication. */
@@ -177,12 +181,9 @@ keyset_add(KeySet *set, MgKey *keys, int i)
  * counting sort), keeping their order.
  */
 static void
-collect_keys(MgBatch *b, ArrayType *arr)
+collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 {
 	McServer   *srv = b->srv;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
 	KeySet		set;
 	uint32		cap = 16;
 	bool		alivebuf[MC_MAX_ENDPOINTS];
@@ -197,7 +198,6 @@ collect_keys(MgBatch *b, ArrayType *arr)
 		any_alive |= alive[s];
 	if (alive && !any_alive && srv->cfg.on_failure_miss)
 		alive = NULL;
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	while (cap < (uint32) n * 2)
 		cap <<= 1;
 	set.slots = palloc(sizeof(int) * cap);
@@ -214,7 +214,7 @@ collect_keys(MgBatch *b, ArrayType *arr)
 		size_t		rawlen;
 		McKeyForm	form;
 
-		if (nulls[i])
+		if (nulls && nulls[i])
 			continue;
 		k->datum = elems[i];
 		k->src = VARDATA_ANY(DatumGetPointer(elems[i]));
@@ -298,6 +298,27 @@ connect_all(MgBatch *b)
 }
 
 /*
+ * The request of a batch that asks for other fields than v and f (the
+ * foreign-table scan asks only for what its query reads): the generic
+ * encoder, out of mc_get_multi's way.
+ */
+static pg_noinline size_t
+encode_wanted(MgBatch *b, const MgKey *k, uint32 pos, char *dst, char *wirebuf)
+{
+	McReqOpts	opts = {0};
+	char		digits[16];
+	const char *wire;
+	size_t		wlen = McKeyWire(b->srv, k->src, k->len, k->form, k->b64,
+								 wirebuf, &wire);
+
+	opts.want = b->want;
+	opts.quiet = true;
+	opts.opaque = digits;
+	opts.opaque_len = snprintf(digits, sizeof(digits), "%u", pos);
+	return mc_encode_request(dst, "mg", wire, wlen, k->b64, -1, &opts);
+}
+
+/*
  * Queue more requests for an instance, up to one slice of unsent text, and
  * the closing "mn" once every key is queued.
  */
@@ -320,7 +341,9 @@ fill_requests(MgBatch *b, MgInstance *mi)
 			size_t		n;
 
 			/* a key routed as given goes out as it is; others as collect_keys routed them */
-			if (k->form == MC_KEY_GIVEN && !k->b64)
+			if (unlikely(b->want != 0))
+				n = encode_wanted(b, k, (uint32) mi->next_send, dst, wirebuf);
+			else if (k->form == MC_KEY_GIVEN && !k->b64)
 				n = mc_encode_get_opaque(dst, k->src, k->len, false, true,
 										 (uint32) mi->next_send);
 			else
@@ -478,7 +501,7 @@ handle_replies(MgBatch *b, MgInstance *mi)
 			mi->need = r.need;
 			break;
 		}
-		if (t == MC_REPLY_VA)
+		if (t == MC_REPLY_VA || (t == MC_REPLY_HD && b->hit_fn != NULL))
 		{
 			int			j = reply_position(base, &r, mi);
 
@@ -489,7 +512,11 @@ handle_replies(MgBatch *b, MgInstance *mi)
 					return false;
 			}
 			/* a lease's empty placeholder is a miss (McReplyIsPlaceholder) */
-			if (!McReplyIsPlaceholder(&r))
+			if (McReplyIsPlaceholder(&r))
+				;
+			else if (unlikely(b->hit_fn != NULL))
+				b->hit_fn(b->hit_arg, b->keys[mi->keys[j]].datum, base, &r);
+			else
 				emit_row(b, base, &r, &b->keys[mi->keys[j]]);
 			mi->next_match = j + 1;
 		}
@@ -707,6 +734,20 @@ run_batch(MgBatch *b)
 	}
 }
 
+/*
+ * Fetch the collected keys; with on_failure 'miss' an instance dropped on
+ * the way counts as degraded (its keys were misses).
+ */
+static void
+run_collected(MgBatch *b)
+{
+	connect_all(b);
+	run_batch(b);
+	for (int s = 0; b->srv->cfg.on_failure_miss && s < b->srv->cfg.nendpoints; s++)
+		if (b->instances[s].dropped)
+			McInstanceDegraded(b->srv, s);
+}
+
 /* Shared body of the two SQL functions. */
 static Datum
 get_multi_common(FunctionCallInfo fcinfo, bool as_text)
@@ -732,15 +773,17 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw multi-get",
 								 ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(work);
-	collect_keys(&b, PG_GETARG_ARRAYTYPE_P(0));
-	if (b.nkeys > 0)
 	{
-		connect_all(&b);
-		run_batch(&b);
-		for (int s = 0; b.srv->cfg.on_failure_miss && s < b.srv->cfg.nendpoints; s++)
-			if (b.instances[s].dropped)
-				McInstanceDegraded(b.srv, s);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), TEXTOID, -1, false,
+						  TYPALIGN_INT, &elems, &nulls, &n);
+		collect_keys(&b, elems, nulls, n);
 	}
+	if (b.nkeys > 0)
+		run_collected(&b);
 	MemoryContextSwitchTo(old);
 	/* what a batch costs in work memory, for the allocation budget test */
 	if (message_level_is_interesting(DEBUG1))
@@ -762,4 +805,40 @@ Datum
 mc_get_multi_bytea(PG_FUNCTION_ARGS)
 {
 	return get_multi_common(fcinfo, false);
+}
+
+/*
+ * The engine for C callers (the foreign-table scan and join): the n keys
+ * (text datums; NULLs skipped, duplicates asked once) are fetched in one
+ * pipelined round as mc_get_multi fetches them, asking for the fields in
+ * want (MC_F_VALUE, MC_F_FLAGS, MC_F_CAS, MC_F_TTL; none: existence only).
+ * fn is called once per hit with the key's datum and the reply, parsed in
+ * place: base and r are valid only during the call, and the bytes before
+ * the value (its reply header) may be overwritten.  Returns the number of
+ * distinct keys asked.  Work memory is freed before returning.
+ */
+int
+McMultiGetRun(McServer *srv, const Datum *keys, const bool *nulls, int n,
+			  unsigned want, McHitFn fn, void *arg)
+{
+	MgBatch		b;
+	MemoryContext work;
+	MemoryContext old;
+
+	memset(&b, 0, sizeof(b));
+	b.srv = srv;
+	b.soft = srv->cfg.failover || srv->cfg.on_failure_miss;
+	/* want 0 is mc_get_multi's "v f" request: ask for the key's existence as "O" alone */
+	b.want = want != 0 ? want : MC_F_OPAQUE;
+	b.hit_fn = fn;
+	b.hit_arg = arg;
+	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw multi-get",
+								 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+	collect_keys(&b, keys, nulls, n);
+	if (b.nkeys > 0)
+		run_collected(&b);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(work);
+	return b.nkeys;
 }

@@ -16,6 +16,7 @@
 #include <ctype.h>
 
 #include "access/reloptions.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_data_wrapper.h"
 #include "catalog/pg_user_mapping.h"
@@ -28,6 +29,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "fdw.h"
 #include "mcfdw.h"
 
 PG_FUNCTION_INFO_V1(mcfdw_validator);
@@ -304,10 +306,12 @@ typedef struct McOption McOption;
 
 /*
  * Parse value (the option's own or its default) into cfg, raising an error
- * that names the option when it is invalid.
+ * that names the option when it is invalid.  cfg is the struct of the
+ * option's catalog: McServerConfig for servers and user mappings,
+ * McTableOptions for foreign tables, McColumnOptions for their columns.
  */
 typedef void (*McOptionParse) (const McOption *opt, const char *value,
-							   McServerConfig *cfg);
+							   void *cfg);
 
 struct McOption
 {
@@ -316,7 +320,7 @@ struct McOption
 								 * UserMappingRelationId, ...) */
 	const char *default_value;	/* parsed when the option is absent; NULL: none */
 	McOptionParse parse;
-	size_t		field;			/* offset of the McServerConfig field it sets */
+	size_t		field;			/* offset of the field it sets in cfg */
 	int			min;			/* whole-number options: range and unit */
 	int			max;
 	int			unit;			/* GUC_UNIT_MS, GUC_UNIT_S or 0 */
@@ -325,22 +329,23 @@ struct McOption
 };
 
 #define CFG_FIELD(f) offsetof(McServerConfig, f)
+#define TABLE_FIELD(f) offsetof(McTableOptions, f)
 
 static void
-opt_servers(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_servers(const McOption *opt, const char *value, void *cfg)
 {
 	parse_servers(value, cfg);
 }
 
 static void
-opt_int(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_int(const McOption *opt, const char *value, void *cfg)
 {
 	*(int *) ((char *) cfg + opt->field) =
 		parse_int_option(opt->name, value, opt->unit, opt->min, opt->max);
 }
 
 static void
-opt_bool(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_bool(const McOption *opt, const char *value, void *cfg)
 {
 	if (!parse_bool(value, (bool *) ((char *) cfg + opt->field)))
 		ereport(ERROR,
@@ -350,8 +355,9 @@ opt_bool(const McOption *opt, const char *value, McServerConfig *cfg)
 
 /* The names are ring.c's; the hint lists them in McDist order. */
 static void
-opt_distribution(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_distribution(const McOption *opt, const char *value, void *arg)
 {
+	McServerConfig *cfg = arg;
 	const char *names[MC_NDIST];
 
 	if (mc_dist_from_name(value, &cfg->distribution))
@@ -362,8 +368,9 @@ opt_distribution(const McOption *opt, const char *value, McServerConfig *cfg)
 }
 
 static void
-opt_long_keys(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_long_keys(const McOption *opt, const char *value, void *arg)
 {
+	McServerConfig *cfg = arg;
 	static const char *const names[] = {"error", "dalli"};
 
 	if (strcmp(value, "dalli") == 0)
@@ -375,8 +382,9 @@ opt_long_keys(const McOption *opt, const char *value, McServerConfig *cfg)
 }
 
 static void
-opt_on_failure(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_on_failure(const McOption *opt, const char *value, void *arg)
 {
+	McServerConfig *cfg = arg;
 	static const char *const names[] = {"error", "miss"};
 
 	if (strcmp(value, "miss") == 0)
@@ -388,9 +396,10 @@ opt_on_failure(const McOption *opt, const char *value, McServerConfig *cfg)
 }
 
 static void
-opt_compression(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_compression(const McOption *opt, const char *value, void *arg)
 {
 	static const char *const names[] = {"none", "zlib"};
+	McServerConfig *cfg = arg;
 
 	if (strcmp(value, "zlib") == 0)
 		cfg->compression = true;
@@ -406,7 +415,7 @@ opt_compression(const McOption *opt, const char *value, McServerConfig *cfg)
  * mask that must name some bit, 0 where 0 means "none".
  */
 static void
-opt_flag_mask(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_flag_mask(const McOption *opt, const char *value, void *cfg)
 {
 	uint64_t	v;
 
@@ -420,22 +429,59 @@ opt_flag_mask(const McOption *opt, const char *value, McServerConfig *cfg)
 }
 
 static void
-opt_key_prefix(const McOption *opt, const char *value, McServerConfig *cfg)
+check_key_prefix(const McOption *opt, const char *value)
 {
 	if (strlen(value) > MC_MAX_KEY_PREFIX)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("value for option \"%s\" is too long", opt->name),
 				 errdetail("The limit is %d bytes.", MC_MAX_KEY_PREFIX)));
-	cfg->key_prefix = pstrdup(value);
-	cfg->key_prefix_len = (int) strlen(value);
+}
+
+static void
+opt_key_prefix(const McOption *opt, const char *value, void *cfg)
+{
+	McServerConfig *c = cfg;
+
+	check_key_prefix(opt, value);
+	c->key_prefix = pstrdup(value);
+	c->key_prefix_len = (int) strlen(value);
+}
+
+/* A foreign table's key prefix: goes after the server's (see fdw.h). */
+static void
+opt_table_key_prefix(const McOption *opt, const char *value, void *cfg)
+{
+	McTableOptions *t = cfg;
+
+	check_key_prefix(opt, value);
+	t->key_prefix = pstrdup(value);
+	t->key_prefix_len = (int) strlen(value);
+}
+
+/* A column's "field" option: which item field the column holds. */
+static void
+opt_field(const McOption *opt, const char *value, void *cfg)
+{
+	McField		f = McFieldFromName(value);
+
+	if (f == MC_FIELD_NONE)
+	{
+		const char *names[MC_NFIELDS];
+
+		for (int i = 0; i < MC_NFIELDS; i++)
+			names[i] = McFieldName((McField) i);
+		bad_choice(opt->name, value, names, MC_NFIELDS);
+	}
+	((McColumnOptions *) cfg)->field = f;
 }
 
 static const char *const tls_names[] = {"disable", "require", "verify-ca", "verify-full"};
 
 static void
-opt_tls(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_tls(const McOption *opt, const char *value, void *arg)
 {
+	McServerConfig *cfg = arg;
 	for (int i = 0; i < (int) lengthof(tls_names); i++)
 		if (strcmp(value, tls_names[i]) == 0)
 		{
@@ -451,7 +497,7 @@ opt_tls(const McOption *opt, const char *value, McServerConfig *cfg)
  * ends up in a file name or on the wire.
  */
 static void
-opt_string(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_string(const McOption *opt, const char *value, void *cfg)
 {
 	if (value[0] == '\0')
 		ereport(ERROR,
@@ -470,7 +516,7 @@ opt_string(const McOption *opt, const char *value, McServerConfig *cfg)
  * at the first space, and its auth file at the colon.
  */
 static void
-opt_username(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_username(const McOption *opt, const char *value, void *cfg)
 {
 	for (const char *p = value; *p; p++)
 		if ((unsigned char) *p <= ' ' || *p == ':' || (unsigned char) *p == 0x7f)
@@ -488,7 +534,7 @@ opt_username(const McOption *opt, const char *value, McServerConfig *cfg)
 
 /* The password: never quoted in a message, whatever is wrong with it. */
 static void
-opt_password(const McOption *opt, const char *value, McServerConfig *cfg)
+opt_password(const McOption *opt, const char *value, void *cfg)
 {
 	for (const char *p = value; *p; p++)
 		if ((unsigned char) *p < ' ' || (unsigned char) *p == 0x7f)
@@ -576,6 +622,19 @@ static const McOption options_table[] = {
 	{.name = "serialized_flag", .context = ForeignServerRelationId,
 	 .default_value = "0", .parse = opt_flag_mask, .field = CFG_FIELD(serialized_flag),
 	 .min = 0},
+	/* foreign tables (fdw.h's McTableOptions) */
+	{.name = "key_prefix", .context = ForeignTableRelationId,
+	 .default_value = "", .parse = opt_table_key_prefix},
+	{.name = "ttl", .context = ForeignTableRelationId,
+	 .default_value = "0", .parse = opt_int, .field = TABLE_FIELD(ttl),
+	 .min = 0, .max = PG_INT32_MAX, .unit = GUC_UNIT_S},
+	{.name = "batch_size", .context = ForeignTableRelationId,
+	 .default_value = "1000", .parse = opt_int, .field = TABLE_FIELD(batch_size),
+	 .min = 1, .max = 100000},
+	{.name = "allow_full_scan", .context = ForeignTableRelationId,
+	 .default_value = "false", .parse = opt_bool, .field = TABLE_FIELD(allow_full_scan)},
+	/* their columns (McColumnOptions) */
+	{.name = "field", .context = AttributeRelationId, .parse = opt_field},
 };
 
 #define NOPTIONS	((int) lengthof(options_table))
@@ -604,7 +663,7 @@ valid_options_hint(Oid context)
  * first bad one is the one reported), then the defaults of those not given.
  */
 static void
-parse_options(List *options, Oid context, McServerConfig *cfg, bool validating)
+parse_options(List *options, Oid context, void *cfg, bool validating)
 {
 	bool		given[lengthof(options_table)] = {0};
 	ListCell   *lc;
@@ -728,6 +787,22 @@ McParseUserMappingOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 	MemoryContextSwitchTo(old);
 }
 
+/* A foreign table's options (fdw.h). */
+void
+McParseTableOptions(List *options, McTableOptions *t)
+{
+	memset(t, 0, sizeof(*t));
+	parse_options(options, ForeignTableRelationId, t, false);
+}
+
+/* A foreign table column's options (fdw.h); field MC_FIELD_NONE if none. */
+void
+McParseColumnOptions(List *options, McColumnOptions *c)
+{
+	c->field = MC_FIELD_NONE;
+	parse_options(options, AttributeRelationId, c, false);
+}
+
 static bool
 str_eq(const char *a, const char *b)
 {
@@ -768,8 +843,25 @@ mcfdw_validator(PG_FUNCTION_ARGS)
 
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
-	memset(&cfg, 0, sizeof(cfg));
-	parse_options(options, catalog, &cfg, true);
+	if (catalog == ForeignTableRelationId)
+	{
+		McTableOptions topts;
+
+		memset(&topts, 0, sizeof(topts));
+		parse_options(options, catalog, &topts, true);
+	}
+	else if (catalog == AttributeRelationId)
+	{
+		McColumnOptions copts;
+
+		copts.field = MC_FIELD_NONE;
+		parse_options(options, catalog, &copts, true);
+	}
+	else
+	{
+		memset(&cfg, 0, sizeof(cfg));
+		parse_options(options, catalog, &cfg, true);
+	}
 	if (catalog == ForeignServerRelationId)
 		check_server_config(&cfg);
 	else if (catalog == UserMappingRelationId)

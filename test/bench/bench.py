@@ -2,12 +2,12 @@
 """bench.py — the workloads of `make bench`, run by test/bench/bench.sh.
 
 Owns: loading the keys, every workload of issue 5 (and 9, batch writes, of
-issue 11), the targets, and the report: one table printed at the end, the
-same rows as CSV (test/bench/results/latest.csv) and the printed report
-with the machine it ran on (test/bench/results/latest.txt).  A quick
-(BENCH_QUICK=1) or partial (BENCH_ONLY=...) run writes results/quick.csv.tmp
-and quick.txt.tmp instead, so only a full run replaces the committed
-figures.
+issue 11; 11, foreign tables, of issue 14: scan, join, INSERT ... SELECT),
+the targets, and the report: one table printed at the end, the same rows as
+CSV (test/bench/results/latest.csv) and the printed report with the machine
+it ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or
+partial (BENCH_ONLY=...) run writes results/quick.csv.tmp and quick.txt.tmp
+instead, so only a full run replaces the committed figures.
 
 Targets are ratios measured side by side in the same run.  Two kinds of
 figure are printed without a target, because no client could meet one on a
@@ -756,6 +756,120 @@ def seed_scripts():
     }
 
 
+# ---- workload 11: the foreign table (issue 14) -------------------------------
+FT_JOIN_ROWS = 10000
+FT_INSERT_ROWS = 10000
+
+
+def ft_setup():
+    """bench_ft over the keys k0..k99999 (no key prefix), bench_ft_w for the
+    writes (prefix "ftw:"), bench_ids with the 10,000 join rows."""
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("DROP FOREIGN TABLE IF EXISTS bench_ft, bench_ft_w")
+    cur.execute("CREATE FOREIGN TABLE bench_ft (key text, value text) SERVER memcached")
+    cur.execute("CREATE FOREIGN TABLE bench_ft_w (key text, value text) SERVER memcached "
+                "OPTIONS (key_prefix 'ftw:', batch_size '1000')")
+    cur.execute("DROP TABLE IF EXISTS bench_ids")
+    cur.execute("CREATE TABLE bench_ids AS SELECT g AS id FROM generate_series(0, %s) g",
+                (FT_JOIN_ROWS - 1,))
+    cur.execute("ANALYZE bench_ids")
+    n = value(conn, "SELECT count(*) FROM bench_ft WHERE key = ANY(ARRAY(SELECT 'k' || g "
+                    "FROM generate_series(0, 9999) g))")
+    j = value(conn, "SELECT count(c.value) FROM bench_ids i JOIN bench_ft c ON c.key = 'k' || i.id")
+    conn.close()
+    if n != 10000 or j != FT_JOIN_ROWS:
+        raise RuntimeError("foreign table: the scan found %s of 10000 keys, the join %s of %d"
+                           % (n, j, FT_JOIN_ROWS))
+
+
+def w11_ft_scan(n):
+    """SELECT * FROM t WHERE key = ANY($1) against mc_get_multi on the same keys."""
+    say("11. foreign-table scan of %s keys: %d rounds x %gs per contender (floor, mc_get_multi, "
+        "the foreign table)" % (format(n, ","), ROUNDS, SECONDS))
+    arr = "(SELECT array_agg('k' || g) FROM generate_series(:off, :off + %d) g)" % (n - 1)
+    head = "\\set off random(0, %d)\n" % (KEYS - n)
+    scripts = {
+        "floor": head + "SELECT cardinality(%s);\n" % arr,
+        "multi": head + "SELECT count(*) FROM mc_get_multi(%s);\n" % arr,
+        "ft": head + "SELECT count(*) FROM (SELECT * FROM bench_ft WHERE key = ANY(%s::text[])) t;\n" % arr,
+    }
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, sc in rotated(list(scripts.items()), r):
+            lat[k].append(pgbench(sc)[1])
+    add_multi = med([m - f for m, f in zip(lat["multi"], lat["floor"])])
+    add_ft = med([t - f for t, f in zip(lat["ft"], lat["floor"])])
+    w = "11 foreign table, %s keys" % format(n, ",")
+    r = ratio(add_ft, add_multi)
+    row(w, "mc_get_multi: added over floor", add_multi, "us")
+    row(w, "key = ANY($1): added over floor", add_ft, "us", None, None,
+        "<= 1.2 x mc_get_multi", check(r, "<=", 1.2),
+        "ratio to mc_get_multi %.2f" % r if r is not None else "")
+
+
+def w11_ft_join():
+    """A join of 10,000 local rows on the key, as the planner runs it, against
+    mc_get_multi of the same keys and the join forced one round trip per row
+    (a nested loop over the parameterized scan)."""
+    say("11. foreign-table join of %s local rows" % format(FT_JOIN_ROWS, ","))
+    keys = "(SELECT array_agg('k' || id) FROM bench_ids)"
+    join = "SELECT count(c.value) FROM bench_ids i JOIN bench_ft c ON c.key = 'k' || i.id;\n"
+    scripts = {
+        "floor": "SELECT cardinality(%s);\n" % keys,
+        "multi": "SELECT count(*) FROM mc_get_multi(%s);\n" % keys,
+        "join": join,
+        "per_row": "SET enable_hashjoin = off;\nSET enable_mergejoin = off;\n" + join +
+                   "RESET enable_hashjoin;\nRESET enable_mergejoin;\n",
+    }
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, sc in rotated(list(scripts.items()), r):
+            lat[k].append(pgbench(sc)[1])
+    add_multi = med([m - f for m, f in zip(lat["multi"], lat["floor"])])
+    j, per_row = med(lat["join"]), med(lat["per_row"])
+    w = "11 foreign-table join, %s rows" % format(FT_JOIN_ROWS, ",")
+    row(w, "mc_get_multi of the keys: added over floor", add_multi, "us")
+    r = ratio(j, add_multi)
+    row(w, "join as planned", j, "us", None, None, "<= 2 x mc_get_multi", check(r, "<=", 2.0),
+        "ratio to mc_get_multi %.2f" % r if r is not None else "")
+    speed = ratio(per_row, j)
+    row(w, "join one round trip per row", per_row, "us", None, None,
+        ">= 20 x slower than as planned", check(speed, ">=", 20.0),
+        "per-row / as planned %.2f" % speed if speed is not None else "")
+
+
+def w11_ft_insert():
+    """INSERT ... SELECT of 10,000 rows (pipelined batches of batch_size)
+    against 10,000 single-row INSERTs (one statement's latency x 10,000)."""
+    say("11. foreign-table INSERT ... SELECT of %s rows" % format(FT_INSERT_ROWS, ","))
+    scripts = {
+        "batch": "INSERT INTO bench_ft_w SELECT g::text, lpad(g::text, 100, 'v') "
+                 "FROM generate_series(1, %d) g;\n" % FT_INSERT_ROWS,
+        "single": "\\set k random(1, %d)\nINSERT INTO bench_ft_w VALUES (:k, lpad(:k::text, 100, 'v'));\n"
+                  % FT_INSERT_ROWS,
+    }
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, sc in rotated(list(scripts.items()), r):
+            lat[k].append(pgbench(sc)[1])
+    batch = med(lat["batch"])
+    singles = med(lat["single"]) * FT_INSERT_ROWS
+    w = "11 foreign-table INSERT, %s rows" % format(FT_INSERT_ROWS, ",")
+    speed = ratio(singles, batch)
+    row(w, "INSERT ... SELECT", batch, "us", None, None, ">= 20 x faster than singles",
+        check(speed, ">=", 20.0), "singles / batch %.2f" % speed if speed is not None else "")
+    row(w, "10,000 single-row INSERTs", singles, "us")
+
+
+def w11_foreign_table():
+    ft_setup()
+    w11_ft_scan(100)
+    w11_ft_scan(10000)
+    w11_ft_join()
+    w11_ft_insert()
+
+
 def w8_seed():
     say("8. seed 004 workload: %d pgbench clients, 200 keys (160 populated, 95%% 80-250 B, 5%% 100 KB), "
         "%d rounds x %gs per contender and operation" % (CLIENTS, ROUNDS, SECONDS))
@@ -859,7 +973,7 @@ def w9_batch_writes():
         ">= 30 x", check(speed, ">=", 30.0), "wall of the loop / wall of mc_delete_multi")
 
 
-# ---- workload 11: a multi-get of compressed values ----------------------------
+# ---- workload 12: a multi-get of compressed values ----------------------------
 ZKEYS = 10000
 ZARR = "(SELECT array_agg('%s' || g) FROM generate_series(1, %d) g)"
 # 8 KB of hex digests: compressible about 2:1, as zlib finds it
@@ -872,8 +986,8 @@ ZSQL = {
 }
 
 
-def w11_compressed():
-    say("11. %s-key multi-get of 8 KB values, compressed (zlib, flag 2) and plain: "
+def w12_compressed():
+    say("12. %s-key multi-get of 8 KB values, compressed (zlib, flag 2) and plain: "
         "%d rounds x %d statements, and zlib's inflate alone on the same values"
         % (format(ZKEYS, ","), ROUNDS, BATCH_REPEAT))
     import zlib
@@ -891,7 +1005,7 @@ def w11_compressed():
     cur.execute("SELECT value FROM mc_get_multi_bytea(%s)" % (ZARR % ("zc", ZKEYS)))
     blobs = [bytes(r[0]) for r in cur.fetchall()]
     if stored != 2 * ZKEYS or len(blobs) != ZKEYS:
-        raise RuntimeError("workload 11: %d stored, %d compressed values read" % (stored, len(blobs)))
+        raise RuntimeError("workload 12: %d stored, %d compressed values read" % (stored, len(blobs)))
     inflated = sum(len(zlib.decompress(b)) for b in blobs)
     stored_bytes = sum(len(b) for b in blobs)
     wall = {k: [] for k in list(ZSQL) + ["inflate"]}
@@ -905,7 +1019,7 @@ def w11_compressed():
                 else:
                     cur.execute(ZSQL[k])
                     if k != "floor" and cur.fetchone()[0] != ZKEYS:
-                        raise RuntimeError("workload 11: %s did not find every key" % k)
+                        raise RuntimeError("workload 12: %s did not find every key" % k)
                 wall[k].append((time.perf_counter() - t0) * 1e3)
         n = BATCH_REPEAT
         say("   round %d: ms/statement %s"
@@ -916,7 +1030,7 @@ def w11_compressed():
     add_plain = med([a - f for a, f in zip(wall["plain"], wall["floor"])])
     add_z = med([a - f for a, f in zip(wall["compressed"], wall["floor"])])
     bound = 1.5 * add_plain + m["inflate"]
-    w = "11 %s-key get_multi, 8 KB values compressed" % format(ZKEYS, ",")
+    w = "12 %s-key get_multi, 8 KB values compressed" % format(ZKEYS, ",")
     row(w, "floor: keys array", m["floor"], "ms")
     row(w, "mcfdw: mc_get_multi, plain values", m["plain"], "ms")
     row(w, "mcfdw: mc_get_multi, compressed values", m["compressed"], "ms", None, None, "", "",
@@ -1106,7 +1220,8 @@ def main():
              (8, w8_seed),
              (9, w9_batch_writes),
              (10, w10_tls),
-             (11, w11_compressed)]
+             (11, w11_foreign_table),
+             (12, w12_compressed)]
     for num, fn in steps:
         if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
             continue

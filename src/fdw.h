@@ -1,0 +1,170 @@
+/*
+ * fdw.h — what the foreign-table files share: fdw.c (handler, planning),
+ * fdw_scan.c (the scan and its EXPLAIN), fdw_modify.c (INSERT, UPDATE,
+ * DELETE), fdw_table.c (a table's columns and options, value conversions),
+ * and the table and column options options.c parses.
+ *
+ * A foreign table's key prefix goes after the server's: a key k of a table
+ * with key_prefix 'user:' on a server with key_prefix 'app:' is the item
+ * "app:user:k".  Tables of one server so share its namespace and keep their
+ * own within it.
+ */
+#ifndef MCFDW_FDW_H
+#define MCFDW_FDW_H
+
+#include "mcfdw.h"
+
+#include "foreign/fdwapi.h"
+#include "utils/rel.h"
+
+/* The item fields a column can hold. */
+typedef enum McField
+{
+	MC_FIELD_NONE = -1,
+	MC_FIELD_KEY = 0,
+	MC_FIELD_VALUE,
+	MC_FIELD_FLAGS,
+	MC_FIELD_CAS,
+	MC_FIELD_TTL,
+	MC_NFIELDS
+} McField;
+
+static inline const char *
+McFieldName(McField f)
+{
+	static const char *const names[MC_NFIELDS] = {"key", "value", "flags", "cas", "ttl"};
+
+	return names[f];
+}
+
+static inline McField
+McFieldFromName(const char *name)
+{
+	for (int i = 0; i < MC_NFIELDS; i++)
+		if (strcmp(name, McFieldName((McField) i)) == 0)
+			return (McField) i;
+	return MC_FIELD_NONE;
+}
+
+/* A foreign table's options (options.c parses them). */
+typedef struct McTableOptions
+{
+	char	   *key_prefix;		/* "" when none; after the server's */
+	int			key_prefix_len;
+	int			ttl;			/* s, for rows written without a ttl; 0 = none */
+	int			batch_size;		/* rows per pipelined INSERT batch */
+	bool		allow_full_scan;
+} McTableOptions;
+
+typedef struct McColumnOptions
+{
+	McField		field;
+} McColumnOptions;
+
+/* options.c */
+extern void McParseTableOptions(List *options, McTableOptions *t);
+extern void McParseColumnOptions(List *options, McColumnOptions *c);
+
+/*
+ * A foreign table as the wrapper reads it: options, and which attribute
+ * holds which field (0: none), with the types that decide conversions.
+ */
+typedef struct McTable
+{
+	Oid			relid;
+	Oid			serverid;
+	McTableOptions opts;
+	AttrNumber	attnum[MC_NFIELDS];
+	Oid			atttype[MC_NFIELDS];
+} McTable;
+
+/* How the value column's type is read and written. */
+typedef enum McValueKind
+{
+	MC_VALUE_TEXT,				/* text, varchar: the bytes, valid in the encoding */
+	MC_VALUE_BYTEA,				/* the bytes as they are */
+	MC_VALUE_IO					/* any other type: its input/output functions */
+} McValueKind;
+
+/* The meta flags a field is read with. */
+static inline unsigned
+McFieldWant(McField f)
+{
+	switch (f)
+	{
+		case MC_FIELD_VALUE:
+			return MC_F_VALUE;
+		case MC_FIELD_FLAGS:
+			return MC_F_FLAGS;
+		case MC_FIELD_CAS:
+			return MC_F_CAS;
+		case MC_FIELD_TTL:
+			return MC_F_TTL;
+		default:
+			return 0;
+	}
+}
+
+/* What a key condition's expression gives: one key, or an array of them. */
+#define MC_KEYEXPR_SCALAR	0
+#define MC_KEYEXPR_ARRAY	1
+
+/* A value column's conversions, set up once per scan or modification. */
+typedef struct McValueIO
+{
+	McValueKind kind;
+	Oid			type;
+	int32		typmod;
+	FmgrInfo	in;				/* MC_VALUE_IO */
+	Oid			ioparam;
+	FmgrInfo	out;
+} McValueIO;
+
+/* fdw_table.c */
+extern void McValueIOInit(McValueIO *io, Oid type, int32 typmod);
+extern Datum McValueRead(McValueIO *io, char *v, size_t len,
+						 const char *key, size_t keylen);
+extern const char *McValueWrite(McValueIO *io, Datum d, size_t *len);
+extern void McTableLoad(Relation rel, McTable *t);
+extern McValueKind McValueKindOf(Oid type);
+extern Datum McKeyWithPrefix(const McTable *t, Datum key);
+extern Datum McKeyWithoutPrefix(const McTable *t, Datum key);
+
+/* fdw_scan.c: the scan's callbacks */
+extern void McBeginForeignScan(ForeignScanState *node, int eflags);
+extern TupleTableSlot *McIterateForeignScan(ForeignScanState *node);
+extern void McReScanForeignScan(ForeignScanState *node);
+extern void McEndForeignScan(ForeignScanState *node);
+extern void McExplainForeignScan(ForeignScanState *node, struct ExplainState *es);
+
+/* fdw_modify.c: the modification callbacks */
+extern void McAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
+									  RangeTblEntry *target_rte,
+									  Relation target_relation);
+extern List *McPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
+								 Index resultRelation, int subplan_index);
+extern void McBeginForeignModify(ModifyTableState *mtstate,
+								 ResultRelInfo *rinfo, List *fdw_private,
+								 int subplan_index, int eflags);
+extern TupleTableSlot *McExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
+										   TupleTableSlot *slot,
+										   TupleTableSlot *planSlot);
+extern TupleTableSlot **McExecForeignBatchInsert(EState *estate,
+												 ResultRelInfo *rinfo,
+												 TupleTableSlot **slots,
+												 TupleTableSlot **planSlots,
+												 int *numSlots);
+extern int	McGetForeignModifyBatchSize(ResultRelInfo *rinfo);
+extern TupleTableSlot *McExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
+										   TupleTableSlot *slot,
+										   TupleTableSlot *planSlot);
+extern TupleTableSlot *McExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
+										   TupleTableSlot *slot,
+										   TupleTableSlot *planSlot);
+extern void McExplainForeignModify(ModifyTableState *mtstate,
+								   ResultRelInfo *rinfo, List *fdw_private,
+								   int subplan_index, struct ExplainState *es);
+extern void McEndForeignModify(EState *estate, ResultRelInfo *rinfo);
+extern int	McIsForeignRelUpdatable(Relation rel);
+
+#endif							/* MCFDW_FDW_H */

@@ -1,0 +1,463 @@
+/*
+ * fdw_modify.c — INSERT, UPDATE and DELETE on a foreign table.
+ *
+ * Owns: turning rows into writes.  INSERT is a set ("ms", mode S); rows
+ * come in batches of the table's batch_size (PostgreSQL's batch insert) and
+ * each batch is one McBatchWrite (batch.h).  UPDATE and DELETE find their
+ * rows with the scan (fdw_scan.c), which a key condition must drive; the
+ * row's identity is its key, carried as the junk column "mcfdw_key".
+ * UPDATE is a replace ("ms", mode R: an item that expired since the scan
+ * is not brought back) and, when the table has a cas column, a
+ * compare-and-swap with the row's cas: the one the scan read, or the one
+ * the statement set.  A row whose item changed or vanished since is
+ * skipped (not updated, not returned, not counted), as a row a concurrent
+ * transaction deleted is.  The key of a row cannot be updated.  DELETE is
+ * "md"; an item already gone is a skipped row.
+ *
+ * Values: text and varchar as their bytes, bytea as it is, other types as
+ * their output function writes them (fdw_table.c).  ttl: the ttl column's
+ * value (seconds, > 0), else the table's ttl option (0 = no expiry).
+ * Must not: plan, or touch sockets other than through pool.c and batch.c.
+ */
+#include "postgres.h"
+
+#include "access/sysattr.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/appendinfo.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "batch.h"
+#include "fdw.h"
+#include "keys.h"
+
+typedef struct McModify
+{
+	McTable		t;
+	McServer   *srv;
+	McValueIO	vio;
+	AttrNumber	key_junk;		/* UPDATE, DELETE: the row's key in the plan's row */
+	AttrNumber	wholerow_junk;	/* DELETE ... RETURNING: the row as the scan read it */
+	int			batch_size;
+	MemoryContext cxt;			/* one row's or one batch's work */
+} McModify;
+
+void
+McAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
+						  RangeTblEntry *target_rte, Relation target_relation)
+{
+	McTable		t;
+	Form_pg_attribute att;
+
+	McTableLoad(target_relation, &t);
+	att = TupleDescAttr(RelationGetDescr(target_relation), t.attnum[MC_FIELD_KEY] - 1);
+	add_row_identity_var(root, makeVar(rtindex, att->attnum, att->atttypid,
+									   att->atttypmod, att->attcollation, 0),
+						 rtindex, "mcfdw_key");
+	/* DELETE has only the key; RETURNING may want the rest of the row */
+	if (root->parse->commandType == CMD_DELETE && root->parse->returningList != NIL)
+		add_row_identity_var(root, makeWholeRowVar(target_rte, rtindex, 0, false),
+							 rtindex, "wholerow");
+}
+
+List *
+McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
+					int subplan_index)
+{
+	RangeTblEntry *rte = planner_rt_fetch(resultRelation, root);
+	Relation	rel;
+	McTable		t;
+
+	if (plan->operation != CMD_UPDATE)
+		return NIL;
+	rel = table_open(rte->relid, NoLock);
+	McTableLoad(rel, &t);
+	if (bms_is_member(t.attnum[MC_FIELD_KEY] - FirstLowInvalidHeapAttributeNumber,
+					  rte->updatedCols))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot update the key column of foreign table \"%s\"",
+						RelationGetRelationName(rel)),
+				 errhint("INSERT the row under its new key and DELETE the old one.")));
+	table_close(rel, NoLock);
+	return NIL;
+}
+
+void
+McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+					 List *fdw_private, int subplan_index, int eflags)
+{
+	Relation	rel = rinfo->ri_RelationDesc;
+	McModify   *m;
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	m = palloc0(sizeof(McModify));
+	McTableLoad(rel, &m->t);
+	m->srv = McServerGet(m->t.serverid);
+	m->batch_size = m->t.opts.batch_size;
+	if (m->t.attnum[MC_FIELD_VALUE] != 0)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
+											  m->t.attnum[MC_FIELD_VALUE] - 1);
+
+		McValueIOInit(&m->vio, att->atttypid, att->atttypmod);
+	}
+	if (mtstate->operation == CMD_UPDATE || mtstate->operation == CMD_DELETE)
+	{
+		List	   *tlist = outerPlanState(mtstate)->plan->targetlist;
+
+		m->key_junk = ExecFindJunkAttributeInTlist(tlist, "mcfdw_key");
+		if (!AttributeNumberIsValid(m->key_junk))
+			elog(ERROR, "could not find junk mcfdw_key column");
+		m->wholerow_junk = ExecFindJunkAttributeInTlist(tlist, "wholerow");
+	}
+	m->cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw modify",
+								   ALLOCSET_DEFAULT_SIZES);
+	rinfo->ri_FdwState = m;
+}
+
+/* The key as the server routes it (table prefix, then McKeyRoute), in m->cxt. */
+static void
+route_key(McModify *m, Datum key, const char **raw, size_t *rawlen)
+{
+	text	   *k = DatumGetTextPP(McKeyWithPrefix(&m->t, key));
+	char	   *buf = palloc(MC_MAX_KEY_PREFIX + MC_KEY_MAX);
+	bool		b64;
+
+	McKeyRoute(m->srv, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k), buf, raw, rawlen, &b64);
+}
+
+/* A field's value in the slot, or false if it has no column or is NULL. */
+static bool
+field_value(McModify *m, TupleTableSlot *slot, McField f, Datum *d)
+{
+	AttrNumber	a = m->t.attnum[f];
+	bool		isnull;
+
+	if (a == 0)
+		return false;
+	*d = slot_getattr(slot, a, &isnull);
+	return !isnull;
+}
+
+static int64
+field_int(McModify *m, McField f, Datum d)
+{
+	return m->t.atttype[f] == INT8OID ? DatumGetInt64(d) : DatumGetInt32(d);
+}
+
+/* The row's expiry as memcached reads it; false: none. */
+static bool
+row_ttl(McModify *m, TupleTableSlot *slot, int64 *ttl)
+{
+	Datum		d;
+	int64		secs = m->t.opts.ttl;
+	Interval	iv = {0};
+
+	if (field_value(m, slot, MC_FIELD_TTL, &d))
+	{
+		secs = field_int(m, MC_FIELD_TTL, d);
+		if (secs <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ttl must be positive"),
+					 errhint("A NULL ttl writes the table's default ttl (option \"ttl\"; 0 means no expiry).")));
+	}
+	if (secs == 0)
+		return false;
+	iv.time = secs * USECS_PER_SEC;
+	*ttl = McIntervalToTtl(&iv);
+	return true;
+}
+
+/* The row's key (checked and routed), value, flags and ttl as one set. */
+static void
+row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
+{
+	Datum		d;
+
+	memset(op, 0, sizeof(*op));
+	op->kind = MC_BATCH_SET;
+	if (!field_value(m, slot, MC_FIELD_KEY, &d))
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("the key of a row of a memcached foreign table cannot be NULL")));
+	route_key(m, d, &op->key, &op->keylen);
+	if (m->t.attnum[MC_FIELD_VALUE] != 0)
+	{
+		if (!field_value(m, slot, MC_FIELD_VALUE, &d))
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("memcached cannot store a NULL value"),
+					 errhint("DELETE the row to remove its key.")));
+		op->value = McValueWrite(&m->vio, d, &op->valuelen);
+	}
+	else
+		op->value = "";
+	if (field_value(m, slot, MC_FIELD_FLAGS, &d))
+	{
+		int64		f = field_int(m, MC_FIELD_FLAGS, d);
+
+		if (m->t.atttype[MC_FIELD_FLAGS] == INT8OID && (f < 0 || f > PG_UINT32_MAX))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("flags must be between 0 and %u", PG_UINT32_MAX)));
+		op->has_flags = true;
+		op->flags = (uint32) f;
+	}
+	op->has_ttl = row_ttl(m, slot, &op->ttl);
+}
+
+/* Write a batch of sets; every op must have been stored. */
+static void
+write_sets(McModify *m, McBatchOp *ops, int n)
+{
+	McBatchWrite(m->srv, ops, n, 0, false, NULL, 0);
+	for (int i = 0; i < n; i++)
+		if (ops[i].result != MC_BATCH_DONE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("memcached did not store key \"%.*s\"",
+							(int) ops[i].keylen, ops[i].key)));
+}
+
+TupleTableSlot *
+McExecForeignInsert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
+					TupleTableSlot *planSlot)
+{
+	McModify   *m = rinfo->ri_FdwState;
+	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+	McBatchOp	op;
+
+	row_op(m, slot, &op);
+	write_sets(m, &op, 1);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->cxt);
+	return slot;
+}
+
+TupleTableSlot **
+McExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
+						 TupleTableSlot **slots, TupleTableSlot **planSlots,
+						 int *numSlots)
+{
+	McModify   *m = rinfo->ri_FdwState;
+	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+	McBatchOp  *ops = palloc(sizeof(McBatchOp) * *numSlots);
+
+	for (int i = 0; i < *numSlots; i++)
+		row_op(m, slots[i], &ops[i]);
+	write_sets(m, ops, *numSlots);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->cxt);
+	return slots;
+}
+
+/*
+ * One row per batch when PostgreSQL needs each row back at once (RETURNING,
+ * row triggers, WITH CHECK OPTION), as postgres_fdw decides.
+ */
+int
+McGetForeignModifyBatchSize(ResultRelInfo *rinfo)
+{
+	McModify   *m = rinfo->ri_FdwState;
+	int			size;
+
+	if (rinfo->ri_projectReturning != NULL || rinfo->ri_WithCheckOptions != NIL ||
+		(rinfo->ri_TrigDesc &&
+		 (rinfo->ri_TrigDesc->trig_insert_before_row ||
+		  rinfo->ri_TrigDesc->trig_insert_after_row)))
+		return 1;
+	if (m != NULL)
+		size = m->batch_size;
+	else
+	{
+		/* EXPLAIN without ANALYZE: no state, read the option */
+		McTable		t;
+
+		McTableLoad(rinfo->ri_RelationDesc, &t);
+		size = t.opts.batch_size;
+	}
+	return size;
+}
+
+/*
+ * One replace, with compare-and-swap when cas is given, as a single round
+ * trip; returns the reply type (HD stored, NS gone, EX changed, NF gone).
+ * The new cas, when asked for, goes to *newcas.
+ */
+static McReplyType
+replace_one(McModify *m, const McBatchOp *op, bool has_cas, uint64 cas,
+			bool want_cas, uint64 *newcas, bool *got_cas)
+{
+	char		wire[MC_KEY_MAX];
+	size_t		wlen;
+	bool		b64;
+	char		hdr[MC_REQ_HEADER_MAX];
+	McReqOpts	opts = {0};
+	McRequest	req;
+	McReply		r;
+	McConn	   *conn;
+	const char *base;
+
+	if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
+		elog(ERROR, "routed memcached key of %zu bytes does not fit", op->keylen);
+	if (b64)
+		wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
+	else
+	{
+		memcpy(wire, op->key, op->keylen);
+		wlen = op->keylen;
+	}
+	opts.mode = 'R';
+	opts.has_ttl = op->has_ttl;
+	opts.ttl = op->ttl;
+	opts.has_client_flags = op->has_flags;
+	opts.client_flags = op->flags;
+	opts.has_cas = has_cas;
+	opts.cas = cas;
+	opts.want = want_cas ? MC_F_CAS : 0;
+	req.hlen = mc_encode_request(hdr, "ms", wire, wlen, b64, (long) op->valuelen, &opts);
+	req.hdr = hdr;
+	req.data = op->value;
+	req.dlen = op->valuelen;
+	req.opaque = 0;
+	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
+	req.idempotent = !has_cas;
+	base = McRoundtripKey(m->srv, op->key, op->keylen, &req, &r, &conn);
+	if (r.type != MC_REPLY_HD && r.type != MC_REPLY_NS &&
+		r.type != MC_REPLY_EX && r.type != MC_REPLY_NF)
+		McConnReplyError(conn, base, &r);
+	*got_cas = r.type == MC_REPLY_HD && (r.present & MC_F_CAS);
+	if (*got_cas)
+		*newcas = r.cas;
+	McConnConsume(conn, r.consumed);
+	McInstanceEnd(m->srv, conn);
+	return r.type;
+}
+
+TupleTableSlot *
+McExecForeignUpdate(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
+					TupleTableSlot *planSlot)
+{
+	McModify   *m = rinfo->ri_FdwState;
+	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+	McBatchOp	op;
+	Datum		d;
+	bool		has_cas;
+	uint64		cas = 0;
+	uint64		newcas;
+	bool		got_cas;
+	McReplyType t;
+
+	row_op(m, slot, &op);
+	has_cas = field_value(m, slot, MC_FIELD_CAS, &d);
+	if (has_cas)
+		cas = (uint64) DatumGetInt64(d);
+	t = replace_one(m, &op, has_cas, cas, m->t.attnum[MC_FIELD_CAS] != 0,
+					&newcas, &got_cas);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->cxt);
+	if (t != MC_REPLY_HD)
+		return NULL;			/* changed or gone since the scan: skipped */
+	if (got_cas)
+	{
+		/* RETURNING cas shows the item's new cas */
+		TupleDesc	desc = slot->tts_tupleDescriptor;
+		Datum	   *values = palloc(sizeof(Datum) * desc->natts);
+		bool	   *nulls = palloc(sizeof(bool) * desc->natts);
+
+		slot_getallattrs(slot);
+		memcpy(values, slot->tts_values, sizeof(Datum) * desc->natts);
+		memcpy(nulls, slot->tts_isnull, sizeof(bool) * desc->natts);
+		values[m->t.attnum[MC_FIELD_CAS] - 1] = Int64GetDatum((int64) newcas);
+		nulls[m->t.attnum[MC_FIELD_CAS] - 1] = false;
+		ExecForceStoreHeapTuple(heap_form_tuple(desc, values, nulls), slot, true);
+	}
+	return slot;
+}
+
+TupleTableSlot *
+McExecForeignDelete(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
+					TupleTableSlot *planSlot)
+{
+	McModify   *m = rinfo->ri_FdwState;
+	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+	McBatchOp	op = {0};
+	bool		isnull;
+	Datum		key = ExecGetJunkAttribute(planSlot, m->key_junk, &isnull);
+	McBatchResult res;
+
+	if (isnull)
+		elog(ERROR, "the mcfdw_key junk column is NULL");
+	op.kind = MC_BATCH_DELETE;
+	route_key(m, key, &op.key, &op.keylen);
+	McBatchWrite(m->srv, &op, 1, 0, false, NULL, 0);
+	res = op.result;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->cxt);
+	if (res != MC_BATCH_DONE)
+		return NULL;			/* gone since the scan: skipped */
+
+	/* the deleted row, for RETURNING */
+	ExecClearTuple(slot);
+	if (AttributeNumberIsValid(m->wholerow_junk))
+	{
+		Datum		row = ExecGetJunkAttribute(planSlot, m->wholerow_junk, &isnull);
+
+		if (!isnull)
+		{
+			HeapTupleHeader th = DatumGetHeapTupleHeader(row);
+			HeapTupleData tup;
+
+			tup.t_len = HeapTupleHeaderGetDatumLength(th);
+			ItemPointerSetInvalid(&tup.t_self);
+			tup.t_tableOid = InvalidOid;
+			tup.t_data = th;
+			/* the slot keeps the tuple: a copy it owns */
+			ExecForceStoreHeapTuple(heap_copytuple(&tup), slot, true);
+			return slot;
+		}
+	}
+	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	slot->tts_values[m->t.attnum[MC_FIELD_KEY] - 1] = key;
+	slot->tts_isnull[m->t.attnum[MC_FIELD_KEY] - 1] = false;
+	ExecStoreVirtualTuple(slot);
+	return slot;
+}
+
+/* EXPLAIN (VERBOSE): how many rows an INSERT sends per pipelined batch. */
+void
+McExplainForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+					   List *fdw_private, int subplan_index,
+					   struct ExplainState *es)
+{
+	if (es->verbose && mtstate->operation == CMD_INSERT && rinfo->ri_BatchSize > 0)
+		ExplainPropertyInteger("Batch Size", NULL, rinfo->ri_BatchSize, es);
+}
+
+void
+McEndForeignModify(EState *estate, ResultRelInfo *rinfo)
+{
+	McModify   *m = rinfo->ri_FdwState;
+
+	if (m != NULL)
+		MemoryContextDelete(m->cxt);
+}
+
+int
+McIsForeignRelUpdatable(Relation rel)
+{
+	return (1 << CMD_INSERT) | (1 << CMD_UPDATE) | (1 << CMD_DELETE);
+}

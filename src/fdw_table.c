@@ -1,0 +1,283 @@
+/*
+ * fdw_table.c — a foreign table of the mcfdw wrapper: which column holds
+ * which item field, its options, and how values cross between SQL types
+ * and the bytes memcached stores.
+ *
+ * Owns: the column rules (matched by the column option "field", else by
+ * name; "key" is required and text or varchar; flags, cas and ttl are
+ * whole numbers), the table's key prefix, and the value conversions: text
+ * and varchar as their bytes (checked against the database encoding when
+ * read), bytea as it is, any other type through its input and output
+ * functions.  Must not: plan, touch connections or keep state.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "foreign/foreign.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "fdw.h"
+
+/* Check that a field's column has a type the wrapper can convert. */
+static void
+check_type(Relation rel, McField f, Form_pg_attribute att)
+{
+	Oid			t = att->atttypid;
+	bool		ok;
+
+	switch (f)
+	{
+		case MC_FIELD_KEY:
+			ok = (t == TEXTOID || t == VARCHAROID);
+			break;
+		case MC_FIELD_FLAGS:
+		case MC_FIELD_TTL:
+			ok = (t == INT4OID || t == INT8OID);
+			break;
+		case MC_FIELD_CAS:
+			ok = (t == INT8OID);
+			break;
+		default:
+			ok = true;
+			break;
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("column \"%s\" of foreign table \"%s\" cannot hold the memcached field \"%s\"",
+						NameStr(att->attname), RelationGetRelationName(rel),
+						McFieldName(f)),
+				 errdetail("Its type is %s.", format_type_be(t)),
+				 errhint(f == MC_FIELD_KEY ? "The key column must be text or varchar." :
+						 f == MC_FIELD_CAS ? "The cas column must be bigint." :
+						 "The flags and ttl columns must be integer or bigint.")));
+}
+
+/*
+ * Read a foreign table's options and columns.  A column with the option
+ * "field" holds that field; other columns whose name is a field's hold it;
+ * the rest are always NULL.  Raises if no column is the key or two hold
+ * the same field.
+ */
+void
+McTableLoad(Relation rel, McTable *t)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
+	AttrNumber	byname[MC_NFIELDS] = {0};
+
+	memset(t, 0, sizeof(*t));
+	t->relid = RelationGetRelid(rel);
+	t->serverid = ft->serverid;
+	McParseTableOptions(ft->options, &t->opts);
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		McColumnOptions copts;
+		McField		f;
+
+		if (att->attisdropped)
+			continue;
+		McParseColumnOptions(GetForeignColumnOptions(t->relid, att->attnum), &copts);
+		if (copts.field != MC_FIELD_NONE)
+		{
+			f = copts.field;
+			if (t->attnum[f] != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_COLUMN_NAME),
+						 errmsg("two columns of foreign table \"%s\" hold the memcached field \"%s\"",
+								RelationGetRelationName(rel), McFieldName(f))));
+			t->attnum[f] = att->attnum;
+		}
+		else if ((f = McFieldFromName(NameStr(att->attname))) != MC_FIELD_NONE)
+			byname[f] = att->attnum;
+	}
+	for (int f = 0; f < MC_NFIELDS; f++)
+	{
+		if (t->attnum[f] == 0)
+		{
+			/* a name is taken by a column that holds another field: not this one */
+			AttrNumber	a = byname[f];
+			bool		taken = false;
+
+			for (int g = 0; g < MC_NFIELDS; g++)
+				if (a != 0 && t->attnum[g] == a)
+					taken = true;
+			if (!taken)
+				t->attnum[f] = a;
+		}
+		if (t->attnum[f] != 0)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, t->attnum[f] - 1);
+
+			check_type(rel, (McField) f, att);
+			t->atttype[f] = att->atttypid;
+		}
+	}
+	if (t->attnum[MC_FIELD_KEY] == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_COLUMN_NAME_NOT_FOUND),
+				 errmsg("foreign table \"%s\" has no key column", RelationGetRelationName(rel)),
+				 errhint("Name a text column \"key\", or give one the column option field 'key'.")));
+}
+
+McValueKind
+McValueKindOf(Oid type)
+{
+	if (type == TEXTOID || type == VARCHAROID)
+		return MC_VALUE_TEXT;
+	if (type == BYTEAOID)
+		return MC_VALUE_BYTEA;
+	return MC_VALUE_IO;
+}
+
+/* The table's key prefix, then the key: the key as the server sees it. */
+Datum
+McKeyWithPrefix(const McTable *t, Datum key)
+{
+	text	   *k = DatumGetTextPP(key);
+	size_t		len = VARSIZE_ANY_EXHDR(k);
+	size_t		plen = t->opts.key_prefix_len;
+	text	   *r;
+
+	if (plen == 0)
+		return PointerGetDatum(k);
+	r = palloc(VARHDRSZ + plen + len);
+	SET_VARSIZE(r, VARHDRSZ + plen + len);
+	memcpy(VARDATA(r), t->opts.key_prefix, plen);
+	memcpy(VARDATA(r) + plen, VARDATA_ANY(k), len);
+	return PointerGetDatum(r);
+}
+
+/* The inverse: the key column's value of a key McKeyWithPrefix made. */
+Datum
+McKeyWithoutPrefix(const McTable *t, Datum key)
+{
+	text	   *k = DatumGetTextPP(key);
+	size_t		plen = t->opts.key_prefix_len;
+
+	if (plen == 0)
+		return key;
+	Assert(VARSIZE_ANY_EXHDR(k) >= plen);
+	return PointerGetDatum(cstring_to_text_with_len(VARDATA_ANY(k) + plen,
+													VARSIZE_ANY_EXHDR(k) - plen));
+}
+
+void
+McValueIOInit(McValueIO *io, Oid type, int32 typmod)
+{
+	Oid			func;
+	bool		isvarlena;
+
+	memset(io, 0, sizeof(*io));
+	io->kind = McValueKindOf(type);
+	io->type = type;
+	io->typmod = typmod;
+	if (io->kind == MC_VALUE_IO)
+	{
+		getTypeInputInfo(type, &func, &io->ioparam);
+		fmgr_info(func, &io->in);
+		getTypeOutputInfo(type, &func, &isvarlena);
+		fmgr_info(func, &io->out);
+	}
+}
+
+/* A varlena of the value's bytes, in place when a short header fits before it. */
+static Datum
+bytes_datum(char *v, size_t len)
+{
+	struct varlena *p;
+
+	if (len + VARHDRSZ_SHORT <= VARATT_SHORT_MAX)
+	{
+		/* the byte before the value is its reply header's: ours to overwrite */
+		p = (struct varlena *) (v - VARHDRSZ_SHORT);
+		SET_VARSIZE_SHORT(p, len + VARHDRSZ_SHORT);
+		return PointerGetDatum(p);
+	}
+	if (len > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("memcached value of %zu bytes is too large", len)));
+	p = palloc(len + VARHDRSZ);
+	SET_VARSIZE(p, len + VARHDRSZ);
+	memcpy(VARDATA(p), v, len);
+	return PointerGetDatum(p);
+}
+
+/*
+ * A stored value as the value column's type.  v lies in the read buffer,
+ * and the bytes before it may be overwritten.  A value the type does not
+ * accept is an error naming the key (the primary message), with the type's
+ * own complaint as the detail.
+ */
+Datum
+McValueRead(McValueIO *io, char *v, size_t len, const char *key, size_t keylen)
+{
+	char	   *str;
+	Datum		d = (Datum) 0;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (io->kind == MC_VALUE_BYTEA)
+		return bytes_datum(v, len);
+	if (!McTextValid(v, len) || memchr(v, '\0', len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
+						(int) keylen, key, GetDatabaseEncodingName()),
+				 errhint("Declare the value column bytea to read binary values.")));
+	if (io->kind == MC_VALUE_TEXT)
+		return bytes_datum(v, len);
+
+	str = palloc(len + 1);
+	memcpy(str, v, len);
+	str[len] = '\0';
+	PG_TRY();
+	{
+		d = InputFunctionCall(&io->in, str, io->ioparam, io->typmod);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		/* only a value the type refuses is reworded; anything else goes on as it is */
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(edata->sqlerrcode),
+				 errmsg("value of memcached key \"%.*s\" is not a valid %s",
+						(int) keylen, key, format_type_be(io->type)),
+				 errdetail("%s", edata->message)));
+	}
+	PG_END_TRY();
+	pfree(str);
+	return d;
+}
+
+/* A column value as the bytes to store (*len of them). */
+const char *
+McValueWrite(McValueIO *io, Datum d, size_t *len)
+{
+	if (io->kind == MC_VALUE_IO)
+	{
+		char	   *s = OutputFunctionCall(&io->out, d);
+
+		*len = strlen(s);
+		return s;
+	}
+	else
+	{
+		struct varlena *v = PG_DETOAST_DATUM_PACKED(d);
+
+		*len = VARSIZE_ANY_EXHDR(v);
+		return VARDATA_ANY(v);
+	}
+}
