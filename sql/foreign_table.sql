@@ -170,6 +170,45 @@ SELECT count(*) FROM spread WHERE key = ANY(ARRAY(SELECT g::text FROM generate_s
 DROP FOREIGN TABLE spread;
 DROP SERVER ft4;
 
+-- on_failure 'miss': a row whose instance is unreachable is not written,
+-- not counted and not returned; reads of its keys are misses.  One warning
+-- per statement.
+DO $$ BEGIN
+  EXECUTE format('CREATE SERVER ft_half FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %L, on_failure %L)',
+                 mctest.addrs(1) || ',' || mctest.closed_addr(), 'miss');
+END $$;
+CREATE FOREIGN TABLE half (key text, value text) SERVER ft_half OPTIONS (key_prefix 'half:');
+\set VERBOSITY terse
+CREATE TEMP TABLE half_keys AS
+  SELECT g::text AS k, mc_set('half:' || g, 'probe', server => 'ft_half') AS live
+    FROM generate_series(1, 40) g;
+SELECT count(*) FILTER (WHERE live) > 0 AS some_live, count(*) FILTER (WHERE NOT live) > 0 AS some_dead
+  FROM half_keys;
+SELECT count(*) FILTER (WHERE live) AS nlive FROM half_keys \gset
+SELECT min(k) AS lk FROM half_keys WHERE live \gset
+SELECT min(k) AS dk FROM half_keys WHERE NOT live \gset
+-- INSERT ... SELECT ... RETURNING (one row at a time) returns the rows written
+CREATE TEMP TABLE half_tag (n bigint);
+WITH ins AS (INSERT INTO half SELECT k, 'w' || k FROM half_keys RETURNING key)
+  INSERT INTO half_tag SELECT count(*) FROM ins;
+SELECT n = :nlive AS returning_live_only FROM half_tag;
+-- without RETURNING (pipelined batches) the row count counts the rows written
+DO $$ DECLARE n bigint; BEGIN
+  INSERT INTO half SELECT k, 'x' || k FROM half_keys;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RAISE NOTICE 'batched insert counted the live rows: %', n = (SELECT count(*) FROM half_keys WHERE live);
+END $$;
+SELECT count(*) = :nlive AS read_live_only, bool_and(value = 'x' || key) AS values_ok
+  FROM half WHERE key = ANY(ARRAY(SELECT k FROM half_keys));
+-- single rows: the dead instance's row is skipped, the live one's written
+INSERT INTO half VALUES (:'dk', 'd') RETURNING key;
+INSERT INTO half VALUES (:'lk', 'l') RETURNING key;
+UPDATE half SET value = 'u' WHERE key IN (:'lk', :'dk') RETURNING key, value;
+DELETE FROM half WHERE key IN (:'lk', :'dk') RETURNING key;
+\set VERBOSITY default
+DROP FOREIGN TABLE half;
+DROP SERVER ft_half;
+
 DROP TABLE users;
 DROP FOREIGN TABLE user_cache;
 

@@ -14,6 +14,13 @@
  * transaction deleted is.  The key of a row cannot be updated.  DELETE is
  * "md"; an item already gone is a skipped row.
  *
+ * Writes follow the server's on_failure.  With 'error' (the default) an
+ * instance that cannot be reached fails the statement.  With 'miss' a row
+ * whose instance cannot be reached is not written and is skipped as a row
+ * a concurrent transaction deleted is: not counted in the command tag, not
+ * returned by RETURNING, and the instance is counted degraded and warned
+ * about once per statement, as mc_set_multi does.
+ *
  * Values: text and varchar as their bytes, bytea as it is, other types as
  * their output function writes them (fdw_table.c).  ttl: the ttl column's
  * value (seconds, > 0), else the table's ttl option (0 = no expiry).
@@ -219,17 +226,48 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 	op->has_ttl = row_ttl(m, slot, &op->ttl);
 }
 
-/* Write a batch of sets; every op must have been stored. */
-static void
-write_sets(McModify *m, McBatchOp *ops, int n)
+/*
+ * Was op's row written?  A failed op is a skipped row under on_failure
+ * 'miss' (McBatchWrite counted its instance degraded); otherwise, and for a
+ * set memcached refused, an error.
+ */
+static bool
+op_written(McModify *m, const McBatchOp *op)
 {
+	if (op->result == MC_BATCH_DONE)
+		return true;
+	if (op->result == MC_BATCH_FAILED && m->srv->cfg.on_failure_miss)
+		return false;
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("memcached did not store key \"%.*s\"",
+					(int) op->keylen, op->key)));
+	return false;				/* keep the compiler quiet */
+}
+
+/*
+ * Write a batch of sets.  The written rows' slots are moved to the front of
+ * slots (when given); returns how many were written.
+ */
+static int
+write_sets(McModify *m, McBatchOp *ops, int n, TupleTableSlot **slots)
+{
+	int			done = 0;
+
 	McBatchWrite(m->srv, ops, n, 0, false, NULL, 0);
 	for (int i = 0; i < n; i++)
-		if (ops[i].result != MC_BATCH_DONE)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_ERROR),
-					 errmsg("memcached did not store key \"%.*s\"",
-							(int) ops[i].keylen, ops[i].key)));
+		if (op_written(m, &ops[i]))
+		{
+			if (slots != NULL && done != i)
+			{
+				TupleTableSlot *tmp = slots[done];
+
+				slots[done] = slots[i];
+				slots[i] = tmp;
+			}
+			done++;
+		}
+	return done;
 }
 
 TupleTableSlot *
@@ -240,11 +278,13 @@ McExecForeignInsert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 	MemoryContext old = MemoryContextSwitchTo(m->cxt);
 	McBatchOp	op;
 
+	int			done;
+
 	row_op(m, slot, &op);
-	write_sets(m, &op, 1);
+	done = write_sets(m, &op, 1, NULL);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(m->cxt);
-	return slot;
+	return done == 1 ? slot : NULL;
 }
 
 TupleTableSlot **
@@ -258,7 +298,8 @@ McExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 
 	for (int i = 0; i < *numSlots; i++)
 		row_op(m, slots[i], &ops[i]);
-	write_sets(m, ops, *numSlots);
+	/* PostgreSQL counts the first *numSlots slots as inserted */
+	*numSlots = write_sets(m, ops, *numSlots, slots);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(m->cxt);
 	return slots;
@@ -294,7 +335,8 @@ McGetForeignModifyBatchSize(ResultRelInfo *rinfo)
 
 /*
  * One replace, with compare-and-swap when cas is given, as a single round
- * trip; returns the reply type (HD stored, NS gone, EX changed, NF gone).
+ * trip; returns the reply type (HD stored, NS gone, EX changed, NF gone),
+ * or MC_REPLY_NEED_MORE when on_failure 'miss' hid an unreachable instance.
  * The new cas, when asked for, goes to *newcas.
  */
 static McReplyType
@@ -336,6 +378,8 @@ replace_one(McModify *m, const McBatchOp *op, bool has_cas, uint64 cas,
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
 	req.idempotent = !has_cas;
 	base = McRoundtripKey(m->srv, op->key, op->keylen, &req, &r, &conn);
+	if (base == NULL)
+		return MC_REPLY_NEED_MORE;	/* counted degraded by McRoundtripKey */
 	if (r.type != MC_REPLY_HD && r.type != MC_REPLY_NS &&
 		r.type != MC_REPLY_EX && r.type != MC_REPLY_NF)
 		McConnReplyError(conn, base, &r);
@@ -370,7 +414,8 @@ McExecForeignUpdate(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(m->cxt);
 	if (t != MC_REPLY_HD)
-		return NULL;			/* changed or gone since the scan: skipped */
+		return NULL;			/* changed or gone since the scan, or
+								 * unreachable under 'miss': skipped */
 	if (got_cas)
 	{
 		/* RETURNING cas shows the item's new cas */
@@ -407,8 +452,14 @@ McExecForeignDelete(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 	res = op.result;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(m->cxt);
+	if (res == MC_BATCH_FAILED && !m->srv->cfg.on_failure_miss)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("memcached did not delete key \"%s\"",
+						TextDatumGetCString(key))));
 	if (res != MC_BATCH_DONE)
-		return NULL;			/* gone since the scan: skipped */
+		return NULL;			/* gone since the scan, or unreachable under
+								 * 'miss': skipped */
 
 	/* the deleted row, for RETURNING */
 	ExecClearTuple(slot);
