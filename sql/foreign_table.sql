@@ -202,9 +202,9 @@ SELECT count(*) = :nlive AS read_live_only, bool_and(value = 'x' || key) AS valu
   FROM half WHERE key = ANY(ARRAY(SELECT k FROM half_keys));
 -- single rows: the dead instance's row is skipped, the live one's written
 INSERT INTO half VALUES (:'dk', 'd') RETURNING key;
-INSERT INTO half VALUES (:'lk', 'l') RETURNING key;
-UPDATE half SET value = 'u' WHERE key IN (:'lk', :'dk') RETURNING key, value;
-DELETE FROM half WHERE key IN (:'lk', :'dk') RETURNING key;
+INSERT INTO half VALUES (:'lk', 'l') RETURNING key = :'lk' AS live_key;
+UPDATE half SET value = 'u' WHERE key IN (:'lk', :'dk') RETURNING key = :'lk' AS live_key, value;
+DELETE FROM half WHERE key IN (:'lk', :'dk') RETURNING key = :'lk' AS live_key;
 \set VERBOSITY default
 DROP FOREIGN TABLE half;
 DROP SERVER ft_half;
