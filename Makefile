@@ -114,6 +114,14 @@ PGXS := $(wildcard $(shell $(PG_CONFIG) --pgxs 2>/dev/null))
 
 ifneq ($(PGXS),)
 include $(PGXS)
+
+# Install scripts of an earlier build that this tree no longer ships would
+# still be found by CREATE EXTENSION (a full-version script shadows the
+# update path): remove mcfdw's installed scripts before installing.
+install: remove-installed-scripts
+.PHONY: remove-installed-scripts
+remove-installed-scripts:
+	rm -f '$(DESTDIR)$(datadir)/$(datamoduledir)'/mcfdw--*.sql
 else
 all install installcheck:
 	@echo "PGXS not found ($(PG_CONFIG) --pgxs): run 'make deps' as root," \
