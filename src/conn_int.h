@@ -57,6 +57,8 @@ struct McConn
 	struct ssl_st *ssl;
 	struct ssl_session_st *tls_session;	/* offered at the next connect */
 	bool		tls_kept;		/* this socket's session was kept */
+	bool		tls_starved;	/* the last TLS read wanted the socket: what
+								 * OpenSSL holds is part of a record */
 
 	/* unread reply bytes are rbuf[rstart, rend) */
 	char	   *rbuf;

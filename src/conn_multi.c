@@ -113,9 +113,9 @@ tls_send_some(McConn *conn)
 
 /*
  * McConnRecvSome over TLS: records are read until OpenSSL would block or
- * the buffer is full, so "drained" means nothing is left inside OpenSSL
- * either, and a wait on the socket is a wait for bytes that are really
- * missing.
+ * the buffer is full, so "drained" means OpenSSL holds no whole record
+ * either (at most part of one, which McConnHasPending does not report),
+ * and a wait on the socket is a wait for bytes that are really missing.
  */
 static ssize_t
 tls_recv_some(McConn *conn, bool *drained)

@@ -14,7 +14,9 @@
  *
  * The backend may use OpenSSL itself (ssl = on): this file keeps OpenSSL's
  * per-thread error queue empty around each of its calls, so neither side
- * reads the other's errors.
+ * reads the other's errors.  On the per-request path the queue is only
+ * looked at (clear_queue): clearing it costs as much as a third of a
+ * record's decryption.
  */
 #include "postgres.h"
 
@@ -55,6 +57,19 @@ const char *
 conn_tls_why(void)
 {
 	return tls_why;
+}
+
+/*
+ * Empty OpenSSL's error queue before a call whose failure SSL_get_error
+ * must judge.  It is almost always empty already (every failure here
+ * clears it, and the backend's own TLS clears before its calls): peeking
+ * costs a tenth of ERR_clear_error, which walks every slot of the queue.
+ */
+static inline void
+clear_queue(void)
+{
+	if (unlikely(ERR_peek_error() != 0))
+		ERR_clear_error();
 }
 
 /* SSL_CTX_free for the reset of the entry's configuration context. */
@@ -122,6 +137,14 @@ server_ctx(McServer *srv)
 	/* partial writes and a buffer that moves: see McConnWriteSpace */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+
+	/*
+	 * Read ahead: one read() takes a whole record (and whatever follows),
+	 * where OpenSSL would otherwise read its 5-byte header and its body
+	 * with two.  The bytes it holds beyond a record are what
+	 * McConnHasPending reports, tls_starved telling a partial record.
+	 */
+	SSL_CTX_set_read_ahead(ctx, 1);
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
 	/* a close without close_notify is an EOF, as on plain TCP */
 	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
@@ -190,6 +213,7 @@ conn_tls_begin(McConn *conn)
 		return false;
 	}
 	conn->ssl = ssl;
+	conn->tls_starved = false;
 	/* SNI is for names only (RFC 6066) */
 	if (!is_ip)
 		(void) SSL_set_tlsext_host_name(ssl, name);
@@ -224,13 +248,12 @@ tls_status(McConn *conn, int ret, bool handshake)
 	int			save_errno = errno;
 	long		verify;
 
+	/* a want is reported only when the queue is empty: nothing to clear */
 	switch (err)
 	{
 		case SSL_ERROR_WANT_READ:
-			ERR_clear_error();
 			return MC_TLS_WANT_READ;
 		case SSL_ERROR_WANT_WRITE:
-			ERR_clear_error();
 			return MC_TLS_WANT_WRITE;
 		case SSL_ERROR_ZERO_RETURN:
 			ERR_clear_error();
@@ -334,18 +357,24 @@ conn_tls_resumed(McConn *conn)
 
 /*
  * Read up to len decrypted bytes: the count, or 0 with *st a want, or -1
- * with *st MC_TLS_EOF, MC_TLS_SYSERR (errno set) or MC_TLS_ERROR.
+ * with *st MC_TLS_EOF, MC_TLS_SYSERR (errno set) or MC_TLS_ERROR.  After a
+ * want for reading, whatever OpenSSL holds is part of a record: until the
+ * next successful read, McConnHasPending says nothing is readable.
  */
 ssize_t
 conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *st)
 {
 	int			n;
 
-	ERR_clear_error();
+	clear_queue();
 	n = SSL_read(conn->ssl, buf, (int) Min(len, (size_t) INT_MAX));
 	if (n > 0)
+	{
+		conn->tls_starved = false;
 		return n;
+	}
 	*st = tls_status(conn, n, false);
+	conn->tls_starved = (*st == MC_TLS_WANT_READ);
 	return (*st == MC_TLS_WANT_READ || *st == MC_TLS_WANT_WRITE) ? 0 : -1;
 }
 
@@ -359,7 +388,7 @@ conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st)
 {
 	int			n;
 
-	ERR_clear_error();
+	clear_queue();
 	n = SSL_write(conn->ssl, buf, (int) Min(len, (size_t) INT_MAX));
 	if (n > 0)
 		return n;
@@ -379,22 +408,25 @@ conn_tls_still_open(McConn *conn)
 	char		b;
 	int			n;
 
-	ERR_clear_error();
+	clear_queue();
 	n = SSL_peek(conn->ssl, &b, 1);
 	if (n > 0)
 		return false;
-	return tls_status(conn, n, false) == MC_TLS_WANT_READ;
+	conn->tls_starved = (tls_status(conn, n, false) == MC_TLS_WANT_READ);
+	return conn->tls_starved;
 }
 
 /*
  * Does OpenSSL hold bytes of this connection that epoll cannot see (read
  * from the socket, not yet returned)?  Then the connection is readable
- * whatever the wait set says: a caller must read before it waits.
+ * whatever the wait set says: a caller must read before it waits.  Not
+ * when the last read wanted the socket: the bytes held are part of a
+ * record, and reading again before the rest arrives would spin.
  */
 bool
 McConnHasPending(McConn *conn)
 {
-	return conn->ssl != NULL && SSL_has_pending(conn->ssl);
+	return conn->ssl != NULL && !conn->tls_starved && SSL_has_pending(conn->ssl);
 }
 
 /* Free the connection's SSL object (the socket is closed by the caller). */
