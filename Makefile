@@ -50,8 +50,10 @@ OBJS = \
 	src/stats.o \
 	src/slabs.o \
 	src/protocol.o \
+	src/request.o \
 	src/compress.o \
 	src/ring.o \
+	src/dalli_key.o \
 	src/hash.o
 # PGXS tracks no header dependencies: every object depends on every header,
 # so a changed struct can never leave a stale object behind.
@@ -132,7 +134,7 @@ endif
 # ---- C unit tests -------------------------------------------------------
 # Each test/unit/test_X.c is one TAP program, linked with the pure modules
 # (no PostgreSQL headers) that exist so far.
-UNIT_PURE = $(wildcard src/protocol.c src/ring.c src/hash.c src/compress.c)
+UNIT_PURE = $(wildcard src/protocol.c src/request.c src/ring.c src/dalli_key.c src/hash.c src/compress.c)
 UNIT_SRCS = $(wildcard test/unit/test_*.c)
 UNIT_BINS = $(patsubst test/unit/%.c,test/unit/bin/%,$(UNIT_SRCS))
 UNIT_CC ?= cc

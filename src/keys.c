@@ -4,7 +4,7 @@
  *
  * Owns: checking a key (empty, too long, which keys need base64), the
  * server's key prefix, Dalli's rule for over-long keys (long_keys 'dalli';
- * the digest itself is ring.c's pure mc_dalli_route_key), and the wire form
+ * the digest itself is dalli_key.c's pure mc_dalli_route_key), and the wire form
  * (raw, or base64 with the b flag, so no key can inject protocol).  Every
  * SQL function that takes keys comes here once per key.  Must not: choose
  * the instance (pool.c maps the routed form to one, given health), touch

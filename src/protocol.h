@@ -1,6 +1,7 @@
 /*
- * protocol.h — memcached meta protocol: key checking, request encoding, the
- * in-place reply parser, and the decimal-number rule.
+ * protocol.h — memcached meta protocol: key checking and request encoding
+ * (request.c), the in-place reply parser and the decimal-number rule
+ * (protocol.c).
  *
  * Owns: everything that turns a request into bytes and bytes into a reply
  * description.  Must not: include PostgreSQL headers, allocate memory, do

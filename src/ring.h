@@ -4,7 +4,8 @@
  *
  * Owns: the list of distributions (the names users write and what each
  * reduces to), continuum construction (ketama / dalli / modula), key
- * hashing, the bucket table and failover routing.  Must not: include PostgreSQL headers,
+ * hashing, the bucket table and failover routing (ring.c), and Dalli's key
+ * transformation (dalli_key.c).  Must not: include PostgreSQL headers,
  * do I/O, or allocate except through the caller's allocator at build time.
  * Lookups allocate nothing.
  */

@@ -69,15 +69,15 @@ for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
 # --- build the C module ---------------------------------------------------
 
 def build():
-    """Compile protocol.c as a shared library plus a layout probe."""
+    """Compile protocol.c and request.c as a shared library plus a layout probe."""
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc") or shutil.which("clang")
     if cc is None:
-        skip_all("no C compiler to build src/protocol.c")
+        skip_all("no C compiler to build src/protocol.c and src/request.c")
     work = tempfile.mkdtemp(prefix="mcfdw_live.")
     cleanups.append(lambda: shutil.rmtree(work, ignore_errors=True))
     so = os.path.join(work, "libmcproto.so")
     subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I" + SRC,
-                    os.path.join(SRC, "protocol.c"), "-o", so], check=True)
+                    os.path.join(SRC, "protocol.c"), os.path.join(SRC, "request.c"), "-o", so], check=True)
     probe = os.path.join(work, "probe.c")
     with open(probe, "w") as f:
         f.write("""

@@ -5,7 +5,7 @@ For each case this starts from empty memcached servers, writes a few
 thousand generated keys with the real client (Ruby Dalli 3.x for "dalli",
 pylibmc on libmemcached for the ketama variants and modula), asks every
 server directly which keys it holds, and compares that with what ringtool
-(test/unit/ringtool.c over src/ring.c and src/hash.c) says.  Every key must
+(test/unit/ringtool.c over src/ring.c, src/dalli_key.c and src/hash.c) says.  Every key must
 be found on exactly the server ringtool names; for Dalli the stored key must
 also equal mc_dalli_route_key's output.  One TAP point per case.
 
@@ -139,6 +139,7 @@ def build_ringtool():
     subprocess.run([cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-o", exe,
                     os.path.join(ROOT, "test/unit/ringtool.c"),
                     os.path.join(ROOT, "src/ring.c"),
+                    os.path.join(ROOT, "src/dalli_key.c"),
                     os.path.join(ROOT, "src/hash.c")], check=True)
     return exe
 

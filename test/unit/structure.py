@@ -7,7 +7,7 @@ global defined (non-static) in B.  Data flows one way (SQL surface -> keys
 back up.  Static inline helpers of a header count for the file that owns
 the state they read (OWNER_OF_INLINE).
 
-That the pure modules, protocol.c, ring.c and hash.c, include no
+That the pure modules (UNIT_PURE in the Makefile) include no
 PostgreSQL header is enforced by the unit tests, which build them without
 PostgreSQL's include path.
 
