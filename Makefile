@@ -23,6 +23,7 @@ OBJS = \
 	src/mcfdw.o \
 	src/options.o \
 	src/pool.o \
+	src/health.o \
 	src/conn.o \
 	src/conn_connect.o \
 	src/conn_fd.o \

@@ -2,7 +2,7 @@
  * batch.c — McBatchWrite: many writes of one server, one pipeline per
  * instance.
  *
- * Owns: the write batch engine.  Ops are routed (pool.c's ring and alive
+ * Owns: the write batch engine.  Ops are routed (health.c's ring and alive
  * map, as mc_get_multi routes keys) and grouped per instance; each instance
  * gets one pipeline of quiet meta commands, each carrying its position as
  * opaque (O<pos>), then "mn"; every pipeline is written before any reply
@@ -113,7 +113,7 @@ settle_rest(BwBatch *b, BwInstance *bi, McBatchResult r)
 }
 
 /*
- * The instance failed (counted already by pool.c): its unanswered ops go
+ * The instance failed (counted already by health.c): its unanswered ops go
  * to another instance with failover, unless no time is left; else they
  * fail.
  */

@@ -12,7 +12,7 @@
  * conn_multi.c's.  A failing instance is reported, not judged: the cause
  * is kept in the connection and the call returns failure.  Must not:
  * choose instances, count failures or decide that an instance is dead
- * (pool.c does all three, and calls down into this file, never the other
+ * (health.c does all three, and calls down into this file, never the other
  * way), or know what commands mean.
  *
  * Lifetime: buffers and wait sets live in "mcfdw connections", a child of
@@ -169,7 +169,7 @@ conn_still_open(McConn *conn)
  * an interrupted request left it out of step, probe a long-idle socket, and
  * start a connect if there is no socket.  The connection is marked busy
  * until McConnEnd.  Returns false when the connect could not even start.
- * Whether the instance may be tried at all is pool.c's to say, before.
+ * Whether the instance may be tried at all is health.c's to say, before.
  */
 static bool
 conn_prepare(McConn *conn, bool probe)
@@ -340,7 +340,7 @@ conn_check_reply(McConn *conn, const McRequest *req, const char *base,
  *
  * On success the connection is busy and the reply is described by *reply
  * (offsets relative to the returned pointer); finish with McConnConsume and
- * pool.c's McInstanceEnd.  A failing instance gives NULL, the cause kept
+ * health.c's McInstanceEnd.  A failing instance gives NULL, the cause kept
  * in conn.
  */
 const char *

@@ -6,7 +6,7 @@
  * sending a whole request, reading reply bytes into the read buffer
  * (always NUL-terminated, capped by max_reply_size), and the failure
  * record: a failing instance is reported (the cause kept in the
- * connection, the socket closed), raised by pool.c through McConnRaise.
+ * connection, the socket closed), raised by health.c through McConnRaise.
  * Must not: parse replies, tie them to requests (conn.c does), or judge
  * instances.
  */
@@ -66,7 +66,7 @@ McConnName(McConn *conn)
  * for the caller.  Used for connect errors, timeouts, resets, EOF and
  * unparseable replies — everything that says the instance is unhealthy.
  * Nothing is counted or raised here: the caller hands the connection to
- * pool.c (McInstanceFailed), which counts the failure against the
+ * health.c (McInstanceFailed), which counts the failure against the
  * instance's health and raises it with McConnRaise unless the call is soft
  * (a multi-get with failover drops the instance and goes on).  "hard"
  * failures are raised even then.  Always returns false.

@@ -2,7 +2,7 @@
  * counters.c — per-server counters a dashboard can alert on.
  *
  * Owns: the counts of on-commit writes queued, sent and lost (added by
- * xact.c) and of calls answered as misses (pool.c), per foreign server;
+ * xact.c) and of calls answered as misses (health.c), per foreign server;
  * counters_sql.c shows and resets them (mc_counters, mc_counters_reset).
  * Must not: read the catalog when counting (writes are counted after
  * commit), or take a lock to count a server it has counted before.

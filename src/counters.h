@@ -17,7 +17,7 @@ typedef enum McCounter
 	MC_COUNT_QUEUED,			/* on-commit writes queued (xact.c) */
 	MC_COUNT_SENT,				/* on-commit writes answered after commit */
 	MC_COUNT_LOST,				/* on-commit writes lost after commit */
-	MC_COUNT_DEGRADED,			/* calls answered as misses (pool.c) */
+	MC_COUNT_DEGRADED,			/* calls answered as misses (health.c) */
 	MC_NCOUNTERS
 } McCounter;
 

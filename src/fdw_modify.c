@@ -24,7 +24,7 @@
  * Values: text and varchar as their bytes, bytea as it is, other types as
  * their output function writes them (fdw_table.c).  ttl: the ttl column's
  * value (seconds, > 0), else the table's ttl option (0 = no expiry).
- * Must not: plan, or touch sockets other than through pool.c and batch.c.
+ * Must not: plan, or touch sockets other than through health.c and batch.c.
  */
 #include "postgres.h"
 

@@ -9,7 +9,7 @@
  * into a SQL value.  A NULL reply base from the pool is on_failure 'miss'
  * degrading the call: writes and deletes give false, counters NULL.  Must
  * not: apply key rules itself (keys.c does), touch sockets (conn.c does,
- * reached through pool.c's McRoundtripKey and McRoundtrip, which also
+ * reached through health.c's McRoundtripKey and McRoundtrip, which also
  * count the instance's health), parse bytes (protocol.c does) or compress
  * (values.c does).  Every function takes an optional server name; NULL
  * means mcfdw.server.

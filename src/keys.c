@@ -7,7 +7,7 @@
  * the digest itself is dalli_key.c's pure mc_dalli_route_key), and the wire form
  * (raw, or base64 with the b flag, so no key can inject protocol).  Every
  * SQL function that takes keys comes here once per key.  Must not: choose
- * the instance (pool.c maps the routed form to one, given health), touch
+ * the instance (health.c maps the routed form to one, given health), touch
  * connections, or allocate: the forms live in the caller's buffers.
  */
 #include "postgres.h"

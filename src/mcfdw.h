@@ -89,8 +89,8 @@ typedef struct McServerConfig
 } McServerConfig;
 
 /*
- * The health of one memcached instance, kept by pool.c alone: the
- * connection layer reports failures, pool.c counts them and decides when
+ * The health of one memcached instance, kept by health.c alone: the
+ * connection layer reports failures, health.c counts them and decides when
  * an instance is dead.  Others read it through McInstanceHealthOf.
  */
 typedef struct McInstanceHealth
@@ -131,7 +131,7 @@ typedef struct McServer
 	MemoryContext live_cxt;		/* the live-instances ring (ketama failover) */
 	McRing	   *live;
 	bool	   *live_alive;		/* the health map live was built for */
-	McInstanceHealth *health;	/* cfg.nendpoints of them; pool.c's */
+	McInstanceHealth *health;	/* cfg.nendpoints of them; health.c's */
 	int			ndead;			/* instances with dead_until set */
 
 	/* the connection layer's (the conn_*.c files) */
@@ -142,7 +142,7 @@ typedef struct McServer
 	Latch	   *mwes_latch;
 	Oid			acl_ok_user;	/* last role that passed the USAGE check */
 
-	/* the statement last warned about a degraded call (pool.c) */
+	/* the statement last warned about a degraded call (health.c) */
 	TimestampTz warned_stmt;
 	LocalTransactionId warned_lxid;
 	struct ssl_ctx_st *tls_ctx; /* conn_tls.c's, made at the first TLS
@@ -151,7 +151,7 @@ typedef struct McServer
 
 /* A stats command's callback: one "STAT name value" line. */
 /*
- * One single-key request as pool.c and conn.c carry it: its bytes, the
+ * One single-key request as health.c and conn.c carry it: its bytes, the
  * opaque token they carry (the reply must echo it; 0 for a text command,
  * whose reply has none), and whether sending it twice is harmless, which
  * decides whether a request whose reply was lost may be sent again.
@@ -219,7 +219,7 @@ extern void McParseUserMappingOptions(List *options, McServerConfig *cfg,
 									  MemoryContext cxt);
 extern bool McSameTransport(const McServerConfig *a, const McServerConfig *b);
 
-/* pool.c: servers, health, routing */
+/* pool.c: servers */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGetSlow(Oid serverid);
@@ -240,6 +240,8 @@ McServerGet(Oid serverid)
 		return srv;
 	return McServerGetSlow(serverid);
 }
+
+/* health.c: instance health, routing */
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
 extern McConn *McInstanceBegin(McServer *srv, int index, bool soft);
@@ -262,7 +264,7 @@ extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 /*
  * conn.c and conn_io.c: one socket per instance.  A failing instance is reported, never
  * judged: the call returns false/NULL/-1 with the cause kept in the
- * connection, and the caller (pool.c's McInstance*) counts it and raises.
+ * connection, and the caller (health.c's McInstance*) counts it and raises.
  */
 extern McConn *McConnOf(McServer *srv, int index);
 extern McConn *McConnArrayNew(MemoryContext cxt, int n);

@@ -2,7 +2,7 @@
  * multi_get.c — mc_get_multi / mc_get_multi_bytea: many keys, one round.
  *
  * Owns: the batch engine.  Keys are checked and routed once each (keys.c),
- * de-duplicated, and given their instance (pool.c); each instance gets one
+ * de-duplicated, and given their instance (health.c); each instance gets one
  * pipeline ("mg <key> v f O<pos> q" per key, then "mn") written before any
  * reply is awaited; then one wait on the server's multi-get wait set serves
  * whichever socket is ready, interruptibly and within io_timeout of
@@ -20,7 +20,7 @@
  * Requests are encoded in slices so memory stays bounded however large the
  * batch; rows go to a tuplestore, which spills to disk past work_mem.  Must
  * not: open, read or write sockets itself (conn.c and conn_multi.c do, and
- * report failures that pool.c counts), or allocate per key or per reply.
+ * report failures that health.c counts), or allocate per key or per reply.
  */
 #include "postgres.h"
 

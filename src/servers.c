@@ -3,7 +3,7 @@
  *
  * Owns: the SRF behind mc_servers, one row per memcached instance of every
  * mcfdw foreign server the current user may use, with its place on the
- * ring, its health (asked of pool.c) and its connection (asked of conn.c).
+ * ring, its health (asked of health.c) and its connection (asked of conn.c).
  * Must not: connect or send anything;
  * it reports, it does not probe.
  */

@@ -25,7 +25,7 @@ extern uint32 McNextOpaque(void);
 
 /*
  * Send one request for key k (cmd, opts, data for ms) with a fresh opaque
- * token and read its one reply: pool.c's McRoundtripKey.  NULL when
+ * token and read its one reply: health.c's McRoundtripKey.  NULL when
  * on_failure 'miss' degrades the call.
  */
 extern const char *McKeyRoundtrip(McServer *srv, McKey *k, McConn **connp,
