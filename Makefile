@@ -22,6 +22,7 @@ MODULE_big = mcfdw
 OBJS = \
 	src/mcfdw.o \
 	src/options.o \
+	src/endpoints.o \
 	src/pool.o \
 	src/health.o \
 	src/conn.o \

@@ -219,6 +219,9 @@ extern void McParseUserMappingOptions(List *options, McServerConfig *cfg,
 									  MemoryContext cxt);
 extern bool McSameTransport(const McServerConfig *a, const McServerConfig *b);
 
+/* endpoints.c: the "servers" option */
+extern void McParseServers(const char *value, McServerConfig *cfg);
+
 /* pool.c: servers */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
