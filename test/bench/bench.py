@@ -23,10 +23,14 @@ so drift of this shared machine hits all of them alike, and the order
 rotates from round to round (rotated()), so none is always first; every
 figure is a median over rounds.  Ratios are mcfdw / the other contender.
 
-Workload 9 starts four private TLS memcacheds (certificates made with the
+Workload 10 starts four private TLS memcacheds (certificates made with the
 openssl command) and compares mcfdw over TLS with mcfdw over plain TCP on
 the rig's four: added latency of a single get and of a 10,000-key
-multi-get, and the handshakes 10,000 calls make after warm-up.
+multi-get, and the handshakes 10,000 calls make after warm-up.  The raw C
+client's single gets over both (rawclient -s, with -S over TLS) run in the
+same rounds, so what TLS itself costs a round trip (OpenSSL on both ends,
+memcached -Z's own reads) is measured beside what it costs mcfdw; the same
+pair is counted in instructions under callgrind.
 
 Runs inside the rig: PGHOST/PGPORT, MCFDW_MC_PORTS (four memcacheds, the
 foreign server "memcached" and pgmemcache.default_servers both name them in
@@ -174,11 +178,12 @@ def pgbench(script, clients=1, seconds=None, log=True):
     return float(m.group(1)), lat
 
 
-def run_rawclient(nkeys, *args):
-    """Run test/bench/bin/rawclient on the four servers over k0..k99999;
-    returns what it printed, or raises with it when it failed."""
-    out = subprocess.run([RAWCLIENT, "-p", ",".join(map(str, PORTS)), "-n", str(nkeys),
-                          "-k", str(KEYS)] + [str(a) for a in args],
+def run_rawclient(nkeys, *args, ports=None, keyspace=KEYS, valgrind=()):
+    """Run test/bench/bin/rawclient on the four servers (or ports) over
+    k0..k<keyspace - 1>; returns what it printed, or raises with it when it
+    failed."""
+    out = subprocess.run(list(valgrind) + [RAWCLIENT, "-p", ",".join(map(str, ports or PORTS)),
+                                           "-n", str(nkeys), "-k", str(keyspace)] + [str(a) for a in args],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if out.returncode != 0:
         raise RuntimeError("rawclient %s failed: %s" % (" ".join(map(str, args)), out.stdout))
@@ -1144,6 +1149,144 @@ def start_tls_memcacheds(n):
     return ports, procs, os.path.join(d, "ca.crt")
 
 
+def raw_round_trip(ports, ca):
+    """Microseconds per round trip of the raw C client's LOOP single gets
+    (rawclient -s) on ports over k0..k9999; over TLS when ca is given."""
+    out = run_rawclient(LOOP, "-s", 0, *(["-S", ca] if ca else []), ports=ports, keyspace=10000)
+    m = re.search(r"calls=(\d+) misses=0 wall_ms=([0-9.]+)", out)
+    if not m:
+        raise RuntimeError("rawclient -s printed: " + out)
+    return float(m.group(2)) * 1000 / int(m.group(1))
+
+
+def loop_round_trip(conn, server):
+    """Microseconds per get of LOOP mc_get calls in one statement (server is
+    the mc_get argument naming the server, or empty)."""
+    t0 = time.perf_counter()
+    n = value(conn, "SELECT count(mc_get('k' || mod(g * 7919, 10000)%s)) FROM generate_series(1, %d) g"
+              % (server, LOOP))
+    t = time.perf_counter() - t0
+    if n != LOOP:
+        raise RuntimeError("%d gets in one statement found %s" % (LOOP, n))
+    return t * 1e6 / LOOP
+
+
+def perf_syscalls(pids, run):
+    """Syscalls of the processes pids (all their threads) while run() runs,
+    counted by perf stat on the syscall tracepoints, and their CPU time
+    (task-clock, ms): (total, {name: count}, ms), or None when perf cannot
+    count here."""
+    names = ["read", "write", "sendmsg", "sendto", "recvfrom", "epoll_wait", "epoll_ctl",
+             "getpid", "futex", "clock_nanosleep"]
+    out = os.path.join(WORK, "perfstat.%d" % pids[0])
+    p = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out, "-e",
+                          ",".join(["task-clock", "raw_syscalls:sys_enter"] +
+                                   ["syscalls:sys_enter_" + n for n in names]),
+                          "-p", ",".join(map(str, pids))],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    run()
+    time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    p.wait()
+    counts = {}
+    try:
+        with open(out) as f:
+            for line in f:
+                parts = line.strip().split(",")
+                if len(parts) > 2 and re.match(r"^[0-9.]+$", parts[0]):
+                    counts[parts[2]] = float(parts[0])
+    except OSError:
+        return None
+    if "raw_syscalls:sys_enter" not in counts:
+        return None
+    return (counts["raw_syscalls:sys_enter"], {n: counts.get("syscalls:sys_enter_" + n, 0) for n in names},
+            counts.get("task-clock"))
+
+
+def w10_syscalls(w, tls_pids):
+    """System calls per single get over plain TCP and TLS: the backend's,
+    and the memcacheds' (memcached -Z reads a record's header and its body
+    apart: one read more per request, which no client can spare it)."""
+    rig = os.environ.get("MCFDW_RIG", "")
+    plain_pids = []
+    for port in PORTS:
+        try:
+            with open(os.path.join(rig, "memcached-%d.pid" % port)) as f:
+                plain_pids.append(int(f.read().strip()))
+        except (OSError, ValueError):
+            pass
+    if shutil.which("perf") is None or len(plain_pids) != len(PORTS):
+        row(w, "syscalls per get (perf stat)", None, "calls", note="perf or the rig's memcached pids missing")
+        return
+    conn = connect()
+    pid = backend_pid(conn)
+    sql = "SELECT count(mc_get('k' || mod(g * 7919, 10000)%s)) FROM generate_series(1, %d) g"
+    for what, extra, mc_pids in (("plain TCP", "", plain_pids), ("TLS", ", server => 'bench_tls'", tls_pids)):
+        value(conn, sql % (extra, 100))         # connections made, sessions kept
+        got = {}
+
+        def run():
+            got["mc"] = perf_syscalls(mc_pids, lambda: value(conn, sql % (extra, LOOP)))
+        got["be"] = perf_syscalls([pid], run)
+        for who, key in (("mcfdw backend", "be"), ("memcached", "mc")):
+            if got.get(key) is None:
+                row(w, "%s: syscalls per get, %s (perf stat)" % (who, what), None, "calls",
+                    note="perf stat cannot count syscalls here")
+                continue
+            total, by, ms = got[key]
+            row(w, "%s: syscalls per get, %s (perf stat)" % (who, what), total / LOOP, "calls",
+                note=" ".join("%s %.2f" % (n, c / LOOP) for n, c in by.items() if c >= LOOP / 100))
+            row(w, "%s: CPU time per get, %s (perf stat task-clock)" % (who, what),
+                ms * 1000 / LOOP if ms is not None else None, "us")
+    conn.close()
+
+
+def w10_callgrind(w, ports, ca):
+    """User-mode instructions TLS adds to a single get: mcfdw's (a
+    single-user backend, 1,000 vs 5,000 mc_get calls on each server) and
+    the raw C client's (1,000 vs 5,000 round trips)."""
+    if shutil.which("valgrind") is None:
+        row(w, "callgrind: instructions TLS adds per get", None, "instr", note="valgrind not installed")
+        return
+    su = single_user()
+    err = su.error
+    if not err:
+        out = su.run(["DROP SERVER IF EXISTS bench_tls",
+                      "CREATE SERVER bench_tls FOREIGN DATA WRAPPER mcfdw OPTIONS (servers '%s', "
+                      "distribution 'modula', tls 'verify-full', tls_ca_file '%s')"
+                      % (",".join("127.0.0.1:%d" % p for p in ports), ca)])
+        if "ERROR" in out:
+            err = su.first_error(out)
+    if err:
+        row(w, "callgrind: instructions TLS adds per get", None, "instr", note="single-user backend: " + err)
+        return
+    sql = "SELECT count(mc_get('k' || (g %% 10000)%s)) FROM generate_series(1, %d) g"
+    mc = {}
+    for k, extra in (("plain", ""), ("tls", ", server => 'bench_tls'")):
+        mc[k], e = su.instructions(lambda n: sql % (extra, n), lambda n: n)
+        if e:
+            row(w, "callgrind: instructions TLS adds per get", None, "instr", note="single-user backend: " + e)
+            return
+    raw = {}
+    for k, args, p in (("plain", [], PORTS), ("tls", ["-S", ca], ports)):
+        got = []
+        for n in (SingleUser.K1, SingleUser.K2):
+            out = run_rawclient(n, "-s", 0, *args, ports=p, keyspace=10000,
+                                valgrind=["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            m = re.search(r"Collected : (\d+)", out)
+            if not m:
+                raise RuntimeError("rawclient under callgrind printed: " + out[-300:])
+            got.append(int(m.group(1)))
+        raw[k] = (got[1] - got[0]) / (SingleUser.K2 - SingleUser.K1)
+    add_mc, add_raw = mc["tls"] - mc["plain"], raw["tls"] - raw["plain"]
+    row(w, "mcfdw: instructions per get, plain TCP (callgrind)", mc["plain"], "instr")
+    row(w, "mcfdw: instructions TLS adds per get (callgrind)", add_mc, "instr", None,
+        ratio(add_mc, add_raw), note="/floor|raw is mcfdw's / the raw client's")
+    row(w, "raw C client: instructions per round trip, plain TCP (callgrind)", raw["plain"], "instr")
+    row(w, "raw C client: instructions TLS adds per round trip (callgrind)", add_raw, "instr")
+
+
 def w10_tls():
     say("10. TLS (verify-full) against plain TCP, four instances each: single get, "
         "10,000-key multi-get, handshakes after warm-up")
@@ -1174,6 +1317,12 @@ def w10_tls():
             "floor": "SELECT 1;\n",
             "plain": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k);\n",
             "tls": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k, server => 'bench_tls');\n",
+            # the raw C client's round trips, on the rig's four and on these
+            "raw plain": (PORTS, None),
+            "raw TLS": (ports, ca),
+            # mcfdw's round trips back to back (no pgbench transaction between)
+            "loop plain": "",
+            "loop TLS": ", server => 'bench_tls'",
         }
         arr = "(SELECT array_agg('k' || g) FROM generate_series(0, 9999) g)"
         multi = {
@@ -1183,11 +1332,21 @@ def w10_tls():
         }
         for what, scripts, target in (("single get", single, 1.3), ("10,000-key mc_get_multi", multi, 2.0)):
             lat = {k: [] for k in scripts}
+            lconn = connect()
             for r in range(ROUNDS):
                 for k, s in rotated(scripts.items(), r):
-                    lat[k].append(pgbench(s)[1])
-                say("   %s round %d: floor %.1f us, plain %.1f us, TLS %.1f us"
-                    % (what, r + 1, lat["floor"][-1], lat["plain"][-1], lat["tls"][-1]))
+                    if k.startswith("raw"):
+                        lat[k].append(raw_round_trip(*s))
+                    elif k.startswith("loop"):
+                        lat[k].append(loop_round_trip(lconn, s))
+                    else:
+                        lat[k].append(pgbench(s)[1])
+                say("   %s round %d: floor %.1f us, plain %.1f us, TLS %.1f us%s"
+                    % (what, r + 1, lat["floor"][-1], lat["plain"][-1], lat["tls"][-1],
+                       "; in one statement %.1f us plain, %.1f us TLS; raw client %.1f us plain, %.1f us TLS"
+                       % (lat["loop plain"][-1], lat["loop TLS"][-1], lat["raw plain"][-1], lat["raw TLS"][-1])
+                       if "raw TLS" in lat else ""))
+            lconn.close()
             add_plain = med([p - f for p, f in zip(lat["plain"], lat["floor"])])
             add_tls = med([t - f for t, f in zip(lat["tls"], lat["floor"])])
             rt = ratio(add_tls, add_plain)
@@ -1195,6 +1354,31 @@ def w10_tls():
             row(w, "mcfdw: %s added over floor, TLS" % what, add_tls, "us", None, rt,
                 "<= %s x plain" % target, check(rt, "<=", target),
                 note="/floor|raw is TLS / plain TCP here")
+            if "raw TLS" not in lat:
+                continue
+            raw_plain, raw_tls = med(lat["raw plain"]), med(lat["raw TLS"])
+            row(w, "raw C client: single get round trip, plain TCP", raw_plain, "us")
+            row(w, "raw C client: single get round trip, TLS", raw_tls, "us", None,
+                ratio(raw_tls, raw_plain), note="/floor|raw is TLS / plain TCP here")
+            # what TLS adds, paired inside each round
+            tls_mc = med([t - p for t, p in zip(lat["tls"], lat["plain"])])
+            tls_raw = med([t - p for t, p in zip(lat["raw TLS"], lat["raw plain"])])
+            row(w, "mcfdw: TLS's added time per single get (TLS - plain)", tls_mc, "us")
+            row(w, "raw C client: TLS's added time per round trip (TLS - plain)", tls_raw, "us")
+            rm = ratio(tls_mc, tls_raw)
+            row(w, "mcfdw: TLS's added time over the raw client's", rm, "x", None, rm,
+                "<= 1.2 x raw (proposed)", check(rm, "<=", 1.2),
+                note="/floor|raw is mcfdw's (TLS - plain) / the raw client's (TLS - plain)")
+            row(w, "mcfdw: %s gets in one statement, per get, plain TCP" % format(LOOP, ","),
+                med(lat["loop plain"]), "us")
+            row(w, "mcfdw: %s gets in one statement, per get, TLS" % format(LOOP, ","),
+                med(lat["loop TLS"]), "us", None, ratio(med(lat["loop TLS"]), med(lat["loop plain"])),
+                note="/floor|raw is TLS / plain TCP here")
+            tls_loop = med([t - p for t, p in zip(lat["loop TLS"], lat["loop plain"])])
+            row(w, "mcfdw in one statement: TLS's added time per get (TLS - plain)", tls_loop, "us",
+                None, ratio(tls_loop, tls_raw), note="/floor|raw is over the raw client's (TLS - plain)")
+        w10_syscalls(w, [p.pid for p in procs])
+        w10_callgrind(w, ports, ca)
     finally:
         for p in procs:
             p.kill()

@@ -4,9 +4,10 @@
 #
 # Owns: bringing the bench rig up (four memcacheds, a private PostgreSQL with
 # pgmemcache preloaded and mcfdw created, both pointed at the same four
-# servers with the same "modula" routing), building test/bench/bin/rawclient,
-# and handing over to test/bench/bench.py, which loads the keys, runs the
-# workloads and prints the table (and writes test/bench/results/latest.csv).
+# servers with the same "modula" routing), building test/bench/bin/rawclient
+# (plain sockets, and OpenSSL for its TLS mode), and handing over to
+# test/bench/bench.py, which loads the keys, runs the workloads and prints
+# the table (and writes test/bench/results/latest.csv).
 # Must not: touch anything the rig did not start.
 #
 # Knobs (environment): BENCH_QUICK=1 (fewer, shorter rounds), BENCH_ROUNDS,
@@ -56,7 +57,7 @@ SQL
 mkdir -p test/bench/bin
 rig_say "building test/bench/bin/rawclient"
 ${CC:-cc} -O2 -Wall -Wextra -Werror -Isrc -o test/bench/bin/rawclient \
-	test/bench/rawclient.c src/ring.c src/hash.c
+	test/bench/rawclient.c src/ring.c src/hash.c -lssl -lcrypto
 
 export MCFDW_PGBIN="$RIG_PGBIN" MCFDW_PGDATA="$RIG_PGDATA"
 export PYTHONPATH="$RIG_SRC/test/lib${PYTHONPATH:+:$PYTHONPATH}"

@@ -26,6 +26,15 @@
  * the three system calls a round trip needs, and next to nothing else in
  * user mode.  Prints wall_ms=.. user_us_per_call=.. sys_us_per_call=..
  * (getrusage, so the same tick-sampled split as /proc/<pid>/stat).
+ *
+ * With -S CAFILE as well, the same single gets go over TLS (the floor for
+ * workload 10): each socket's handshake is done first, verifying the
+ * server's certificate against CAFILE and 127.0.0.1, with what mcfdw's
+ * SSL_CTX sets on the per-request path (read-ahead, partial writes, the
+ * ciphersuites of -C if given); then each round trip is one SSL_write,
+ * epoll_wait, SSL_read (and SSL_get_error only when a call did not
+ * succeed).  It prints the same line, and cipher=.. (the suite
+ * negotiated).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -33,6 +42,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +51,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "ring.h"
 
@@ -61,6 +74,7 @@ typedef struct Server
 	int			nkeys;			/* keys of this batch sent here */
 	int			active;			/* waiting for MN */
 	int			want_out;		/* epoll armed for EPOLLOUT */
+	SSL		   *ssl;			/* -S: the socket's TLS, after the handshake */
 } Server;
 
 static Server servers[MAX_SERVERS];
@@ -142,6 +156,92 @@ connect_server(Server *s)
 	ev.data.ptr = s;
 	if (epoll_ctl(epfd, EPOLL_CTL_ADD, s->fd, &ev) < 0)
 		die("epoll_ctl");
+}
+
+/*
+ * -S: the TLS handshake on a connected socket, done blocking (it is not
+ * timed), then the socket goes back to non-blocking.  The context is set
+ * as mcfdw's is (conn_tls.c): verification, read-ahead, partial writes.
+ */
+static void
+tls_connect(Server *s, SSL_CTX *ctx)
+{
+	int			fl = fcntl(s->fd, F_GETFL);
+
+	if (fl < 0 || fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		die("fcntl");
+	s->ssl = SSL_new(ctx);
+	if (s->ssl == NULL || SSL_set_fd(s->ssl, s->fd) != 1 ||
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s->ssl), "127.0.0.1") != 1)
+		die("SSL_new");
+	if (SSL_connect(s->ssl) != 1)
+	{
+		ERR_print_errors_fp(stderr);
+		errno = 0;
+		die("TLS handshake failed");
+	}
+	if (set_nonblock(s->fd) < 0)
+		die("fcntl");
+}
+
+static SSL_CTX *
+tls_context(const char *cafile, const char *suites)
+{
+	SSL_CTX    *ctx = SSL_CTX_new(TLS_client_method());
+
+	if (ctx == NULL)
+		die("SSL_CTX_new");
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_load_verify_locations(ctx, cafile, NULL) != 1)
+		die("cannot load the CA file");
+	if (suites != NULL && SSL_CTX_set_ciphersuites(ctx, suites) != 1)
+		die("bad -C ciphersuites");
+	return ctx;
+}
+
+/*
+ * -S: write a request whole (a small one goes in one record) and read what
+ * is there; the calls succeed in the common case, and SSL_get_error is
+ * asked only when one did not.  recv_tls returns the bytes read, 0 when
+ * the socket must be waited for.
+ */
+static void
+send_tls(Server *s, const char *buf, int len)
+{
+	while (len > 0)
+	{
+		int			n = SSL_write(s->ssl, buf, len);
+
+		if (n <= 0)
+		{
+			int			e = SSL_get_error(s->ssl, n);
+
+			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+				continue;		/* a full socket buffer: not on this path */
+			errno = 0;
+			die("SSL_write failed");
+		}
+		buf += n;
+		len -= n;
+	}
+}
+
+static ssize_t
+recv_tls(Server *s, char *buf, size_t len)
+{
+	int			n = SSL_read(s->ssl, buf, (int) len);
+
+	if (n > 0)
+		return n;
+	if (SSL_get_error(s->ssl, n) == SSL_ERROR_WANT_READ)
+		return 0;
+	errno = 0;
+	die("SSL_read failed or the server closed the connection");
+	return -1;
 }
 
 /* Append "mg <key> v f O<pos> q\r\n" (the request mcfdw's multi-get sends). */
@@ -379,25 +479,44 @@ run_singles(const McRing *ring, long off, int nkeys, long keyspace)
 		Server	   *s = &servers[mc_ring_server_for_key(ring, req + 3, (size_t) klen - 3)];
 		size_t		have = 0;
 		ssize_t		n;
+		int			starved;
 
 		memcpy(req + klen, " v f\r\n", 6);
-		if (send(s->fd, req, (size_t) klen + 6, MSG_NOSIGNAL) != klen + 6)
+		if (s->ssl != NULL)
+			send_tls(s, req, klen + 6);
+		else if (send(s->fd, req, (size_t) klen + 6, MSG_NOSIGNAL) != klen + 6)
 			die("send");
+		starved = 1;
 		for (;;)
 		{
 			struct epoll_event ev;
 			char	   *eol;
 
-			if (epoll_wait(ep[s - servers], &ev, 1, 10000) < 0 && errno != EINTR)
+			/*
+			 * Bytes OpenSSL holds are read before waiting, unless they are
+			 * part of a record (the last read wanted more): as mcfdw does.
+			 */
+			if ((s->ssl == NULL || starved || !SSL_has_pending(s->ssl)) &&
+				epoll_wait(ep[s - servers], &ev, 1, 10000) < 0 && errno != EINTR)
 				die("epoll_wait");
-			n = recv(s->fd, s->rbuf + have, s->rcap - have, 0);
-			if (n == 0)
-				die("server closed the connection");
-			if (n < 0)
+			if (s->ssl != NULL)
 			{
-				if (errno == EAGAIN || errno == EINTR)
+				n = recv_tls(s, s->rbuf + have, s->rcap - have);
+				starved = (n == 0);
+				if (n == 0)
 					continue;
-				die("recv");
+			}
+			else
+			{
+				n = recv(s->fd, s->rbuf + have, s->rcap - have, 0);
+				if (n == 0)
+					die("server closed the connection");
+				if (n < 0)
+				{
+					if (errno == EAGAIN || errno == EINTR)
+						continue;
+					die("recv");
+				}
 			}
 			have += (size_t) n;
 			eol = memchr(s->rbuf, '\n', have);
@@ -419,12 +538,14 @@ run_singles(const McRing *ring, long off, int nkeys, long keyspace)
 	}
 	wall = now_us() - t0;
 	getrusage(RUSAGE_SELF, &r1);
-	printf("calls=%d misses=%ld wall_ms=%.3f user_us_per_call=%.3f sys_us_per_call=%.3f\n",
+	printf("calls=%d misses=%ld wall_ms=%.3f user_us_per_call=%.3f sys_us_per_call=%.3f%s%s\n",
 		   nkeys, misses, wall / 1e3,
 		   ((r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1e6 +
 			(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec)) / nkeys,
 		   ((r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
-			(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) / nkeys);
+			(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) / nkeys,
+		   servers[0].ssl ? " cipher=" : "",
+		   servers[0].ssl ? SSL_get_cipher_name(servers[0].ssl) : "");
 	return misses;
 }
 
@@ -457,12 +578,21 @@ main(int argc, char **argv)
 	double		sum = 0,
 				t0;
 	long		singles = -1;
+	const char *cafile = NULL;
+	const char *suites = NULL;
+	SSL_CTX    *ctx = NULL;
 	int			opt;
 
-	while ((opt = getopt(argc, argv, "p:n:k:t:b:w:d:s:")) != -1)
+	while ((opt = getopt(argc, argv, "p:n:k:t:b:w:d:s:S:C:")) != -1)
 	{
 		switch (opt)
 		{
+			case 'S':
+				cafile = optarg;
+				break;
+			case 'C':
+				suites = optarg;
+				break;
 			case 's':
 				singles = atol(optarg);
 				break;
@@ -500,7 +630,7 @@ main(int argc, char **argv)
 			default:
 				fprintf(stderr, "usage: rawclient -p PORT[,PORT...] -n KEYS [-k KEYSPACE] "
 						"[-t SECONDS] [-b MAXBATCHES] [-w WARMUP] [-d modula|ketama|dalli] "
-						"[-s OFF]\n");
+						"[-s OFF [-S CAFILE [-C CIPHERSUITES]]]\n");
 				return 2;
 		}
 	}
@@ -508,6 +638,16 @@ main(int argc, char **argv)
 	{
 		fprintf(stderr, "rawclient: need -p PORTS and 1 <= KEYS <= KEYSPACE\n");
 		return 2;
+	}
+	if (cafile != NULL && singles < 0)
+	{
+		fprintf(stderr, "rawclient: -S is for single gets (-s) only\n");
+		return 2;
+	}
+	if (cafile != NULL)
+	{
+		signal(SIGPIPE, SIG_IGN);	/* SSL_write has no MSG_NOSIGNAL */
+		ctx = tls_context(cafile, suites);
 	}
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
@@ -521,6 +661,8 @@ main(int argc, char **argv)
 		nodes[nservers].port = servers[nservers].port;
 		nodes[nservers].weight = 1;
 		connect_server(&servers[nservers]);
+		if (ctx != NULL)
+			tls_connect(&servers[nservers], ctx);
 		nservers++;
 	}
 	ring = mc_ring_build(dist, nodes, nservers, ring_alloc, NULL, &err);
