@@ -1109,9 +1109,11 @@ def report(info, elapsed):
 
 
 # ---- workload 9: TLS against plain TCP ------------------------------------
-def start_tls_memcacheds(n):
-    """n private memcacheds with -Z, certificates made with the openssl
-    command in WORK; returns (ports, processes, CA file)."""
+def start_tls_memcacheds(n, tls=True):
+    """n private memcacheds with -Z (or, with tls False, the same without
+    -Z: the plain side of workload 10 must not be the rig's long-running
+    memcacheds, whose state differs from fresh ones), certificates made
+    with the openssl command in WORK; returns (ports, processes, CA file)."""
     # not under WORK (0700): the backend, as postgres, reads the CA file
     d = tempfile.mkdtemp(prefix="bench-tls.", dir=os.path.dirname(WORK))
     os.chmod(d, 0o755)
@@ -1133,8 +1135,10 @@ def start_tls_memcacheds(n):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         cmd = [os.environ.get("MCFDW_MEMCACHED", "/usr/bin/memcached"), "-l", "127.0.0.1",
-               "-p", str(port), "-U", "0", "-m", "64", "-Z", "-o",
-               "ssl_chain_cert=%s,ssl_key=%s" % (os.path.join(d, "srv.crt"), os.path.join(d, "srv.key"))]
+               "-p", str(port), "-U", "0", "-m", "64"]
+        if tls:
+            cmd += ["-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (os.path.join(d, "srv.crt"),
+                                                                   os.path.join(d, "srv.key"))]
         if os.geteuid() == 0:
             cmd += ["-u", "nobody"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -1204,25 +1208,18 @@ def perf_syscalls(pids, run):
             counts.get("task-clock"))
 
 
-def w10_syscalls(w, tls_pids):
+def w10_syscalls(w, plain_pids, tls_pids):
     """System calls per single get over plain TCP and TLS: the backend's,
     and the memcacheds' (memcached -Z reads a record's header and its body
     apart: one read more per request, which no client can spare it)."""
-    rig = os.environ.get("MCFDW_RIG", "")
-    plain_pids = []
-    for port in PORTS:
-        try:
-            with open(os.path.join(rig, "memcached-%d.pid" % port)) as f:
-                plain_pids.append(int(f.read().strip()))
-        except (OSError, ValueError):
-            pass
-    if shutil.which("perf") is None or len(plain_pids) != len(PORTS):
-        row(w, "syscalls per get (perf stat)", None, "calls", note="perf or the rig's memcached pids missing")
+    if shutil.which("perf") is None:
+        row(w, "syscalls per get (perf stat)", None, "calls", note="perf is not installed")
         return
     conn = connect()
     pid = backend_pid(conn)
     sql = "SELECT count(mc_get('k' || mod(g * 7919, 10000)%s)) FROM generate_series(1, %d) g"
-    for what, extra, mc_pids in (("plain TCP", "", plain_pids), ("TLS", ", server => 'bench_tls'", tls_pids)):
+    for what, extra, mc_pids in (("plain TCP", ", server => 'bench_plain'", plain_pids),
+                                 ("TLS", ", server => 'bench_tls'", tls_pids)):
         value(conn, sql % (extra, 100))         # connections made, sessions kept
         got = {}
 
@@ -1242,7 +1239,7 @@ def w10_syscalls(w, tls_pids):
     conn.close()
 
 
-def w10_callgrind(w, ports, ca):
+def w10_callgrind(w, plain_ports, ports, ca):
     """User-mode instructions TLS adds to a single get: mcfdw's (a
     single-user backend, 1,000 vs 5,000 mc_get calls on each server) and
     the raw C client's (1,000 vs 5,000 round trips)."""
@@ -1255,7 +1252,10 @@ def w10_callgrind(w, ports, ca):
         out = su.run(["DROP SERVER IF EXISTS bench_tls",
                       "CREATE SERVER bench_tls FOREIGN DATA WRAPPER mcfdw OPTIONS (servers '%s', "
                       "distribution 'modula', tls 'verify-full', tls_ca_file '%s')"
-                      % (",".join("127.0.0.1:%d" % p for p in ports), ca)])
+                      % (",".join("127.0.0.1:%d" % p for p in ports), ca),
+                      "DROP SERVER IF EXISTS bench_plain",
+                      "CREATE SERVER bench_plain FOREIGN DATA WRAPPER mcfdw OPTIONS (servers '%s', "
+                      "distribution 'modula')" % ",".join("127.0.0.1:%d" % p for p in plain_ports)])
         if "ERROR" in out:
             err = su.first_error(out)
     if err:
@@ -1263,13 +1263,13 @@ def w10_callgrind(w, ports, ca):
         return
     sql = "SELECT count(mc_get('k' || (g %% 10000)%s)) FROM generate_series(1, %d) g"
     mc = {}
-    for k, extra in (("plain", ""), ("tls", ", server => 'bench_tls'")):
+    for k, extra in (("plain", ", server => 'bench_plain'"), ("tls", ", server => 'bench_tls'")):
         mc[k], e = su.instructions(lambda n: sql % (extra, n), lambda n: n)
         if e:
             row(w, "callgrind: instructions TLS adds per get", None, "instr", note="single-user backend: " + e)
             return
     raw = {}
-    for k, args, p in (("plain", [], PORTS), ("tls", ["-S", ca], ports)):
+    for k, args, p in (("plain", [], plain_ports), ("tls", ["-S", ca], ports)):
         got = []
         for n in (SingleUser.K1, SingleUser.K2):
             out = run_rawclient(n, "-s", 0, *args, ports=p, keyspace=10000,
@@ -1288,19 +1288,24 @@ def w10_callgrind(w, ports, ca):
 
 
 def w10_tls():
-    say("10. TLS (verify-full) against plain TCP, four instances each: single get, "
+    say("10. TLS (verify-full) against plain TCP, four fresh instances each, started alike: single get, "
         "10,000-key multi-get, handshakes after warm-up")
     ports, procs, ca = start_tls_memcacheds(len(PORTS))
+    plain_ports, plain_procs, plain_ca = start_tls_memcacheds(len(PORTS), tls=False)
     try:
         conn = connect()
         conn.cursor().execute("DROP SERVER IF EXISTS bench_tls")
         conn.cursor().execute("CREATE SERVER bench_tls FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, "
                     "distribution 'modula', tls 'verify-full', tls_ca_file %s)",
               (",".join("127.0.0.1:%d" % p for p in ports), ca))
-        n = value(conn, "SELECT count(*) FILTER (WHERE mc_set('k' || i, lpad(i::text, 100, 'v'), "
-                        "server => 'bench_tls')) FROM generate_series(0, 9999) i")
-        if n != 10000:
-            raise RuntimeError("writing 10,000 keys over TLS stored %s" % n)
+        conn.cursor().execute("DROP SERVER IF EXISTS bench_plain")
+        conn.cursor().execute("CREATE SERVER bench_plain FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, "
+                    "distribution 'modula')", (",".join("127.0.0.1:%d" % p for p in plain_ports),))
+        for srv in ("bench_tls", "bench_plain"):
+            n = value(conn, "SELECT count(*) FILTER (WHERE mc_set('k' || i, lpad(i::text, 100, 'v'), "
+                            "server => '%s')) FROM generate_series(0, 9999) i" % srv)
+            if n != 10000:
+                raise RuntimeError("writing 10,000 keys to %s stored %s" % (srv, n))
         # handshakes: one backend, warmed up, then 10,000 calls
         value(conn, "SELECT count(*) FROM mc_get_multi((SELECT array_agg('k' || i) "
                     "FROM generate_series(0, 99) i), 'bench_tls')")
@@ -1315,19 +1320,19 @@ def w10_tls():
             target="= 0", status=check(hs, "<=", 0))
         single = {
             "floor": "SELECT 1;\n",
-            "plain": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k);\n",
+            "plain": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k, server => 'bench_plain');\n",
             "tls": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k, server => 'bench_tls');\n",
-            # the raw C client's round trips, on the rig's four and on these
-            "raw plain": (PORTS, None),
+            # the raw C client's round trips on the same two sets of instances
+            "raw plain": (plain_ports, None),
             "raw TLS": (ports, ca),
             # mcfdw's round trips back to back (no pgbench transaction between)
-            "loop plain": "",
+            "loop plain": ", server => 'bench_plain'",
             "loop TLS": ", server => 'bench_tls'",
         }
         arr = "(SELECT array_agg('k' || g) FROM generate_series(0, 9999) g)"
         multi = {
             "floor": "SELECT cardinality(%s);\n" % arr,
-            "plain": "SELECT count(*) FROM mc_get_multi(%s);\n" % arr,
+            "plain": "SELECT count(*) FROM mc_get_multi(%s, 'bench_plain');\n" % arr,
             "tls": "SELECT count(*) FROM mc_get_multi(%s, 'bench_tls');\n" % arr,
         }
         for what, scripts, target in (("single get", single, 1.3), ("10,000-key mc_get_multi", multi, 2.0)):
@@ -1377,13 +1382,14 @@ def w10_tls():
             tls_loop = med([t - p for t, p in zip(lat["loop TLS"], lat["loop plain"])])
             row(w, "mcfdw in one statement: TLS's added time per get (TLS - plain)", tls_loop, "us",
                 None, ratio(tls_loop, tls_raw), note="/floor|raw is over the raw client's (TLS - plain)")
-        w10_syscalls(w, [p.pid for p in procs])
-        w10_callgrind(w, ports, ca)
+        w10_syscalls(w, [p.pid for p in plain_procs], [p.pid for p in procs])
+        w10_callgrind(w, plain_ports, ports, ca)
     finally:
-        for p in procs:
+        for p in procs + plain_procs:
             p.kill()
             p.wait()
-        shutil.rmtree(os.path.dirname(ca), ignore_errors=True)
+        for d in (ca, plain_ca):
+            shutil.rmtree(os.path.dirname(d), ignore_errors=True)
 
 
 def main():
