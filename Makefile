@@ -32,6 +32,7 @@ OBJS = \
 	src/conn_stats.o \
 	src/conn_tls.o \
 	src/conn_multi.o \
+	src/pipeline.o \
 	src/functions.o \
 	src/reads.o \
 	src/keys.o \

@@ -6,26 +6,29 @@
  * map, as mc_get_multi routes keys) and grouped per instance; each instance
  * gets one pipeline of quiet meta commands, each carrying its position as
  * opaque (O<pos>), then "mn"; every pipeline is written before any reply
- * is awaited, and one wait on the server's multi-get wait set serves
- * whichever socket is ready.  Quiet mode leaves only the exceptions on the
+ * is awaited, and one wait on the server's wait set serves whichever
+ * socket is ready.  Quiet mode leaves only the exceptions on the
  * wire (NS, NF, errors for ms/md; HD for a touch, whose misses are the
  * quiet ones), so what "MN" closes without a word took the default outcome.
  * Requests are encoded in slices, so the write buffer stays small however
  * many ops a batch has.
  *
- * The structure follows multi_get.c; the two stay apart because their
- * replies and outcomes differ.  Must not: open, read or write sockets itself
- * (conn.c, conn_multi.c), touch the catalog or SQL types, or keep state
- * between calls.
+ * A pooled socket is probed first: a stray reply on it would pass for the
+ * pipeline's own.  A SQL caller's deletes are at most once (sent again,
+ * what the first send deleted would be NF).  The wait and the restart of
+ * an instance are pipeline.c's, as multi_get.c's are; the engines stay
+ * apart because their replies and outcomes differ.  Must not: open, read
+ * or write sockets itself (conn.c, conn_multi.c), touch the catalog or SQL
+ * types, or keep state between calls.
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/wait_event.h"
 
 #include "batch.h"
+#include "pipeline.h"
 
 /* Keep at most this much encoded request text (values included) queued per instance. */
 #define BW_WRITE_SLICE		(32 * 1024)
@@ -81,6 +84,7 @@ typedef struct BwBatch
 	bool		reroute;		/* a failed instance left ops to fail over */
 	bool	   *degraded;		/* under miss: instances whose ops failed */
 	bool		segmented;		/* TLS and some sets: see BW_TLS_SEGMENT */
+	bool		at_most_once;	/* deletes of a SQL call: never sent twice */
 } BwBatch;
 
 /* Keep the first failure's message for a soft caller. */
@@ -122,6 +126,13 @@ drop_instance(BwBatch *b, BwInstance *bi, int s, bool may_reroute)
 {
 	note_error(b, "instance %s: %s", McInstanceName(b->srv, s),
 			   McInstanceHealthOf(b->srv, s)->last_error);
+	/* writes that may have run there must not run elsewhere too */
+	if (b->at_most_once && bi->conn != NULL && McConnInDoubt(bi->conn))
+	{
+		may_reroute = false;
+		if (!b->miss)
+			McConnRaise(bi->conn);
+	}
 	if (may_reroute && b->srv->cfg.failover)
 	{
 		b->excluded[s] = true;
@@ -235,6 +246,7 @@ connect_all(BwBatch *b)
 
 		if (bi->nops == 0)
 			continue;
+		McConnProbeIdle(McConnOf(srv, s));
 		bi->conn = McInstanceBegin(srv, s, b->isoft);
 		bi->need = 1;
 		bi->last_progress = now;
@@ -261,6 +273,8 @@ connect_all(BwBatch *b)
 				McInstanceFailed(srv, bi->conn, b->isoft);
 				drop_instance(b, bi, s, true);
 			}
+			else if (bi->active && b->at_most_once)
+				McConnAtMostOnce(bi->conn);
 		}
 	}
 	PG_FINALLY();
@@ -319,10 +333,6 @@ encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
 	return 0;
 }
 
-/*
- * Queue more requests for an instance, up to one slice of unsent bytes (a
- * large value may overshoot it by itself), and "mn" once all are queued.
- */
 /* Encode the next segment of a segmented pipeline, closed by "mn". */
 static void
 fill_segment(BwBatch *b, BwInstance *bi)
@@ -379,6 +389,10 @@ fill_segment(BwBatch *b, BwInstance *bi)
 	bi->mn_queued = (bi->next_send == bi->nops);
 }
 
+/*
+ * Queue more requests for an instance, up to one slice of unsent bytes (a
+ * large value may overshoot it by itself), and "mn" once all are queued.
+ */
 static void
 fill_requests(BwBatch *b, BwInstance *bi)
 {
@@ -549,30 +563,19 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 }
 
 /*
- * A pooled socket turned out closed while idle before any reply came (the
- * requests never ran): start the instance over once on a fresh socket.
+ * A pooled socket turned out closed while idle before any reply came: start
+ * over once on a fresh socket (pipeline.c; never for an at-most-once batch).
  */
 static bool
 restart_instance(BwBatch *b, BwInstance *bi, int s)
 {
-	if (bi->retried || bi->next_match > 0)
-	{
-		McInstanceFail(b->srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE,
-					   "read from", "the server closed the connection");
-		return false;
-	}
-	bi->retried = true;
+	bi->conn = McPipelineRestart(b->srv, s, b->isoft, &bi->retried, bi->next_match > 0);
 	bi->next_send = 0;
 	bi->mn_queued = false;
 	bi->seg_end = 0;
 	bi->seg_waiting = bi->seg_single = false;
 	bi->need = 1;
-	bi->conn = McInstanceBegin(b->srv, s, b->isoft);
-	if (bi->conn == NULL)
-		return false;
-	if (!McConnFinishConnect(bi->conn))
-		return McInstanceFailed(b->srv, bi->conn, b->isoft);
-	return true;
+	return bi->conn != NULL;
 }
 
 /* Send and receive on one instance until it would block. */
@@ -612,7 +615,10 @@ next_segment:
 		if (n == -1)
 			McInstanceFailed(b->srv, bi->conn, b->isoft);
 		if (n == -2 && restart_instance(b, bi, s))
-			return;
+		{
+			readable = false;	/* the fresh socket has nothing to read yet */
+			goto next_segment;
+		}
 		if (n < 0)
 		{
 			drop_instance(b, bi, s, true);
@@ -630,115 +636,57 @@ next_segment:
 	}
 }
 
-/*
- * Write every pipeline of the round, then serve whichever socket is ready
- * until each instance has answered "MN", failed, or run out of time.
- */
+/* McPipeline's view of an instance: its connection while it waits for "MN". */
+static McConn *
+bw_waiting(void *arg, int s, TimestampTz *last_progress)
+{
+	BwInstance *bi = &((BwBatch *) arg)->inst[s];
+
+	*last_progress = bi->last_progress;
+	return bi->active ? bi->conn : NULL;
+}
+
+static void
+bw_pump(void *arg, int s, bool readable, TimestampTz now)
+{
+	BwBatch    *b = arg;
+
+	pump_instance(b, &b->inst[s], s, readable, now);
+}
+
+/* Out of time: past the call's deadline, nothing is left for a failover. */
+static void
+bw_expired(void *arg, int s, bool overall)
+{
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+
+	McInstanceFail(b->srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE, "read from",
+				   overall ? "timed out: the %d ms allowed ran out" : "timed out after %d ms",
+				   overall ? b->timeout_ms : b->srv->cfg.io_timeout);
+	drop_instance(b, bi, s, !overall);
+}
+
+/* Write every pipeline of the round; wait until each has answered "MN" or failed. */
 static void
 run_round(BwBatch *b)
 {
-	McServer   *srv = b->srv;
-	int			n = srv->cfg.nendpoints;
-	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
-	TimestampTz now = GetCurrentTimestamp();
+	McPipeline	p = {.srv = b->srv,.arg = b,.waiting = bw_waiting,
+	.pump = bw_pump,.expired = bw_expired,.deadline = b->deadline};
 
-	for (int s = 0; s < n; s++)
-		pump_instance(b, &b->inst[s], s, false, now);
-
-	for (;;)
-	{
-		WaitEventSet *wes;
-		long		timeout = -1;
-		int			nev;
-		int			pending = 0;
-		int			io_timeout = srv->cfg.io_timeout;
-
-		now = GetCurrentTimestamp();
-		wes = McServerWaitSet(srv);
-		for (int s = 0; s < n; s++)
-		{
-			BwInstance *bi = &b->inst[s];
-			long		left = -1;
-
-			if (!bi->active)
-				continue;
-			if (b->deadline)
-			{
-				left = TimestampDifferenceMilliseconds(now, b->deadline);
-				if (left <= 0)
-				{
-					/* out of time: nothing is left for a failover either */
-					McInstanceFail(srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE,
-								   "read from", "timed out: the %d ms allowed ran out", b->timeout_ms);
-					drop_instance(b, bi, s, false);
-					continue;
-				}
-			}
-			if (io_timeout > 0)
-			{
-				long		io_left = TimestampDifferenceMilliseconds(now,
-																	  TimestampTzPlusMilliseconds(bi->last_progress, io_timeout));
-
-				if (io_left <= 0)
-				{
-					McInstanceFail(srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE,
-								   "read from", "timed out after %d ms", io_timeout);
-					drop_instance(b, bi, s, true);
-					continue;
-				}
-				if (left < 0 || io_left < left)
-					left = io_left;
-			}
-			if (left >= 0 && (timeout < 0 || left < timeout))
-				timeout = left;
-			/* bytes inside OpenSSL are readable, though epoll cannot see them */
-			if (McConnHasPending(bi->conn))
-			{
-				pump_instance(b, bi, s, true, now);
-				if (!bi->active)
-					continue;
-			}
-			McConnArm(bi->conn, WL_SOCKET_READABLE |
-					  (McConnUnsent(bi->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
-			pending++;
-		}
-		if (pending == 0)
-			break;
-
-		CHECK_FOR_INTERRUPTS();
-		nev = WaitEventSetWait(wes, timeout, events, n + 2, PG_WAIT_EXTENSION);
-		now = GetCurrentTimestamp();
-		for (int e = 0; e < nev; e++)
-		{
-			McConn	   *conn = (McConn *) events[e].user_data;
-			BwInstance *bi;
-
-			if (events[e].events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				CHECK_FOR_INTERRUPTS();
-				continue;
-			}
-			if (conn == NULL)
-				continue;
-			bi = &b->inst[McConnIndex(conn)];
-			if (!bi->active || bi->conn != conn)
-			{
-				/* an idle socket became readable: the server closed it */
-				McConnDropIdle(conn);
-				continue;
-			}
-			pump_instance(b, bi, McConnIndex(conn),
-						  (events[e].events & WL_SOCKET_READABLE) != 0, now);
-		}
-	}
-	pfree(events);
+	McPipelineRun(&p);
 }
 
 /* Rounds until every op is settled: the first, then one per failover. */
 static void
 run_batch(BwBatch *b)
 {
+	int			n = b->srv->cfg.nendpoints;
+
+	b->inst = palloc(sizeof(BwInstance) * n);
+	b->excluded = palloc0(sizeof(bool) * n);
+	b->degraded = palloc0(sizeof(bool) * n);
+	b->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * 2 * (Size) b->nops);
 	while (route_round(b))
 	{
 		connect_all(b);
@@ -807,12 +755,12 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	b.nops = nops;
 	b.soft = soft;
 	b.miss = srv->cfg.on_failure_miss;
-	for (int i = 0; i < nops && srv->cfg.tls != MC_TLS_DISABLE; i++)
-		if (ops[i].kind == MC_BATCH_SET)
-		{
-			b.segmented = true;
-			break;
-		}
+	for (int i = 0; i < nops; i++)
+	{
+		b.segmented |= (ops[i].kind == MC_BATCH_SET && srv->cfg.tls != MC_TLS_DISABLE);
+		/* a second send of a delete answers NF for what the first one deleted */
+		b.at_most_once |= (ops[i].kind == MC_BATCH_DELETE && !soft);
+	}
 	b.isoft = soft || srv->cfg.failover || b.miss;
 	b.timeout_ms = timeout_ms;
 	b.deadline = timeout_ms > 0 ?
@@ -823,10 +771,6 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batch write",
 								 ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(work);
-	b.inst = palloc(sizeof(BwInstance) * srv->cfg.nendpoints);
-	b.excluded = palloc0(sizeof(bool) * srv->cfg.nendpoints);
-	b.degraded = palloc0(sizeof(bool) * srv->cfg.nendpoints);
-	b.slots = MemoryContextAllocHuge(work, sizeof(int) * 2 * (Size) nops);
 	if (soft)
 		run_batch_soft(&b);
 	else

@@ -198,6 +198,34 @@ conn_prepare(McConn *conn, bool probe)
 	return true;
 }
 
+/*
+ * Close a pooled socket the server closed, or one holding bytes nobody
+ * asked for, before a pipeline of writes goes out on it.  A quiet pipeline
+ * is answered only by its exceptions and "mn": a stray "MN" or "NF O0"
+ * waiting on the socket would pass for the pipeline's own replies, however
+ * briefly the socket sat idle.  One system call per instance and call.
+ */
+void
+McConnProbeIdle(McConn *conn)
+{
+	if (conn->sock != PGINVALID_SOCKET && !conn->busy && !conn->connecting &&
+		!conn_still_open(conn))
+		McConnClose(conn);
+}
+
+/*
+ * The pipeline about to be written must not run twice (deletes whose count
+ * a second send would falsify, as mc_delete's): a lost reply is not retried
+ * on a fresh socket, and its error says the requests may or may not have
+ * run.  Call it once the connect finished, on a socket just probed.
+ */
+void
+McConnAtMostOnce(McConn *conn)
+{
+	conn->retryable = false;
+	conn->in_doubt = true;
+}
+
 /* conn_prepare, probing the socket only when it sat idle for long. */
 bool
 McConnPrepare(McConn *conn)

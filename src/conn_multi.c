@@ -6,7 +6,7 @@
  * socket of the server), arming a socket in it for writing, sending and
  * receiving whatever the socket takes or has without waiting, dropping an
  * idle socket the server closed, and the write buffer a batch refills in
- * slices; over TLS with conn_tls.c's steps.  Must not: wait (multi_get.c
+ * slices; over TLS with conn_tls.c's steps.  Must not: wait (pipeline.c
  * waits on the set, so one wait serves every instance of a batch), parse
  * replies, choose instances, or count failures (it reports them, as
  * conn_io.c does).  Errors and the retry of a pooled socket closed while

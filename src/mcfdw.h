@@ -279,6 +279,8 @@ extern const char *McConnName(McConn *conn);
 extern int	McConnIndex(McConn *conn);
 extern void McConnGetStats(McConn *conn, McConnStats *out);
 extern bool McConnPrepare(McConn *conn);
+extern void McConnProbeIdle(McConn *conn);
+extern void McConnAtMostOnce(McConn *conn);
 extern bool McConnFinishConnect(McConn *conn);
 extern const char *McConnRoundtrip(McConn *conn, const McRequest *req,
 								   McReply *reply);

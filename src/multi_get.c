@@ -39,6 +39,7 @@
 
 #include "keys.h"
 #include "multi_get.h"
+#include "pipeline.h"
 #include "rowlayout.h"
 
 PG_FUNCTION_INFO_V1(mc_get_multi);
@@ -560,24 +561,17 @@ handle_replies(MgBatch *b, MgInstance *mi)
 
 /*
  * A pooled socket turned out closed while idle before any reply came: start
- * that instance over once on a fresh socket.  Returns false if it cannot.
+ * that instance over once on a fresh socket (pipeline.c).  Returns false if
+ * it cannot.
  */
 static bool
 restart_instance(MgBatch *b, MgInstance *mi, int s)
 {
-	if (mi->retried || mi->next_match > 0)
-		return McInstanceFail(b->srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
-							  "read from", "the server closed the connection");
-	mi->retried = true;
+	mi->conn = McPipelineRestart(b->srv, s, b->soft, &mi->retried, mi->next_match > 0);
 	mi->next_send = 0;
 	mi->mn_queued = false;
 	mi->need = 1;
-	mi->conn = McInstanceBegin(b->srv, s, b->soft);
-	if (mi->conn == NULL)
-		return false;
-	if (!McConnFinishConnect(mi->conn))
-		return McInstanceFailed(b->srv, mi->conn, b->soft);
-	return true;
+	return mi->conn != NULL;
 }
 
 /*
@@ -644,94 +638,47 @@ again:
 	}
 }
 
+/* McPipeline's view of an instance: its connection while it waits for "MN". */
+static McConn *
+mg_waiting(void *arg, int s, TimestampTz *last_progress)
+{
+	MgInstance *mi = &((MgBatch *) arg)->instances[s];
+
+	*last_progress = mi->last_progress;
+	return mi->active ? mi->conn : NULL;
+}
+
+static void
+mg_pump(void *arg, int s, bool readable, TimestampTz now)
+{
+	MgBatch    *b = arg;
+
+	pump_instance(b, &b->instances[s], s, readable, now);
+}
+
+/* io_timeout of inactivity passed (a multi-get has no deadline of its own). */
+static void
+mg_expired(void *arg, int s, bool overall)
+{
+	MgBatch    *b = arg;
+	MgInstance *mi = &b->instances[s];
+
+	McInstanceFail(b->srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
+				   "read from", "timed out after %d ms", b->srv->cfg.io_timeout);
+	drop_instance(mi);
+}
+
 /*
- * The wait loop: write every pipeline, then serve whichever socket is ready
- * until every instance has answered "MN".  Waits are interruptible and
- * bounded by each instance's io_timeout of inactivity.
+ * The wait loop (pipeline.c): write every pipeline, then serve whichever
+ * socket is ready until every instance has answered "MN".
  */
 static void
 run_batch(MgBatch *b)
 {
-	McServer   *srv = b->srv;
-	int			n = srv->cfg.nendpoints;
-	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
-	TimestampTz now = GetCurrentTimestamp();
+	McPipeline	p = {.srv = b->srv,.arg = b,.waiting = mg_waiting,
+	.pump = mg_pump,.expired = mg_expired};
 
-	for (int s = 0; s < n; s++)
-		pump_instance(b, &b->instances[s], s, false, now);
-
-	for (;;)
-	{
-		WaitEventSet *wes;
-		long		timeout = -1;
-		int			nev;
-		int			pending = 0;
-
-		now = GetCurrentTimestamp();
-		wes = McServerWaitSet(srv);
-		for (int s = 0; s < n; s++)
-		{
-			MgInstance *mi = &b->instances[s];
-			int			io_timeout = srv->cfg.io_timeout;
-
-			if (!mi->active)
-				continue;
-			if (io_timeout > 0)
-			{
-				long		left = TimestampDifferenceMilliseconds(now,
-																   TimestampTzPlusMilliseconds(mi->last_progress, io_timeout));
-
-				if (left <= 0)
-				{
-					McInstanceFail(srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
-								   "read from", "timed out after %d ms", io_timeout);
-					drop_instance(mi);
-					continue;
-				}
-				if (timeout < 0 || left < timeout)
-					timeout = left;
-			}
-			/* bytes inside OpenSSL are readable, though epoll cannot see them */
-			if (McConnHasPending(mi->conn))
-			{
-				pump_instance(b, mi, s, true, now);
-				if (!mi->active)
-					continue;
-			}
-			McConnArm(mi->conn, WL_SOCKET_READABLE |
-					  (McConnUnsent(mi->conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
-			pending++;
-		}
-		if (pending == 0)
-			break;
-
-		CHECK_FOR_INTERRUPTS();
-		nev = WaitEventSetWait(wes, timeout, events, n + 2, PG_WAIT_EXTENSION);
-		now = GetCurrentTimestamp();
-		for (int e = 0; e < nev; e++)
-		{
-			McConn	   *conn = (McConn *) events[e].user_data;
-			MgInstance *mi;
-
-			if (events[e].events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				CHECK_FOR_INTERRUPTS();
-				continue;
-			}
-			if (conn == NULL)
-				continue;
-			mi = &b->instances[McConnIndex(conn)];
-			if (!mi->active || mi->conn != conn)
-			{
-				/* an idle socket became readable: the server closed it */
-				McConnDropIdle(conn);
-				continue;
-			}
-			pump_instance(b, mi, McConnIndex(conn),
-						(events[e].events & WL_SOCKET_READABLE) != 0, now);
-		}
-	}
+	McPipelineRun(&p);
 }
 
 /*

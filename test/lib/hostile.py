@@ -217,6 +217,10 @@ class HostileServer:
                       `trickle` seconds, forever
       huge_va         after the first request bytes, a VA header announcing
                       a value of 1,000,000,000 bytes, then zeros forever
+      trickle_hd      after the first request bytes, "HD O0", "HD O1", ...
+                      one byte per `trickle` seconds, forever: a reply that
+                      keeps making progress and never ends
+      garbage         after the first request bytes, binary junk forever
       conn_limit      at accept, "ERROR Too many open connections" and close
                       (what memcached does at its -c limit)
       old_miss        every request line answered "EN" without its opaque
@@ -293,6 +297,10 @@ class HostileServer:
                 chunk = b"".join(b"STAT item_%08d %s\r\n" % (i, b"x" * 40) for i in range(16384))
             elif self.behaviour == "stats_trickle":
                 chunk = None
+            elif self.behaviour == "trickle_hd":
+                chunk = None
+            elif self.behaviour == "garbage":
+                chunk = bytes(range(256)) * 4096 + b"\r\n"
             elif self.behaviour == "huge_va":
                 c.sendall(b"VA 1000000000 O0 f0\r\n")
                 chunk = b"\0" * (1024 * 1024)
@@ -302,7 +310,10 @@ class HostileServer:
             i = 0
             while not self._stop:
                 if chunk is None:
-                    line = b"STAT trickle_%d 1\r\n" % i
+                    if self.behaviour == "trickle_hd":
+                        line = b"HD O%d\r\n" % i
+                    else:
+                        line = b"STAT trickle_%d 1\r\n" % i
                     for b in line:
                         if self._stop:
                             return

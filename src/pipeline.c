@@ -1,0 +1,158 @@
+/*
+ * pipeline.c — the wait shared by the pipelined engines: many instances of
+ * one server in flight at once, one wait serving whichever is ready.
+ *
+ * Owns: the loop that arms each waiting instance's socket in the server's
+ * multi-get wait set (conn_multi.c), bounds the wait by io_timeout of
+ * inactivity per instance and by the call's deadline, services interrupts,
+ * and hands ready sockets back to the engine; and the restart of an
+ * instance whose pooled socket the server closed while idle.  The engines
+ * (multi_get.c, batch.c) own their requests, replies and per-instance
+ * state, and lend them through McPipeline's callbacks.  Must not: read or
+ * write sockets itself, parse replies, or decide what an instance's
+ * failure means for its keys (the engine's expired and pump do).
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+
+#include "pipeline.h"
+
+/*
+ * Write every instance's pipeline, then serve whichever socket is ready
+ * until no instance waits any more.  Waits are interruptible (cancel and
+ * statement_timeout are serviced on every wake-up) and end at the nearest
+ * io_timeout or deadline; an instance past either is handed to expired.
+ */
+void
+McPipelineRun(const McPipeline *p)
+{
+	McServer   *srv = p->srv;
+	int			n = srv->cfg.nendpoints;
+	int			io_timeout = srv->cfg.io_timeout;
+	WaitEvent  *events = palloc(sizeof(WaitEvent) * (n + 2));
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int s = 0; s < n; s++)
+		p->pump(p->arg, s, false, now);
+
+	for (;;)
+	{
+		WaitEventSet *wes;
+		long		timeout = -1;
+		int			nev;
+		int			pending = 0;
+
+		now = GetCurrentTimestamp();
+		wes = McServerWaitSet(srv);
+		for (int s = 0; s < n; s++)
+		{
+			TimestampTz last;
+			McConn	   *conn = p->waiting(p->arg, s, &last);
+			long		left = -1;
+
+			if (conn == NULL)
+				continue;
+			if (p->deadline)
+			{
+				left = TimestampDifferenceMilliseconds(now, p->deadline);
+				if (left <= 0)
+				{
+					p->expired(p->arg, s, true);
+					continue;
+				}
+			}
+			if (io_timeout > 0)
+			{
+				long		io_left = TimestampDifferenceMilliseconds(now,
+																	  TimestampTzPlusMilliseconds(last, io_timeout));
+
+				if (io_left <= 0)
+				{
+					p->expired(p->arg, s, false);
+					continue;
+				}
+				if (left < 0 || io_left < left)
+					left = io_left;
+			}
+			if (left >= 0 && (timeout < 0 || left < timeout))
+				timeout = left;
+			/* bytes inside OpenSSL are readable, though epoll cannot see them */
+			if (McConnHasPending(conn))
+			{
+				p->pump(p->arg, s, true, now);
+				if ((conn = p->waiting(p->arg, s, &last)) == NULL)
+					continue;
+			}
+			McConnArm(conn, WL_SOCKET_READABLE |
+					  (McConnUnsent(conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
+			pending++;
+		}
+		if (pending == 0)
+			break;
+		/* a socket opened or closed above: arm the rebuilt set first */
+		if (unlikely(srv->mwes_gen != srv->sock_gen))
+			continue;
+
+		CHECK_FOR_INTERRUPTS();
+		nev = WaitEventSetWait(wes, timeout, events, n + 2, PG_WAIT_EXTENSION);
+		now = GetCurrentTimestamp();
+		for (int e = 0; e < nev; e++)
+		{
+			McConn	   *conn = (McConn *) events[e].user_data;
+			TimestampTz last;
+			int			s;
+
+			if (events[e].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			if (conn == NULL)
+				continue;
+			s = McConnIndex(conn);
+			if (p->waiting(p->arg, s, &last) != conn)
+			{
+				/* an idle socket became readable: the server closed it */
+				McConnDropIdle(conn);
+				continue;
+			}
+			p->pump(p->arg, s, (events[e].events & WL_SOCKET_READABLE) != 0, now);
+		}
+	}
+	pfree(events);
+}
+
+/*
+ * A pooled socket of instance s turned out closed while idle before any
+ * reply came (the requests never ran): the instance starts over once, on a
+ * fresh socket.  Once it has retried, or once a reply came (answered: the
+ * requests did run), that is a failure of the instance, counted (and
+ * raised unless soft).  Returns the fresh connection, ready for the
+ * engine to queue its pipeline again, or NULL.
+ */
+McConn *
+McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
+{
+	McConn	   *conn;
+
+	if (*retried || answered)
+	{
+		McInstanceFail(srv, McConnOf(srv, s), soft, ERRCODE_CONNECTION_FAILURE,
+					   "read from", "the server closed the connection");
+		return NULL;
+	}
+	*retried = true;
+	conn = McInstanceBegin(srv, s, soft);
+	if (conn == NULL)
+		return NULL;
+	if (!McConnFinishConnect(conn))
+	{
+		McInstanceFailed(srv, conn, soft);
+		return NULL;
+	}
+	return conn;
+}

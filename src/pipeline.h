@@ -1,0 +1,42 @@
+/*
+ * pipeline.h — what the two pipelined engines share (pipeline.c): the wait
+ * on a server's multi-get wait set for the instances of one call, and the
+ * restart of an instance whose pooled socket the server closed while idle.
+ * Used by multi_get.c (reads) and batch.c (writes), which keep their own
+ * requests, replies and per-instance state and lend it through callbacks.
+ */
+#ifndef MCFDW_PIPELINE_H
+#define MCFDW_PIPELINE_H
+
+#include "mcfdw.h"
+
+#include "utils/timestamp.h"
+
+typedef struct McPipeline
+{
+	McServer   *srv;
+	void	   *arg;			/* the engine's own batch, passed back */
+
+	/*
+	 * Instance s's connection while it still waits for its reply (and the
+	 * time it last made progress), else NULL.
+	 */
+	McConn	   *(*waiting) (void *arg, int s, TimestampTz *last_progress);
+
+	/* Send and read what instance s can without waiting. */
+	void		(*pump) (void *arg, int s, bool readable, TimestampTz now);
+
+	/*
+	 * Instance s ran out of time: io_timeout of inactivity, or (overall)
+	 * the call's deadline.  The engine fails it; it must stop waiting.
+	 */
+	void		(*expired) (void *arg, int s, bool overall);
+
+	TimestampTz deadline;		/* 0: none */
+} McPipeline;
+
+extern void McPipelineRun(const McPipeline *p);
+extern McConn *McPipelineRestart(McServer *srv, int s, bool soft, bool *retried,
+								 bool answered);
+
+#endif							/* MCFDW_PIPELINE_H */
