@@ -64,6 +64,14 @@ typedef struct QueuedWrite
 static QueuedWrite *queue = NULL;
 static int	nqueue = 0;
 static int	queue_cap = 0;
+
+/*
+ * The commit's order of the queue (cmp_writes), allocated as the queue
+ * grows so that sorting it at commit cannot fail; writes before
+ * order[accounted] are counted sent or lost, the rest not yet.
+ */
+static int *order = NULL;
+static int	accounted = 0;
 static bool callbacks_registered = false;
 
 /* This backend's counts for one server (mc_invalidation_stats). */
@@ -151,13 +159,14 @@ queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
 					 errmsg("too many memcached writes are queued in this transaction")));
 		if (queue == NULL)
 		{
+			queue = MemoryContextAlloc(TopTransactionContext, 64 * sizeof(QueuedWrite));
+			order = MemoryContextAlloc(TopTransactionContext, 64 * sizeof(int));
 			queue_cap = 64;
-			queue = MemoryContextAlloc(TopTransactionContext,
-									   queue_cap * sizeof(QueuedWrite));
 		}
 		else
 		{
 			queue = repalloc_huge(queue, (Size) queue_cap * 2 * sizeof(QueuedWrite));
+			order = repalloc_huge(order, (Size) queue_cap * 2 * sizeof(int));
 			queue_cap *= 2;
 		}
 	}
@@ -242,9 +251,9 @@ commit_budget(McServer *srv)
 	return ct + io;
 }
 
-/* Send one server's deduplicated writes; count and report the lost ones. */
+/* Send one server's deduplicated writes (order up to end); count and report the lost ones. */
 static void
-send_server(Oid serverid, McBatchOp *ops, int nops)
+send_server(Oid serverid, McBatchOp *ops, int nops, int end)
 {
 	ServerCounts *counts = hash_search(counts_hash, &serverid, HASH_FIND, NULL);
 	McServer   *srv = McServerPeek(serverid);
@@ -264,6 +273,7 @@ send_server(Oid serverid, McBatchOp *ops, int nops)
 	counts->lost += failed;
 	McCountersAdd(serverid, MC_COUNT_SENT, nops - failed);
 	McCountersAdd(serverid, MC_COUNT_LOST, failed);
+	accounted = end;
 	if (failed == 0)
 		return;
 	strlcpy(counts->last_error, err, sizeof(counts->last_error));
@@ -276,18 +286,26 @@ send_server(Oid serverid, McBatchOp *ops, int nops)
 			 errhint("The transaction is committed.  Cached values of those keys may be stale until they expire.")));
 }
 
-/* Deduplicate the queue and send it, server by server. */
+/*
+ * Sort the queue for deduplication (cannot fail: order is allocated with
+ * the queue); from here on every write is counted, sent or lost.
+ */
 static void
-send_queue(void)
+sort_queue(void)
 {
-	int		   *order;
-	McBatchOp  *ops;
-	int			start = 0;
-
-	order = MemoryContextAllocHuge(TopTransactionContext, (Size) nqueue * sizeof(int));
 	for (int i = 0; i < nqueue; i++)
 		order[i] = i;
 	qsort(order, nqueue, sizeof(int), cmp_writes);
+	accounted = 0;
+}
+
+/* Deduplicate the sorted queue and send it, server by server. */
+static void
+send_queue(void)
+{
+	McBatchOp  *ops;
+	int			start = 0;
+
 	ops = MemoryContextAllocHuge(TopTransactionContext, (Size) nqueue * sizeof(McBatchOp));
 	while (start < nqueue)
 	{
@@ -315,15 +333,43 @@ send_queue(void)
 			op->flags = w->flags;
 			op->result = MC_BATCH_FAILED;
 		}
-		send_server(serverid, ops, nops);
+		send_server(serverid, ops, nops, end);
 		start = end;
 	}
 }
 
 /*
- * send_queue after commit: whatever goes wrong is a WARNING.  Raising an
- * error resets the interrupt hold-off counts the commit relies on, so they
- * are put back.
+ * An error ended the send: every deduplicated write not counted yet (the
+ * server being sent and those after it) is lost, whatever raised it.
+ */
+static void
+count_rest_lost(const char *why)
+{
+	int			i = accounted;
+
+	while (i < nqueue)
+	{
+		Oid			serverid = queue[order[i]].serverid;
+		ServerCounts *counts = hash_search(counts_hash, &serverid, HASH_FIND, NULL);
+		uint64		lost = 0;
+
+		for (; i < nqueue && queue[order[i]].serverid == serverid; i++)
+			if (i + 1 == nqueue || !same_key(&queue[order[i]], &queue[order[i + 1]]))
+				lost++;
+		if (counts != NULL)
+		{
+			counts->lost += lost;
+			strlcpy(counts->last_error, why, sizeof(counts->last_error));
+		}
+		McCountersAdd(serverid, MC_COUNT_LOST, lost);
+	}
+	accounted = nqueue;
+}
+
+/*
+ * send_queue after commit: whatever goes wrong is a WARNING, and what was
+ * not sent is counted lost.  Raising an error resets the interrupt
+ * hold-off counts the commit relies on, so they are put back.
  */
 static void
 send_queue_after_commit(void)
@@ -332,6 +378,7 @@ send_queue_after_commit(void)
 	uint32		holdoff = InterruptHoldoffCount;
 	uint32		cancel_holdoff = QueryCancelHoldoffCount;
 
+	sort_queue();
 	PG_TRY();
 	{
 		send_queue();
@@ -345,6 +392,7 @@ send_queue_after_commit(void)
 		MemoryContextSwitchTo(cxt);
 		ed = CopyErrorData();
 		FlushErrorState();
+		count_rest_lost(ed->message ? ed->message : "unknown error");
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not send the queued memcached writes after commit"),
@@ -360,6 +408,7 @@ static void
 forget_queue(void)
 {
 	queue = NULL;
+	order = NULL;
 	nqueue = 0;
 	queue_cap = 0;
 }
