@@ -205,7 +205,10 @@ McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
 
 /*
  * A stats command on instance index, softly: false when the instance is
- * dead (not contacted) or failed (counted); see McConnStatLines.
+ * dead (not contacted) or failed (counted); see McConnStatLines.  A
+ * rejected login is not counted, and not raised either: the views show it
+ * as they show any failing instance (its cause, never the password, in
+ * last_error), so one server's wrong password cannot break a dashboard.
  */
 bool
 McInstanceStatLines(McServer *srv, int index, const char *cmd,
@@ -216,7 +219,15 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 	if (!instance_usable(srv, index, true))
 		return false;
 	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
+	{
+		if (!McConnFailureCounts(conn))
+		{
+			strlcpy(srv->health[index].last_error, McConnFailure(conn, NULL),
+					sizeof(srv->health[index].last_error));
+			return false;
+		}
 		return McInstanceFailed(srv, conn, true);
+	}
 	srv->health[index].failures = 0;
 	return true;
 }

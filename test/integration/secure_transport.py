@@ -300,6 +300,18 @@ for server in ("auth", "tlsauth"):
     state = db.sql(c, "SELECT state, coalesce(last_error, '') FROM mc_servers WHERE server = %s", (server,))
     t.ok(state and state[0][0] != "dead" and "secret-wrong" not in state[0][1],
          "%s: mc_servers shows no password and no dead instance" % server, repr(state))
+    # the statistics views show a rejected login as any failing instance:
+    # mc_server_stats a row with the cause, the others no rows; no error
+    r = attempt(c, "SELECT count(*), string_agg(coalesce(error, ''), ';') FROM mc_server_stats "
+                   "WHERE server = %s", (server,))
+    t.ok(r[0] == "ok" and r[1][0][0] == 1 and "bob" in r[1][0][1] and "secret-wrong" not in r[1][0][1],
+         "%s: mc_server_stats shows bob's rejected login as a row with its error, no password" % server,
+         repr(r))
+    views = [attempt(c, "SELECT count(*) FROM %s WHERE server = %%s" % v, (server,))
+             for v in ("mc_stats", "mc_slab_stats", "mc_slab_summary", "mc_slab_ladder")]
+    views.append(attempt(c, "SELECT count(*) FROM mc_stats(%s)", (server,)))
+    t.ok(all(v[0] == "ok" and v[1] == [(0,)] for v in views),
+         "%s: mc_stats and the slab views leave the instance out, no error" % server, repr(views))
     db.sql(c, "SET ROLE mcfdw_alice")
     t.is_(roundtrip(c, server, "a2"), ("ok", (True, "v-a2")), "%s: alice again: her connection still works" % server)
     db.sql(c, "RESET ROLE")
