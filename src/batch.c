@@ -246,8 +246,7 @@ connect_all(BwBatch *b)
 
 		if (bi->nops == 0)
 			continue;
-		McConnProbeIdle(McConnOf(srv, s));
-		bi->conn = McInstanceBegin(srv, s, b->isoft);
+		bi->conn = McPipelineBegin(srv, s, b->isoft);
 		bi->need = 1;
 		bi->last_progress = now;
 		bi->segmented = b->segmented;

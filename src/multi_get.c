@@ -280,7 +280,7 @@ connect_all(MgBatch *b)
 
 		if (mi->nkeys == 0)
 			continue;
-		mi->conn = McInstanceBegin(b->srv, s, b->soft);
+		mi->conn = McPipelineBegin(b->srv, s, b->soft);
 		mi->active = (mi->conn != NULL);
 		mi->dropped = !mi->active;
 		mi->need = 1;

@@ -5,8 +5,9 @@
  * Owns: the loop that arms each waiting instance's socket in the server's
  * multi-get wait set (conn_multi.c), bounds the wait by io_timeout of
  * inactivity per instance and by the call's deadline, services interrupts,
- * and hands ready sockets back to the engine; and the restart of an
- * instance whose pooled socket the server closed while idle.  The engines
+ * and hands ready sockets back to the engine; the start of an instance
+ * (its pooled socket probed) and its restart when the server closed that
+ * socket while idle.  The engines
  * (multi_get.c, batch.c) own their requests, replies and per-instance
  * state, and lend them through McPipeline's callbacks.  Must not: read or
  * write sockets itself, parse replies, or decide what an instance's
@@ -124,6 +125,21 @@ McPipelineRun(const McPipeline *p)
 		}
 	}
 	pfree(events);
+}
+
+/*
+ * McInstanceBegin for a pipeline: a pooled socket is probed first (one
+ * system call) and replaced if the server closed it or sent it anything
+ * unasked.  A pipeline's replies are tied to its requests by position
+ * only, and quiet requests leave gaps: a stray "MN" waiting on the socket
+ * would end the pipeline before its replies came, and those replies would
+ * then be read by the next pipeline as its own.
+ */
+McConn *
+McPipelineBegin(McServer *srv, int s, bool soft)
+{
+	McConnProbeIdle(McConnOf(srv, s));
+	return McInstanceBegin(srv, s, soft);
 }
 
 /*

@@ -1,7 +1,8 @@
 /*
- * pipeline.h — what the two pipelined engines share (pipeline.c): the wait
- * on a server's multi-get wait set for the instances of one call, and the
- * restart of an instance whose pooled socket the server closed while idle.
+ * pipeline.h — what the two pipelined engines share (pipeline.c): the start
+ * of an instance (its pooled socket probed), the wait on a server's
+ * multi-get wait set for the instances of one call, and the restart of an
+ * instance whose pooled socket the server closed while idle.
  * Used by multi_get.c (reads) and batch.c (writes), which keep their own
  * requests, replies and per-instance state and lend it through callbacks.
  */
@@ -35,6 +36,7 @@ typedef struct McPipeline
 	TimestampTz deadline;		/* 0: none */
 } McPipeline;
 
+extern McConn *McPipelineBegin(McServer *srv, int s, bool soft);
 extern void McPipelineRun(const McPipeline *p);
 extern McConn *McPipelineRestart(McServer *srv, int s, bool soft, bool *retried,
 								 bool answered);

@@ -4,7 +4,8 @@ A proxy sends "VA 6 / PLANTD" 50 ms after a correct reply, on a pooled
 socket.  The next single-key read (mc_get, mc_gets, mc_get_bytea,
 mc_gets_bytea) must return its own key's value or raise, never PLANTD and
 never another key's value; and a socket found holding unexpected bytes is
-discarded (a new connection), however short or long it sat idle."""
+discarded (a new connection), however short or long it sat idle; so is
+one a multi-get finds holding bytes before it writes, even a stray "MN"."""
 
 import time
 
@@ -121,6 +122,25 @@ time.sleep(0.2)
 kind, v = call(c, MULTI % "k5")
 t.ok(kind == "error" or v == "k1=Vk1,k2=Vk2,k5=Vk5", "mc_get_multi after a stray: its own values or an error",
      repr((kind, v)))
+c.close()
+# a stray "MN" on the idle socket would end the next multi-get before its
+# replies came, and those replies would be read by the one after as its own
+c = db.connect()
+call(c, MULTI % "k3")
+px.stray = b"MN\r\n"
+px.stray_next = 1
+call(c, MULTI % "k3")
+mcrig.wait_for(lambda: px.stray_next == 0, 5, what="stray")
+time.sleep(0.2)
+first = call(c, MULTI % "k3")
+time.sleep(0.2)
+second = call(c, "SELECT string_agg(key || '=' || value, ',' ORDER BY key) "
+                 "FROM mc_get_multi(ARRAY['k5','k6','k7'], 'px')")
+t.ok(first in (("ok", "k1=Vk1,k2=Vk2,k3=Vk3"),) or first[0] == "error",
+     "mc_get_multi after a stray MN: its own values or an error, not all misses", repr(first))
+t.ok(second in (("ok", "k5=Vk5,k6=Vk6,k7=Vk7"),) or second[0] == "error",
+     "the multi-get after it: its own values, never those of the keys before", repr(second))
+px.stray = STRAY
 c.close()
 px.stop()
 t.done()
