@@ -64,14 +64,15 @@ extern int	McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 /*
  * Provided by other files for batch.c and xact.c (declared here until the
  * lead places them in mcfdw.h):
- *   McServerPeek (pool.c): the pool entry of a server this backend has used,
- *     with no catalog access and no privilege check; NULL when there is none.
+ *   McServerPeek (pool.c): the pool entry of a server this backend has used
+ *     with a given user mapping's login, with no catalog access and no
+ *     privilege check; NULL when there is none.
  *     For work whose server was resolved and checked earlier in the
  *     transaction and that runs after its commit, when the catalog is off
  *     limits.
  *   McIntervalToTtl (functions.c): a ttl interval as memcached reads it.
  */
-extern McServer *McServerPeek(Oid serverid);
+extern McServer *McServerPeek(Oid serverid, Oid umid);
 extern int64 McIntervalToTtl(Interval *iv);
 
 #endif							/* MCFDW_BATCH_H */

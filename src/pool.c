@@ -488,26 +488,22 @@ McServerGetSlow(Oid serverid)
 }
 
 /*
- * The entry of a server this backend has used, with no catalog access and
- * no privilege check; NULL when there is none.  For work resolved and
- * checked earlier in the transaction that runs after its commit (xact.c),
- * when the catalog is off limits.  An entry marked invalid still holds the
+ * The entry of a server this backend has used, logging in with user
+ * mapping umid (the entry's umid when the work was queued: the role at
+ * commit may be another, after SET ROLE), with no catalog access and no
+ * privilege check; NULL when there is none.  For work resolved and checked
+ * earlier in the transaction that runs after its commit (xact.c), when the
+ * catalog is off limits.  An entry marked invalid still holds the
  * configuration it was built with, which is what that work was routed by.
  */
 McServer *
-McServerPeek(Oid serverid)
+McServerPeek(Oid serverid, Oid umid)
 {
-	McRoute		rkey = {.serverid = serverid,.userid = GetUserId()};
-	McRoute    *r;
-	McServerKey key = {.serverid = serverid,.umid = InvalidOid};
+	McServerKey key = {.serverid = serverid,.umid = umid};
 	McServer   *srv;
 
 	if (server_hash == NULL)
 		return NULL;
-	/* the current role's login, as routed when the work was queued */
-	r = hash_search(route_hash, &rkey, HASH_FIND, NULL);
-	if (r != NULL)
-		key.umid = r->umid;
 	srv = hash_search(server_hash, &key, HASH_FIND, NULL);
 	if (srv == NULL || srv->conns == NULL)
 		return NULL;

@@ -50,6 +50,7 @@ PG_FUNCTION_INFO_V1(mc_invalidation_stats);
 typedef struct QueuedWrite
 {
 	Oid			serverid;
+	Oid			umid;			/* the login it was queued under (SET ROLE) */
 	int			level;			/* nesting level of the (sub)xact that owns it */
 	McBatchKind kind;
 	bool		has_ttl;
@@ -181,7 +182,8 @@ queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
 	{
 		QueuedWrite *last = &queue[nqueue - 1];
 
-		if (last->serverid == srv->serverid && last->level == level &&
+		if (last->serverid == srv->serverid && last->umid == srv->umid &&
+			last->level == level &&
 			last->keylen == rawlen && memcmp(last->key, raw, rawlen) == 0)
 		{
 			pfree(last->key);
@@ -191,6 +193,7 @@ queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
 	if (w == NULL)
 		w = &queue[nqueue++];
 	w->serverid = srv->serverid;
+	w->umid = srv->umid;
 	w->level = level;
 	w->kind = kind;
 	w->has_ttl = has_ttl;
@@ -210,7 +213,11 @@ McXactQueueDelete(McServer *srv, const char *key, size_t len)
 	queue_write(srv, MC_BATCH_DELETE, key, len, NULL, 0, false, 0, false, 0);
 }
 
-/* Order for deduplication: by server, then key, then queue position. */
+/*
+ * Order for deduplication: by server and login, then key, then queue
+ * position.  Writes queued under different roles' logins go in separate
+ * batches, each with its own login, so no write is sent as another role.
+ */
 static int
 cmp_writes(const void *a, const void *b)
 {
@@ -222,6 +229,8 @@ cmp_writes(const void *a, const void *b)
 
 	if (x->serverid != y->serverid)
 		return x->serverid < y->serverid ? -1 : 1;
+	if (x->umid != y->umid)
+		return x->umid < y->umid ? -1 : 1;
 	if (x->keylen != y->keylen)
 		return x->keylen < y->keylen ? -1 : 1;
 	c = memcmp(x->key, y->key, x->keylen);
@@ -233,7 +242,8 @@ cmp_writes(const void *a, const void *b)
 static bool
 same_key(const QueuedWrite *x, const QueuedWrite *y)
 {
-	return x->serverid == y->serverid && x->keylen == y->keylen &&
+	return x->serverid == y->serverid && x->umid == y->umid &&
+		x->keylen == y->keylen &&
 		memcmp(x->key, y->key, x->keylen) == 0;
 }
 
@@ -253,10 +263,10 @@ commit_budget(McServer *srv)
 
 /* Send one server's deduplicated writes (order up to end); count and report the lost ones. */
 static void
-send_server(Oid serverid, McBatchOp *ops, int nops, int end)
+send_server(Oid serverid, Oid umid, McBatchOp *ops, int nops, int end)
 {
 	ServerCounts *counts = hash_search(counts_hash, &serverid, HASH_FIND, NULL);
-	McServer   *srv = McServerPeek(serverid);
+	McServer   *srv = McServerPeek(serverid, umid);
 	char		err[256];
 	int			failed;
 
@@ -310,10 +320,12 @@ send_queue(void)
 	while (start < nqueue)
 	{
 		Oid			serverid = queue[order[start]].serverid;
+		Oid			umid = queue[order[start]].umid;
 		int			nops = 0;
 		int			end;
 
-		for (end = start; end < nqueue && queue[order[end]].serverid == serverid; end++)
+		for (end = start; end < nqueue && queue[order[end]].serverid == serverid &&
+			 queue[order[end]].umid == umid; end++)
 		{
 			QueuedWrite *w = &queue[order[end]];
 			McBatchOp  *op;
@@ -333,7 +345,7 @@ send_queue(void)
 			op->flags = w->flags;
 			op->result = MC_BATCH_FAILED;
 		}
-		send_server(serverid, ops, nops, end);
+		send_server(serverid, umid, ops, nops, end);
 		start = end;
 	}
 }

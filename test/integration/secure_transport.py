@@ -318,6 +318,24 @@ for server in ("auth", "tlsauth"):
     r = roundtrip(c, server, "r1")
     t.ok(r[0] == "error", "%s: a role without a mapping is not logged in" % server, repr(r))
 
+# writes queued under one role are sent after commit with that role's login,
+# whichever role is current at the commit (here bob, whose password is wrong)
+for server in ("auth", "tlsauth"):
+    db.sql(c, "SET ROLE mcfdw_alice")
+    t.is_(roundtrip(c, server, "q1"), ("ok", (True, "v-q1")), "%s: alice stores q1" % server)
+    del c.notices[:]
+    db.sql(c, "BEGIN")
+    db.sql(c, "SELECT mc_delete_on_commit('q1', server => %s)", (server,))
+    db.sql(c, "SELECT mc_set_on_commit('q2', 'v-q2', server => %s)", (server,))
+    db.sql(c, "SET ROLE mcfdw_bob")
+    db.sql(c, "COMMIT")
+    db.sql(c, "SET ROLE mcfdw_alice")
+    r = attempt(c, "SELECT mc_get('q1', server => %s), mc_get('q2', server => %s)", (server, server))
+    t.ok(r == ("ok", [(None, "v-q2")]) and not any("could not send" in n for n in c.notices),
+         "%s: writes alice queued are sent with her login after SET ROLE bob and COMMIT" % server,
+         repr((r, c.notices)))
+    db.sql(c, "RESET ROLE")
+
 # the PUBLIC mapping is the fallback; ALTER USER MAPPING takes effect
 db.sql(c, "CREATE USER MAPPING FOR PUBLIC SERVER auth OPTIONS (username 'bob', password 'pw-bob')")
 db.sql(c, "SET ROLE mcfdw_carol")
