@@ -16,7 +16,7 @@
 # install them first and then call $(MAKE) again for the PGXS part.
 
 # pg_regress tests (sql/NAME.sql, expected/NAME.out), in the order they run.
-REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table upgrade
+REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table foreign_fullscan upgrade
 
 MODULE_big = mcfdw
 OBJS = \
@@ -30,6 +30,7 @@ OBJS = \
 	src/conn_fd.o \
 	src/conn_io.o \
 	src/conn_stats.o \
+	src/conn_lines.o \
 	src/conn_tls.o \
 	src/conn_multi.o \
 	src/pipeline.o \
@@ -41,6 +42,7 @@ OBJS = \
 	src/fdw.o \
 	src/fdw_table.o \
 	src/fdw_scan.o \
+	src/fdw_fullscan.o \
 	src/fdw_modify.o \
 	src/rowlayout.o \
 	src/batch.o \
@@ -54,6 +56,7 @@ OBJS = \
 	src/slabs.o \
 	src/protocol.o \
 	src/request.o \
+	src/metadump.o \
 	src/compress.o \
 	src/ring.o \
 	src/dalli_key.o \
@@ -137,7 +140,7 @@ endif
 # ---- C unit tests -------------------------------------------------------
 # Each test/unit/test_X.c is one TAP program, linked with the pure modules
 # (no PostgreSQL headers) that exist so far.
-UNIT_PURE = $(wildcard src/protocol.c src/request.c src/ring.c src/dalli_key.c src/hash.c src/compress.c)
+UNIT_PURE = $(wildcard src/protocol.c src/request.c src/ring.c src/dalli_key.c src/hash.c src/compress.c src/metadump.c)
 UNIT_SRCS = $(wildcard test/unit/test_*.c)
 UNIT_BINS = $(patsubst test/unit/%.c,test/unit/bin/%,$(UNIT_SRCS))
 UNIT_CC ?= cc

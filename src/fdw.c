@@ -12,10 +12,16 @@
  *
  * Costs: a round trip dominates a memcached read, so a scan costs one
  * round trip (MC_ROUNDTRIP_COST) plus a small cost per key; a parameterized
- * path costs that per outer row.  A scan with no key condition cannot run
- * (there is no way to list a cache's keys cheaply): its path carries
- * disable_cost, so a parameterized path wins whenever there is one, and
- * GetForeignPlan raises an error with a hint if it is chosen anyway.
+ * path costs that per outer row.  A scan with no key condition runs only
+ * with the table option allow_full_scan (fdw_fullscan.c): it lists every
+ * item of the server (MC_DUMP_LINE_COST each) and fetches the table's in
+ * batches (MC_KEY_COST each, a round trip per batch); it is estimated from
+ * the server's item count, a fraction MC_PREFIX_FRACTION of it when a key
+ * prefix filters the items.  Without the option such a path carries
+ * disable_cost and GetForeignPlan raises an error with a hint if it is
+ * chosen anyway; with it, the path carries disable_cost too whenever a
+ * parameterized path exists, so a full scan is never chosen over a keyed
+ * one.
  */
 #include "postgres.h"
 
@@ -45,8 +51,17 @@ PG_FUNCTION_INFO_V1(mcfdw_handler);
 #define MC_ROUNDTRIP_COST	10.0
 /* One key of a pipelined batch: encoding, parsing, the row. */
 #define MC_KEY_COST			0.02
-/* Rows assumed for a scan without a key condition. */
+/* Rows assumed for a scan without a key condition, item count unknown. */
 #define MC_NOKEY_ROWS		1000.0
+/* One item's line of a full scan's key dump. */
+#define MC_DUMP_LINE_COST	0.01
+/* Keys per batch of a full scan (fdw_fullscan.c's MC_FULLSCAN_BATCH). */
+#define MC_FULLSCAN_KEYS	1000.0
+/*
+ * The share of a server's items a key prefix keeps: a guess (the prefix is
+ * one namespace among others sharing the cache), as DEFAULT_EQ_SEL is.
+ */
+#define MC_PREFIX_FRACTION	0.1
 
 /* What GetForeignRelSize learns, for GetForeignPaths and GetForeignPlan. */
 typedef struct McRelInfo
@@ -54,6 +69,8 @@ typedef struct McRelInfo
 	McTable		t;
 	unsigned	want;			/* MC_F_* the query reads */
 	double		nkeys;			/* keys of the best restriction key condition; -1: none */
+	double		items;			/* full scan: the items it lists */
+	double		fetched;		/* ... and the keys of the table among them */
 } McRelInfo;
 
 /* The table's key column, seen through binary-compatible casts. */
@@ -227,7 +244,24 @@ mcGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 					   info->t.attnum[MC_FIELD_KEY], &exprs, &kinds, &info->nkeys);
 	baserel->fdw_private = info;
 	/* each key gives at most one row; other conditions filter those */
-	baserel->rows = clamp_row_est(info->nkeys >= 0 ? info->nkeys : MC_NOKEY_ROWS);
+	if (info->nkeys >= 0)
+		baserel->rows = clamp_row_est(info->nkeys);
+	else
+	{
+		/* asked of memcached only when a full scan may run */
+		info->items = info->t.opts.allow_full_scan ?
+			McFullScanItems(info->t.serverid) : -1;
+		if (info->items < 0)
+			info->items = info->fetched = MC_NOKEY_ROWS;
+		else
+			info->fetched = info->items *
+				(info->t.opts.key_prefix_len > 0 ||
+				 McServerGet(info->t.serverid)->cfg.key_prefix_len > 0 ?
+				 MC_PREFIX_FRACTION : 1.0);
+		baserel->rows = clamp_row_est(info->fetched *
+									  clauselist_selectivity(root, baserel->baserestrictinfo,
+															 0, JOIN_INNER, NULL));
+	}
 }
 
 /* Startup and total cost of one batch of nkeys keys giving rows rows. */
@@ -250,7 +284,7 @@ ec_member_is_key(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
  * A path per set of outer relations a join key condition needs: the key
  * comes from the outer row, one batch per outer row.
  */
-static void
+static int
 add_parameterized_paths(PlannerInfo *root, RelOptInfo *baserel, McRelInfo *info)
 {
 	AttrNumber	keyatt = info->t.attnum[MC_FIELD_KEY];
@@ -291,6 +325,7 @@ add_parameterized_paths(PlannerInfo *root, RelOptInfo *baserel, McRelInfo *info)
 										 startup, total, NIL, ppi->ppi_req_outer,
 										 NULL, NIL));
 	}
+	return list_length(done);
 }
 
 static void
@@ -299,9 +334,22 @@ mcGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	McRelInfo  *info = baserel->fdw_private;
 	Cost		startup,
 				total;
+	int			nparam = add_parameterized_paths(root, baserel, info);
 
 	if (info->nkeys >= 0)
 		batch_cost(info->nkeys, baserel->rows, &startup, &total);
+	else if (info->t.opts.allow_full_scan)
+	{
+		/* the whole dump comes before the first fetch */
+		startup = MC_ROUNDTRIP_COST + info->items * MC_DUMP_LINE_COST;
+		total = startup + (info->fetched / MC_FULLSCAN_KEYS + 1) * MC_ROUNDTRIP_COST +
+			info->fetched * (MC_KEY_COST + cpu_tuple_cost);
+		if (nparam > 0)
+		{
+			startup += disable_cost;
+			total += disable_cost;
+		}
+	}
 	else
 	{
 		/* no key condition: possible only as the failing last resort */
@@ -313,7 +361,6 @@ mcGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
 									 startup, total, NIL, baserel->lateral_relids,
 									 NULL, NIL));
-	add_parameterized_paths(root, baserel, info);
 }
 
 /*
@@ -337,14 +384,12 @@ mcGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	key = best_key_condition(root, scan_clauses, baserel->relid,
 							 info->t.attnum[MC_FIELD_KEY], &exprs, &kinds, &nkeys);
-	if (key == NULL)
+	if (key == NULL && !info->t.opts.allow_full_scan)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_UNABLE_TO_CREATE_EXECUTION),
 				 errmsg("a scan of foreign table \"%s\" needs a condition on its key",
 						get_rel_name(foreigntableid)),
 				 errdetail("memcached cannot list its keys cheaply, so mcfdw reads only the keys a query names."),
-				 info->t.opts.allow_full_scan ?
-				 errhint("Full scans (table option \"allow_full_scan\") are not implemented yet; add a condition such as key = ANY($1).") :
 				 errhint("Add a condition such as key = 'k', key IN ('a', 'b') or key = ANY($1), or join on the key column.")));
 	foreach(lc, scan_clauses)
 	{
@@ -354,6 +399,8 @@ mcGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 			local = lappend(local, ri->clause);
 	}
 	return make_foreignscan(tlist, local, baserel->relid, exprs,
+							key == NULL ?
+							list_make3(makeInteger((int) info->want), kinds, makeInteger(1)) :
 							list_make2(makeInteger((int) info->want), kinds),
 							NIL, NIL, outer_plan);
 }

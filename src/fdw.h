@@ -13,6 +13,7 @@
 #define MCFDW_FDW_H
 
 #include "mcfdw.h"
+#include "multi_get.h"
 
 #include "foreign/fdwapi.h"
 #include "utils/rel.h"
@@ -109,6 +110,12 @@ McFieldWant(McField f)
 #define MC_KEYEXPR_SCALAR	0
 #define MC_KEYEXPR_ARRAY	1
 
+/*
+ * A plan's fdw_private: the fields to ask for, the kind of each key
+ * expression, and for a full scan (no key condition) a third element.
+ */
+#define MC_PRIVATE_FULLSCAN	2
+
 /* A value column's conversions, set up once per scan or modification. */
 typedef struct McValueIO
 {
@@ -136,6 +143,16 @@ extern TupleTableSlot *McIterateForeignScan(ForeignScanState *node);
 extern void McReScanForeignScan(ForeignScanState *node);
 extern void McEndForeignScan(ForeignScanState *node);
 extern void McExplainForeignScan(ForeignScanState *node, struct ExplainState *es);
+
+/* fdw_fullscan.c: a scan with no key condition, and item counts for planning */
+typedef struct McFullScan McFullScan;
+extern McFullScan *McFullScanBegin(const McTable *t);
+extern bool McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
+						   McHitFn fn, void *arg);
+extern void McFullScanRewind(McFullScan *fs);
+extern void McFullScanEnd(McFullScan *fs);
+extern void McFullScanExplain(McFullScan *fs, struct ExplainState *es);
+extern double McFullScanItems(Oid serverid);
 
 /* fdw_modify.c: the modification callbacks */
 extern void McAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,

@@ -7,8 +7,10 @@
  * multi-get for all the keys (multi_get.c's McMultiGetRun, asking only for
  * the fields the query reads), and turning each hit into a row of the
  * table, kept in a tuplestore (which spills past work_mem) until the
- * executor takes it.  Misses give no row.  Must not: plan, or touch
- * connections other than through McMultiGetRun.
+ * executor takes it.  Misses give no row.  A scan without a key
+ * condition takes its keys batch by batch from fdw_fullscan.c instead, and
+ * keeps one batch's rows at a time.  Must not: plan, or touch connections
+ * other than through McMultiGetRun.
  */
 #include "postgres.h"
 
@@ -45,6 +47,8 @@ typedef struct McScan
 	Tuplestorestate *ts;
 	TupleTableSlot *mslot;		/* the tuplestore's rows come out here */
 	bool		fetched;
+	McFullScan *full;			/* a full scan: its keys */
+	bool		more;			/* ... and a batch may be left */
 	MemoryContext batch_cxt;	/* the keys of one batch */
 	MemoryContext row_cxt;		/* one row's conversions */
 	Datum	   *keys;			/* prefixed, as the server sees them */
@@ -65,6 +69,8 @@ McBeginForeignScan(ForeignScanState *node, int eflags)
 	s->want = (unsigned) intVal(linitial(fs->fdw_private));
 	s->kinds = lsecond(fs->fdw_private);
 	s->exprstates = ExecInitExprList(fs->fdw_exprs, (PlanState *) node);
+	if (list_length(fs->fdw_private) > MC_PRIVATE_FULLSCAN)
+		s->full = McFullScanBegin(&s->t);
 	s->desc = RelationGetDescr(rel);
 	if (s->t.attnum[MC_FIELD_VALUE] != 0)
 	{
@@ -201,6 +207,18 @@ fetch(ForeignScanState *node)
 {
 	McScan	   *s = node->fdw_state;
 
+	if (s->full)
+	{
+		unsigned	want = s->want;
+
+		s->srv = McServerGet(s->t.serverid);
+		if (s->srv->cfg.compression && (want & MC_F_VALUE))
+			want |= MC_F_FLAGS;
+		tuplestore_clear(s->ts);
+		s->more = McFullScanNext(s->full, s->srv, want, scan_hit, s);
+		s->fetched = true;
+		return;
+	}
 	eval_keys(s, node->ss.ps.ps_ExprContext);
 	s->nhits = 0;
 	s->ndistinct = 0;
@@ -226,8 +244,12 @@ McIterateForeignScan(ForeignScanState *node)
 
 	if (!s->fetched)
 		fetch(node);
-	if (!tuplestore_gettupleslot(s->ts, true, false, s->mslot))
-		return ExecClearTuple(slot);
+	while (!tuplestore_gettupleslot(s->ts, true, false, s->mslot))
+	{
+		if (!s->more)
+			return ExecClearTuple(slot);
+		fetch(node);			/* a full scan's next batch */
+	}
 	ExecCopySlot(slot, s->mslot);
 	return slot;
 }
@@ -237,6 +259,13 @@ McReScanForeignScan(ForeignScanState *node)
 {
 	McScan	   *s = node->fdw_state;
 
+	if (s->full)
+	{
+		McFullScanRewind(s->full);
+		s->fetched = false;
+		tuplestore_clear(s->ts);
+		return;
+	}
 	/* the same keys give the same rows: read them again unless a parameter changed */
 	if (node->ss.ps.chgParam != NULL || !s->fetched)
 	{
@@ -252,6 +281,8 @@ McEndForeignScan(ForeignScanState *node)
 {
 	McScan	   *s = node->fdw_state;
 
+	if (s && s->full)
+		McFullScanEnd(s->full);
 	if (s && s->ts)
 	{
 		tuplestore_end(s->ts);
@@ -366,8 +397,15 @@ McExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	McScan	   *s = node->fdw_state;
 	ForeignScan *fs = (ForeignScan *) node->ss.ps.plan;
 
+	if (s->full)
+		McFullScanExplain(s->full, es);
 	if (!es->verbose)
 		return;
+	if (s->full)
+	{
+		ExplainPropertyText("Memcached Fields", fields_text(s->want), es);
+		return;
+	}
 	ExplainPropertyText("Memcached Key Condition", key_condition_text(node, es), es);
 	if (!s->fetched && !has_params((Node *) fs->fdw_exprs, NULL) &&
 		!contain_var_clause((Node *) fs->fdw_exprs) &&

@@ -316,4 +316,15 @@ extern bool McConnHasPending(McConn *conn);
 extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 							McStatLineFn cb, void *arg);
 
+/* conn_lines.c: a command answered by a stream of lines (a metadump) */
+typedef enum McLineVerdict
+{
+	MC_LINE_MORE,				/* go on reading */
+	MC_LINE_DONE,				/* that was the reply's last line */
+	MC_LINE_BAD					/* not a line of this reply: a protocol violation */
+} McLineVerdict;
+typedef McLineVerdict (*McLineFn) (void *arg, const char *line, size_t len);
+extern bool McConnLines(McConn *conn, const char *cmd, size_t max_line,
+						McLineFn cb, void *arg);
+
 #endif							/* MCFDW_H */

@@ -1,0 +1,384 @@
+/*
+ * fdw_fullscan.c — a scan of a foreign table with no key condition (table
+ * option allow_full_scan 'true'), and the item counts planning estimates
+ * such scans from.
+ *
+ * Owns: listing the keys of every live instance of the server with
+ * "lru_crawler metadump hash" ("all" on a memcached without the hash walk),
+ * read a line at a time (conn_lines.c, metadump.c), keeping those under
+ * the server's key prefix followed by the table's, in a tuplestore (which
+ * spills to disk past work_mem, so memory stays bounded whatever the size
+ * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
+ * to the pipelined multi-get (McMultiGetRun), whose hits fdw_scan.c turns
+ * into rows.  The keys are all listed before the first is fetched: a dump
+ * holds its instance's connection until its END.  Also owns the per-server
+ * item counts ("curr_items" of the stats command), asked with a short bound
+ * and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
+ * paths (fdw.c), or touch a connection other than through the connection
+ * layer's calls.
+ *
+ * What a full scan cannot list: items whose key cannot be a key of the
+ * table — a NUL byte or bytes invalid in the database encoding (the key
+ * column is text), a key Dalli digested (long_keys 'dalli': the digest is
+ * not the key the application used, and reading it back would not find
+ * the item), a key that needs base64 but is longer than MC_KEY_MAX_B64
+ * (it could not be sent) — and items written or expired while the dump
+ * runs, which may or may not be listed.  An item listed but gone by the
+ * time it is fetched gives no row.
+ */
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "catalog/pg_type.h"
+#include "commands/explain.h"
+#include "executor/tuptable.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "fdw.h"
+#include "metadump.h"
+#include "multi_get.h"
+
+/* Keys per pipelined multi-get of a full scan. */
+#define MC_FULLSCAN_BATCH	1000
+/* How long a server's item count is kept, and the bound on asking for it. */
+#define MC_COUNT_TTL_S		30
+#define MC_COUNT_LIMIT_MS	250
+#define MC_COUNT_SLOTS		16
+
+#define DUMP_HASH	"lru_crawler metadump hash\r\n"
+#define DUMP_ALL	"lru_crawler metadump all\r\n"
+
+struct McFullScan
+{
+	const McTable *t;
+	MemoryContext cxt;			/* the scan's: the calls come in per-tuple ones */
+	McServer   *srv;			/* during the dump */
+	char		prefix[2 * MC_MAX_KEY_PREFIX];	/* the server's, then the table's */
+	size_t		plen;
+	size_t		splen;			/* of which the server's */
+	Tuplestorestate *keys;		/* without the server's prefix */
+	TupleDesc	keydesc;
+	TupleTableSlot *kslot;
+	MemoryContext batch_cxt;
+	Datum	   *batch;
+	bool		dumped;
+	/* what the current instance's dump said */
+	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
+	char		refusal_line[128];
+	uint64		lines;
+	/* for EXPLAIN ANALYZE */
+	uint64		listed;			/* items of every instance */
+	uint64		kept;			/* keys of this table */
+	uint64		skipped;		/* under the prefix, but no key of the table */
+	uint64		fetched;		/* keys sent to the multi-get */
+};
+
+McFullScan *
+McFullScanBegin(const McTable *t)
+{
+	McFullScan *fs = palloc0(sizeof(McFullScan));
+	McServer   *srv = McServerGet(t->serverid);
+
+	fs->t = t;
+	fs->cxt = CurrentMemoryContext;
+	memcpy(fs->prefix, srv->cfg.key_prefix, srv->cfg.key_prefix_len);
+	memcpy(fs->prefix + srv->cfg.key_prefix_len, t->opts.key_prefix, t->opts.key_prefix_len);
+	fs->splen = srv->cfg.key_prefix_len;
+	fs->plen = fs->splen + t->opts.key_prefix_len;
+	return fs;
+}
+
+/*
+ * One item of the dump: its key, kept when it is under the prefix and can
+ * be a key of the table (see the header).
+ */
+static void
+keep_key(McFullScan *fs, const char *key, size_t len)
+{
+	union
+	{
+		text		t;
+		char		buf[VARHDRSZ + MC_KEY_MAX];
+	}			k;
+	const char *rest = key + fs->splen;
+	size_t		restlen = len - fs->splen;
+	bool		b64;
+	Datum		d;
+	bool		isnull = false;
+
+	fs->listed++;
+	if (len < fs->plen || memcmp(key, fs->prefix, fs->plen) != 0)
+		return;
+	if (restlen == 0 || memchr(key, '\0', len) != NULL ||
+		!pg_verifymbstr(rest, restlen, true) ||
+		(fs->srv->cfg.long_keys_dalli && mc_metadump_is_digest(key, len)) ||
+		mc_key_check(key, len, &b64) != MC_KEY_OK)
+	{
+		fs->skipped++;
+		return;
+	}
+	SET_VARSIZE(&k.t, VARHDRSZ + restlen);
+	memcpy(VARDATA(&k.t), rest, restlen);
+	d = PointerGetDatum(&k.t);
+	tuplestore_putvalues(fs->keys, fs->keydesc, &d, &isnull);
+	fs->kept++;
+}
+
+/* One line of a dump (a McLineFn). */
+static McLineVerdict
+dump_line(void *arg, const char *line, size_t len)
+{
+	McFullScan *fs = arg;
+	char		key[MC_KEY_MAX];
+	size_t		keylen;
+	McMdLine	t = mc_metadump_line(line, len, key, &keylen);
+
+	switch (t)
+	{
+		case MC_MD_ITEM:
+			fs->lines++;
+			keep_key(fs, key, keylen);
+			return MC_LINE_MORE;
+		case MC_MD_END:
+			return MC_LINE_DONE;
+		case MC_MD_BUSY:
+		case MC_MD_NOTSTARTED:
+		case MC_MD_REFUSED:
+			/* a refusal is the whole reply */
+			if (fs->lines > 0)
+				return MC_LINE_BAD;
+			fs->refusal = t;
+			len = Min(len, sizeof(fs->refusal_line) - 1);
+			memcpy(fs->refusal_line, line, len);
+			fs->refusal_line[len] = '\0';
+			return MC_LINE_DONE;
+		case MC_MD_BAD:
+			break;
+	}
+	return MC_LINE_BAD;
+}
+
+/* The dump of instance index, into fs->keys; false if it failed softly. */
+static bool
+dump_instance(McFullScan *fs, int index)
+{
+	McServer   *srv = fs->srv;
+	McConn	   *conn = McConnOf(srv, index);
+	bool		hash = true;
+
+	for (;;)
+	{
+		fs->refusal = MC_MD_ITEM;
+		fs->lines = 0;
+		if (!McConnLines(conn, hash ? DUMP_HASH : DUMP_ALL, MC_METADUMP_LINE_MAX,
+						 dump_line, fs))
+		{
+			/* on_failure 'miss': an unreachable instance lists nothing */
+			McInstanceFailed(srv, conn, srv->cfg.on_failure_miss);
+			McInstanceDegraded(srv, index);
+			return false;
+		}
+		/* a memcached without the hash walk reads "hash" as a bad class */
+		if (fs->refusal == MC_MD_REFUSED && hash &&
+			strncmp(fs->refusal_line, "BADCLASS", 8) == 0)
+		{
+			hash = false;
+			continue;
+		}
+		break;
+	}
+	for (char *p = fs->refusal_line; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			*p = '?';
+	if (fs->refusal == MC_MD_BUSY)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+				 errdetail_internal("Instance %s replied: %s",
+									McInstanceName(srv, index), fs->refusal_line),
+				 errhint("The instance runs one LRU crawl at a time, and another is running (another full scan, or a tool dumping the cache); try again when it is done.")));
+	if (fs->refusal == MC_MD_REFUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+				 errdetail_internal("Instance %s replied: %s",
+									McInstanceName(srv, index), fs->refusal_line),
+				 errhint("A full scan needs memcached's LRU crawler (on unless memcached runs with -o no_lru_crawler) and key dumps (off when it runs with -X).")));
+	return true;
+}
+
+/* List the keys of every live instance (McServerAliveMap: NULL when all are). */
+static void
+dump_all(McFullScan *fs, McServer *srv)
+{
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McServerAliveMap(srv, alivebuf);
+	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
+	TupleDesc	desc = CreateTemplateTupleDesc(1);
+
+	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);
+	fs->keydesc = desc;
+	fs->keys = tuplestore_begin_heap(false, false, work_mem);
+	fs->kslot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	fs->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw full scan keys",
+										  ALLOCSET_DEFAULT_SIZES);
+	fs->batch = palloc(sizeof(Datum) * MC_FULLSCAN_BATCH);
+	MemoryContextSwitchTo(old);
+	fs->srv = srv;
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+		if (alive == NULL || alive[i])
+			dump_instance(fs, i);
+	fs->srv = NULL;
+	fs->dumped = true;
+}
+
+/*
+ * The next batch of listed keys through the multi-get, each hit to fn
+ * (listing the keys first, at the first call).  Returns false when no key
+ * was left.
+ */
+bool
+McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
+			   McHitFn fn, void *arg)
+{
+	MemoryContext old;
+	int			n = 0;
+
+	if (!fs->dumped)
+		dump_all(fs, srv);
+	MemoryContextReset(fs->batch_cxt);
+	old = MemoryContextSwitchTo(fs->batch_cxt);
+	while (n < MC_FULLSCAN_BATCH &&
+		   tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	{
+		bool		isnull;
+
+		fs->batch[n++] = PointerGetDatum(DatumGetTextPCopy(slot_getattr(fs->kslot, 1, &isnull)));
+	}
+	MemoryContextSwitchTo(old);
+	if (n == 0)
+		return false;
+	fs->fetched += n;
+	McMultiGetRun(srv, fs->batch, NULL, n, want, fn, arg);
+	return true;
+}
+
+/* Fetch the listed keys again from the first (a rescan lists nothing anew). */
+void
+McFullScanRewind(McFullScan *fs)
+{
+	if (fs->dumped)
+		tuplestore_rescan(fs->keys);
+}
+
+void
+McFullScanEnd(McFullScan *fs)
+{
+	if (fs->keys)
+	{
+		tuplestore_end(fs->keys);
+		ExecDropSingleTupleTableSlot(fs->kslot);
+		fs->keys = NULL;
+	}
+}
+
+/* EXPLAIN: that this is a full scan, its prefix filter, and what it found. */
+void
+McFullScanExplain(McFullScan *fs, ExplainState *es)
+{
+	ExplainPropertyText("Memcached Full Scan", "lru_crawler metadump", es);
+	if (fs->plen > 0)
+	{
+		char	   *p = pnstrdup(fs->prefix, fs->plen);
+
+		ExplainPropertyText("Memcached Key Prefix Filter",
+							pg_verifymbstr(p, fs->plen, true) ? quote_literal_cstr(p) :
+							"(not valid in the database encoding)", es);
+	}
+	else
+		ExplainPropertyText("Memcached Key Prefix Filter", "none", es);
+	if (fs->dumped && es->analyze)
+	{
+		ExplainPropertyInteger("Memcached Items Listed", NULL, (int64) fs->listed, es);
+		ExplainPropertyInteger("Memcached Keys Kept", NULL, (int64) fs->kept, es);
+		if (fs->skipped > 0)
+			ExplainPropertyInteger("Memcached Keys Skipped", NULL, (int64) fs->skipped, es);
+	}
+}
+
+/* ---- item counts, for planning -------------------------------------- */
+
+typedef struct ItemCount
+{
+	Oid			serverid;
+	TimestampTz at;
+	double		items;			/* -1: could not be asked */
+} ItemCount;
+
+static ItemCount counts[MC_COUNT_SLOTS];
+
+static void
+count_line(void *arg, const char *name, size_t namelen,
+		   const char *value, size_t valuelen)
+{
+	uint64_t	n;
+
+	if (namelen == 10 && memcmp(name, "curr_items", 10) == 0 &&
+		mc_parse_u64(value, valuelen, UINT64_MAX, &n))
+		*(double *) arg += (double) n;
+}
+
+/*
+ * The items of the server's live instances ("curr_items"), or -1 when
+ * none answered.  Asked at most once per MC_COUNT_TTL_S per server and
+ * backend, within MC_COUNT_LIMIT_MS for all instances together, softly: a
+ * server that is down or slow costs planning that bound, once, and the
+ * planner falls back to its default.
+ */
+double
+McFullScanItems(Oid serverid)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ItemCount  *slot = &counts[0];
+	McServer   *srv;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive;
+	double		total = 0;
+	bool		any = false;
+	TimestampTz end;
+
+	for (int i = 0; i < MC_COUNT_SLOTS; i++)
+	{
+		if (counts[i].serverid == serverid &&
+			!TimestampDifferenceExceeds(counts[i].at, now, MC_COUNT_TTL_S * 1000))
+			return counts[i].items;
+		/* the slot of this server, else the oldest */
+		if (counts[i].serverid == serverid ||
+			(slot->serverid != serverid && counts[i].at < slot->at))
+			slot = &counts[i];
+	}
+	srv = McServerGet(serverid);
+	alive = McServerAliveMap(srv, alivebuf);
+	end = TimestampTzPlusMilliseconds(now, MC_COUNT_LIMIT_MS);
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		double		items = 0;
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
+
+		if ((alive != NULL && !alive[i]) || left <= 0)
+			continue;
+		if (McInstanceStatLines(srv, i, "stats\r\n", (int) left, count_line, &items))
+		{
+			total += items;
+			any = true;
+		}
+	}
+	slot->serverid = serverid;
+	slot->at = now;
+	slot->items = any ? total : -1;
+	return slot->items;
+}
