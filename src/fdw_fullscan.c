@@ -33,6 +33,9 @@
 #include "commands/explain.h"
 #include "executor/tuptable.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -48,6 +51,13 @@
 #define MC_COUNT_TTL_S		30
 #define MC_COUNT_LIMIT_MS	250
 #define MC_COUNT_SLOTS		16
+
+/*
+ * How long a dump answered BUSY is retried: a crawl a cancelled scan left
+ * running ends when memcached next writes to the closed socket.
+ */
+#define MC_BUSY_WAIT_MS		2000
+#define MC_BUSY_STEP_MS		50
 
 #define DUMP_HASH	"lru_crawler metadump hash\r\n"
 #define DUMP_ALL	"lru_crawler metadump all\r\n"
@@ -169,6 +179,7 @@ dump_instance(McFullScan *fs, int index)
 	McServer   *srv = fs->srv;
 	McConn	   *conn = McConnOf(srv, index);
 	bool		hash = true;
+	int			waited = 0;
 
 	for (;;)
 	{
@@ -189,6 +200,15 @@ dump_instance(McFullScan *fs, int index)
 			hash = false;
 			continue;
 		}
+		if (fs->refusal == MC_MD_BUSY && waited < MC_BUSY_WAIT_MS)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 MC_BUSY_STEP_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			waited += MC_BUSY_STEP_MS;
+			continue;
+		}
 		break;
 	}
 	for (char *p = fs->refusal_line; *p; p++)
@@ -200,7 +220,8 @@ dump_instance(McFullScan *fs, int index)
 				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
 				 errdetail_internal("Instance %s replied: %s",
 									McInstanceName(srv, index), fs->refusal_line),
-				 errhint("The instance runs one LRU crawl at a time, and another is running (another full scan, or a tool dumping the cache); try again when it is done.")));
+				 errhint("The instance runs one LRU crawl at a time, and another was still running after %d ms (another full scan, or a tool dumping the cache); try again when it is done.",
+						 MC_BUSY_WAIT_MS)));
 	if (fs->refusal == MC_MD_REFUSED)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
@@ -251,14 +272,25 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 	if (!fs->dumped)
 		dump_all(fs, srv);
 	MemoryContextReset(fs->batch_cxt);
-	old = MemoryContextSwitchTo(fs->batch_cxt);
+
+	/*
+	 * A tuple read back from disk is the slot's, allocated in the current
+	 * context and freed at the next read: read in the scan's context, and
+	 * copy the keys into the batch's.
+	 */
+	old = MemoryContextSwitchTo(fs->cxt);
 	while (n < MC_FULLSCAN_BATCH &&
 		   tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
 	{
 		bool		isnull;
+		Datum		d = slot_getattr(fs->kslot, 1, &isnull);
+		Size		sz = VARSIZE_ANY(DatumGetPointer(d));
+		char	   *copy = MemoryContextAlloc(fs->batch_cxt, sz);
 
-		fs->batch[n++] = PointerGetDatum(DatumGetTextPCopy(slot_getattr(fs->kslot, 1, &isnull)));
+		memcpy(copy, DatumGetPointer(d), sz);
+		fs->batch[n++] = PointerGetDatum(copy);
 	}
+	ExecClearTuple(fs->kslot);
 	MemoryContextSwitchTo(old);
 	if (n == 0)
 		return false;

@@ -867,12 +867,53 @@ def w11_ft_insert():
     row(w, "10,000 single-row INSERTs", singles, "us")
 
 
+FT_FULL_ROWS = 10000
+
+
+def w11_ft_fullscan():
+    """A full scan (allow_full_scan) of a table whose prefix holds 10,000
+    items, against mc_get_multi of the same keys.  The dump lists every item
+    of the cache (the 100,000 k-keys too) and keeps the table's: the
+    ratio is informational (issue 14 sets no target)."""
+    say("11. foreign-table full scan of %s items" % format(FT_FULL_ROWS, ","))
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("DROP FOREIGN TABLE IF EXISTS bench_ft_full")
+    cur.execute("CREATE FOREIGN TABLE bench_ft_full (key text, value text) SERVER memcached "
+                "OPTIONS (key_prefix 'ftfs:', allow_full_scan 'true')")
+    cur.execute("SELECT mc_set_multi(ARRAY(SELECT 'ftfs:' || g FROM generate_series(1, %d) g), "
+                "ARRAY(SELECT lpad(g::text, 100, 'v') FROM generate_series(1, %d) g))"
+                % (FT_FULL_ROWS, FT_FULL_ROWS))
+    n = value(conn, "SELECT count(*) FROM bench_ft_full")
+    conn.close()
+    if n != FT_FULL_ROWS:
+        raise RuntimeError("foreign table: the full scan found %s of %d items" % (n, FT_FULL_ROWS))
+    keys = "(SELECT array_agg('ftfs:' || g) FROM generate_series(1, %d) g)" % FT_FULL_ROWS
+    scripts = {
+        "floor": "SELECT cardinality(%s);\n" % keys,
+        "multi": "SELECT count(*) FROM mc_get_multi(%s);\n" % keys,
+        "full": "SELECT count(*) FROM (SELECT * FROM bench_ft_full) t;\n",
+    }
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, sc in rotated(list(scripts.items()), r):
+            lat[k].append(pgbench(sc)[1])
+    add_multi = med([m - f for m, f in zip(lat["multi"], lat["floor"])])
+    full = med(lat["full"])
+    w = "11 foreign-table full scan, %s items" % format(FT_FULL_ROWS, ",")
+    r = ratio(full, add_multi)
+    row(w, "mc_get_multi of the keys: added over floor", add_multi, "us")
+    row(w, "full scan (metadump of the whole cache)", full, "us", None, None,
+        "informational", "", "ratio to mc_get_multi %.2f" % r if r is not None else "")
+
+
 def w11_foreign_table():
     ft_setup()
     w11_ft_scan(100)
     w11_ft_scan(10000)
     w11_ft_join()
     w11_ft_insert()
+    w11_ft_fullscan()
 
 
 def w8_seed():

@@ -1,5 +1,7 @@
 /*
- * fuzz_protocol.c — fuzz target for mc_parse_reply and mc_parse_reply_z.
+ * fuzz_protocol.c — fuzz target for mc_parse_reply and mc_parse_reply_z,
+ * and for mc_metadump_line (each "\n"-ended line of the input, on an
+ * exactly sized copy: an item's key is 1 to MC_KEY_MAX bytes).
  *
  * Owns: the parser's invariants, checked on arbitrary bytes.  The input is
  * read as a stream of replies; for each complete one the consumed bytes are
@@ -8,8 +10,8 @@
  * an exactly sized heap copy, so AddressSanitizer sees any over-read.
  *
  * Two builds:
- *	 clang -fsanitize=fuzzer,address,undefined -Isrc test/fuzz/fuzz_protocol.c src/protocol.c
- *	 cc -DMC_FUZZ_STANDALONE -Isrc test/fuzz/fuzz_protocol.c src/protocol.c
+ *	 clang -fsanitize=fuzzer,address,undefined -Isrc test/fuzz/fuzz_protocol.c src/protocol.c src/metadump.c
+ *	 cc -DMC_FUZZ_STANDALONE -Isrc test/fuzz/fuzz_protocol.c src/protocol.c src/metadump.c
  * The second has its own main(): it replays the files (or directories)
  * given and then runs random mutations of them, for -n runs or -t seconds.
  */
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metadump.h"
 #include "protocol.h"
 
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -212,6 +215,33 @@ check_complete(const char *buf, const McReply *r)
 	}
 }
 
+/* Every "\n"-ended line of the input as a metadump line. */
+static void
+fuzz_metadump(const char *buf, size_t size)
+{
+	const char *p = buf;
+	const char *end = buf + size;
+	const char *nl;
+
+	while (p < end && (nl = memchr(p, '\n', end - p)) != NULL)
+	{
+		size_t		len = nl - p;
+		char	   *copy = malloc(len ? len : 1);
+		char		key[MC_KEY_MAX];
+		size_t		keylen;
+		McMdLine	t;
+
+		memcpy(copy, p, len);
+		t = mc_metadump_line(copy, len, key, &keylen);
+		check(t == MC_MD_ITEM ? keylen >= 1 && keylen <= MC_KEY_MAX : keylen == 0,
+			  "metadump key length", p, len);
+		check(t != MC_MD_ITEM || (len >= 5 && memcmp(copy, "key=", 4) == 0),
+			  "metadump item without key=", p, len);
+		free(copy);
+		p = nl + 1;
+	}
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -220,6 +250,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	McReply		r;
 	McReplyType t;
 	int			replies = 0;
+
+	fuzz_metadump(buf, size);
 
 	/* read the input as a pipelined stream of replies */
 	while (off <= size && replies < 64)

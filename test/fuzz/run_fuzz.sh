@@ -14,7 +14,7 @@ set -u
 secs=${1:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-src="$here/fuzz_protocol.c $root/src/protocol.c"
+src="$here/fuzz_protocol.c $root/src/protocol.c $root/src/metadump.c"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mcfdw_fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 

@@ -336,6 +336,17 @@ for server in ("auth", "tlsauth"):
          repr((r, c.notices)))
     db.sql(c, "RESET ROLE")
 
+# a full scan (lru_crawler metadump) over a logged-in connection, TLS and plain
+for server in ("auth", "tlsauth"):
+    db.sql(c, "CREATE FOREIGN TABLE fs_%s (key text, value text) SERVER %s "
+              "OPTIONS (key_prefix 'fs:', allow_full_scan 'true')" % (server, server))
+    db.sql(c, "GRANT SELECT, INSERT ON fs_%s TO mcfdw_alice" % server)
+    db.sql(c, "SET ROLE mcfdw_alice")
+    db.sql(c, "INSERT INTO fs_%s SELECT g::text, repeat('v', 40) FROM generate_series(1, 3000) g" % server)
+    t.is_(db.sql(c, "SELECT count(*), count(DISTINCT key), min(length(value)) FROM fs_%s" % server)[0],
+          (3000, 3000, 40), "%s: a full scan lists and reads every key (a dump of many TLS records)" % server)
+    db.sql(c, "RESET ROLE")
+
 # the PUBLIC mapping is the fallback; ALTER USER MAPPING takes effect
 db.sql(c, "CREATE USER MAPPING FOR PUBLIC SERVER auth OPTIONS (username 'bob', password 'pw-bob')")
 db.sql(c, "SET ROLE mcfdw_carol")

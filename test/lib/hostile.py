@@ -225,6 +225,14 @@ class HostileServer:
                       (what memcached does at its -c limit)
       old_miss        every request line answered "EN" without its opaque
                       token, as memcached before 1.6.18 answers a miss
+      dump_forever    after the first request bytes, metadump item lines
+                      with distinct keys forever, no END
+      dump_trickle    after the first request bytes, metadump item lines one
+                      byte per `trickle` seconds, forever
+      dump_stall      after the first request bytes, one metadump line, then
+                      silence (the socket stays open)
+      dump_busy       every request answered "BUSY currently processing
+                      crawler request", as memcached does while a crawl runs
 
     `sent` counts bytes written; stop() ends every stream and closes.
     """
@@ -288,6 +296,9 @@ class HostileServer:
             if self.behaviour == "old_miss":
                 self._serve_old_miss(c)
                 return
+            if self.behaviour in ("dump_forever", "dump_stall", "dump_busy"):
+                self._serve_dump(c)
+                return
             c.settimeout(30)
             if not c.recv(65536):
                 return
@@ -295,7 +306,7 @@ class HostileServer:
                 chunk = b"EN\r\n" * (256 * 1024)     # 1 MB per send
             elif self.behaviour == "stats_forever":
                 chunk = b"".join(b"STAT item_%08d %s\r\n" % (i, b"x" * 40) for i in range(16384))
-            elif self.behaviour == "stats_trickle":
+            elif self.behaviour in ("stats_trickle", "dump_trickle"):
                 chunk = None
             elif self.behaviour == "trickle_hd":
                 chunk = None
@@ -312,6 +323,8 @@ class HostileServer:
                 if chunk is None:
                     if self.behaviour == "trickle_hd":
                         line = b"HD O%d\r\n" % i
+                    elif self.behaviour == "dump_trickle":
+                        line = b"key=trickle%d exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n" % i
                     else:
                         line = b"STAT trickle_%d 1\r\n" % i
                     for b in line:
@@ -334,6 +347,30 @@ class HostileServer:
             except OSError:
                 pass
 
+
+    def _serve_dump(self, c):
+        """The metadump behaviours (see the class comment)."""
+        c.settimeout(30)
+        if not c.recv(65536):
+            return
+        if self.behaviour == "dump_busy":
+            c.sendall(b"BUSY currently processing crawler request\r\n")
+            while not self._stop and c.recv(65536):
+                c.sendall(b"BUSY currently processing crawler request\r\n")
+            return
+        if self.behaviour == "dump_stall":
+            c.sendall(b"key=stall exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n")
+            while not self._stop:
+                time.sleep(0.05)
+            return
+        c.settimeout(None)
+        i = 0
+        while not self._stop:
+            chunk = b"".join(b"key=t:forever%d exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n" % j
+                             for j in range(i, i + 10000))
+            c.sendall(chunk)
+            self.sent += len(chunk)
+            i += 10000
 
     def _serve_old_miss(self, c):
         """Every request line is a miss, answered as memcached before 1.6.18
