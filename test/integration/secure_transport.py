@@ -344,7 +344,7 @@ for server in ("auth", "tlsauth"):
     db.sql(c, "SET ROLE mcfdw_alice")
     db.sql(c, "INSERT INTO fs_%s SELECT g::text, repeat('v', 40) FROM generate_series(1, 3000) g" % server)
     t.is_(db.sql(c, "SELECT count(*), count(DISTINCT key), min(length(value)) FROM fs_%s" % server)[0],
-          (3000, 3000, 40), "%s: a full scan lists and reads every key (a dump of many TLS records)" % server)
+          (3000, 3000, 40), "%s: a full scan lists and reads every key%s" % (server, " (a dump of many TLS records)" if server == "tlsauth" else ""))
     db.sql(c, "RESET ROLE")
 
 # the PUBLIC mapping is the fallback; ALTER USER MAPPING takes effect
