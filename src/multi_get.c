@@ -307,15 +307,21 @@ static pg_noinline size_t
 encode_wanted(MgBatch *b, const MgKey *k, uint32 pos, char *dst, char *wirebuf)
 {
 	McReqOpts	opts = {0};
-	char		digits[16];
+	char		digits[10];
+	int			nd = sizeof(digits);
 	const char *wire;
 	size_t		wlen = McKeyWire(b->srv, k->src, k->len, k->form, k->b64,
 								 wirebuf, &wire);
 
+	do
+	{
+		digits[--nd] = (char) ('0' + pos % 10);
+		pos /= 10;
+	} while (pos);
 	opts.want = b->want;
 	opts.quiet = true;
-	opts.opaque = digits;
-	opts.opaque_len = snprintf(digits, sizeof(digits), "%u", pos);
+	opts.opaque = digits + nd;
+	opts.opaque_len = sizeof(digits) - nd;
 	return mc_encode_request(dst, "mg", wire, wlen, k->b64, -1, &opts);
 }
 
@@ -341,11 +347,15 @@ fill_requests(MgBatch *b, MgInstance *mi)
 			MgKey	   *k = &b->keys[mi->keys[mi->next_send]];
 			size_t		n;
 
-			/* a key routed as given goes out as it is; others as collect_keys routed them */
-			if (unlikely(b->want != 0))
+			/*
+			 * A key routed as given goes out as it is; others as collect_keys
+			 * routed them.  "v f" (want 0) and "v" alone have their own
+			 * encoder; other fields the generic one.
+			 */
+			if (unlikely(b->want != 0 && b->want != MC_F_VALUE))
 				n = encode_wanted(b, k, (uint32) mi->next_send, dst, wirebuf);
 			else if (k->form == MC_KEY_GIVEN && !k->b64)
-				n = mc_encode_get_opaque(dst, k->src, k->len, false, true,
+				n = mc_encode_get_opaque(dst, k->src, k->len, false, b->want == 0,
 										 (uint32) mi->next_send);
 			else
 			{
@@ -353,7 +363,7 @@ fill_requests(MgBatch *b, MgInstance *mi)
 				size_t		wlen = McKeyWire(b->srv, k->src, k->len, k->form,
 											 k->b64, wirebuf, &wire);
 
-				n = mc_encode_get_opaque(dst, wire, wlen, k->b64, true,
+				n = mc_encode_get_opaque(dst, wire, wlen, k->b64, b->want == 0,
 										 (uint32) mi->next_send);
 			}
 			/* collect_keys checked every key: a refusal here is a bug, not a miss */
@@ -775,8 +785,11 @@ McMultiGetRun(McServer *srv, const Datum *keys, const bool *nulls, int n,
 	memset(&b, 0, sizeof(b));
 	b.srv = srv;
 	b.soft = srv->cfg.failover || srv->cfg.on_failure_miss;
-	/* want 0 is mc_get_multi's "v f" request: ask for the key's existence as "O" alone */
-	b.want = want != 0 ? want : MC_F_OPAQUE;
+	/*
+	 * b.want 0 is mc_get_multi's "v f" request, so "v f" asked here takes
+	 * the same encoder; want 0 asks for the key's existence as "O" alone.
+	 */
+	b.want = want == (MC_F_VALUE | MC_F_FLAGS) ? 0 : want != 0 ? want : MC_F_OPAQUE;
 	b.hit_fn = fn;
 	b.hit_arg = arg;
 	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw multi-get",
