@@ -11,6 +11,13 @@
  * condition takes its keys batch by batch from fdw_fullscan.c instead, and
  * keeps one batch's rows at a time.  Must not: plan, or touch connections
  * other than through McMultiGetRun.
+ *
+ * The per-key path allocates nothing of its own: prefixed keys are packed
+ * into blocks with the key as given stored just before each (so a hit
+ * finds the key column's value without a lookup or a copy), a row of the
+ * shape mc_get_multi returns — (key text, value text or bytea, flags
+ * integer) — is laid out by rowlayout.c as mc_get_multi's rows are, and a
+ * stored row reaches the scan slot without a second copy.
  */
 #include "postgres.h"
 
@@ -32,6 +39,7 @@
 #include "fdw.h"
 #include "keys.h"
 #include "multi_get.h"
+#include "rowlayout.h"
 
 typedef struct McScan
 {
@@ -49,13 +57,45 @@ typedef struct McScan
 	bool		fetched;
 	McFullScan *full;			/* a full scan: its keys */
 	bool		more;			/* ... and a batch may be left */
+	bool		by_hand;		/* rows of mc_get_multi's shape: McRowPut */
+	char	   *rowbuf;			/* McRowPut's row, reused */
+	MemoryContext scan_cxt;		/* the scan's own: lives until it ends */
 	MemoryContext batch_cxt;	/* the keys of one batch */
 	MemoryContext row_cxt;		/* one row's conversions */
 	Datum	   *keys;			/* prefixed, as the server sees them */
 	int			nkeys;
+	int			keys_cap;
+	char	   *block;			/* where the next prefixed key goes */
+	size_t		block_left;
 	int			ndistinct;
 	int			nhits;
 } McScan;
+
+/*
+ * A prefixed key in a block: the key as given (the key column's value),
+ * then the prefixed key's varlena, which is what the engine sees; a hit
+ * steps back from that varlena to the key as given.
+ */
+typedef struct McPrefixedKey
+{
+	Datum		given;
+	char		key[FLEXIBLE_ARRAY_MEMBER];	/* 4-byte header, prefix, key */
+} McPrefixedKey;
+
+#define KEY_BLOCK_SIZE		(64 * 1024)
+
+/*
+ * Is the table's row the one McRowPut lays out: key, then a text or bytea
+ * value, then integer flags, and nothing else?
+ */
+static bool
+rows_by_hand(const McTable *t, TupleDesc desc, const McValueIO *vio)
+{
+	return McRowLayoutFits(desc) &&
+		t->attnum[MC_FIELD_KEY] == 1 && t->attnum[MC_FIELD_VALUE] == 2 &&
+		t->attnum[MC_FIELD_FLAGS] == 3 && t->atttype[MC_FIELD_FLAGS] == INT4OID &&
+		(vio->kind == MC_VALUE_TEXT || vio->kind == MC_VALUE_BYTEA);
+}
 
 void
 McBeginForeignScan(ForeignScanState *node, int eflags)
@@ -84,22 +124,74 @@ McBeginForeignScan(ForeignScanState *node, int eflags)
 	s->nulls = palloc(sizeof(bool) * s->desc->natts);
 	s->ts = tuplestore_begin_heap(false, false, work_mem);
 	s->mslot = MakeSingleTupleTableSlot(s->desc, &TTSOpsMinimalTuple);
+	s->by_hand = rows_by_hand(&s->t, s->desc, &s->vio);
+	s->scan_cxt = CurrentMemoryContext;
 	s->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw scan keys",
 										 ALLOCSET_DEFAULT_SIZES);
 	s->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw scan row",
 									   ALLOCSET_DEFAULT_SIZES);
 }
 
-/* Add a key (as given) to the batch, with the table's prefix. */
+/*
+ * Add a key (as given) to the batch, with the table's prefix: packed into
+ * a block (in batch_cxt), not allocated one by one.
+ */
 static void
-add_key(McScan *s, Datum key, int *cap)
+add_key(McScan *s, Datum key)
 {
-	if (s->nkeys == *cap)
+	text	   *k = DatumGetTextPP(key);
+	size_t		plen = s->t.opts.key_prefix_len;
+	size_t		len;
+	size_t		need;
+	McPrefixedKey *pk;
+
+	if (unlikely(s->nkeys == s->keys_cap))
 	{
-		*cap *= 2;
-		s->keys = repalloc(s->keys, sizeof(Datum) * *cap);
+		s->keys_cap *= 2;
+		s->keys = repalloc_huge(s->keys, sizeof(Datum) * s->keys_cap);
 	}
-	s->keys[s->nkeys++] = McKeyWithPrefix(&s->t, key);
+	if (plen == 0)
+	{
+		s->keys[s->nkeys++] = PointerGetDatum(k);
+		return;
+	}
+	len = VARSIZE_ANY_EXHDR(k);
+	need = MAXALIGN(offsetof(McPrefixedKey, key) + VARHDRSZ + plen + len);
+	if (unlikely(s->block_left < need))
+	{
+		s->block_left = Max(need, KEY_BLOCK_SIZE);
+		s->block = palloc(s->block_left);
+	}
+	pk = (McPrefixedKey *) s->block;
+	s->block += need;
+	s->block_left -= need;
+	pk->given = PointerGetDatum(k);
+	SET_VARSIZE(pk->key, VARHDRSZ + plen + len);
+	memcpy(VARDATA(pk->key), s->t.opts.key_prefix, plen);
+	memcpy(VARDATA(pk->key) + plen, VARDATA_ANY(k), len);
+	s->keys[s->nkeys++] = PointerGetDatum(pk->key);
+}
+
+/*
+ * The key column's value of a key add_key made; a full scan's keys are
+ * fdw_fullscan.c's, without the key as given beside them: the prefix is
+ * cut off (in row_cxt, which the caller resets).
+ */
+static inline Datum
+given_key(McScan *s, Datum key)
+{
+	if (s->t.opts.key_prefix_len == 0)
+		return key;
+	if (s->full)
+	{
+		MemoryContext old = MemoryContextSwitchTo(s->row_cxt);
+		Datum		given = McKeyWithoutPrefix(&s->t, key);
+
+		MemoryContextSwitchTo(old);
+		return given;
+	}
+	return ((const McPrefixedKey *) (DatumGetPointer(key) -
+									 offsetof(McPrefixedKey, key)))->given;
 }
 
 /*
@@ -111,13 +203,15 @@ eval_keys(McScan *s, ExprContext *econtext)
 {
 	ListCell   *le,
 			   *lk;
-	int			cap = 16;
 	MemoryContext old;
 
 	MemoryContextReset(s->batch_cxt);
 	old = MemoryContextSwitchTo(s->batch_cxt);
-	s->keys = palloc(sizeof(Datum) * cap);
+	s->keys_cap = 16;
+	s->keys = palloc(sizeof(Datum) * s->keys_cap);
 	s->nkeys = 0;
+	s->block = NULL;
+	s->block_left = 0;
 	forboth(le, s->exprstates, lk, s->kinds)
 	{
 		bool		isnull;
@@ -126,7 +220,7 @@ eval_keys(McScan *s, ExprContext *econtext)
 		if (isnull)
 			continue;
 		if (lfirst_int(lk) == MC_KEYEXPR_SCALAR)
-			add_key(s, d, &cap);
+			add_key(s, d);
 		else
 		{
 			ArrayType  *arr = DatumGetArrayTypeP(d);
@@ -136,12 +230,34 @@ eval_keys(McScan *s, ExprContext *econtext)
 
 			deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_INT,
 							  &elems, &nulls, &n);
+			if (s->nkeys + n > s->keys_cap)
+			{
+				s->keys_cap = s->nkeys + n;
+				s->keys = repalloc_huge(s->keys, sizeof(Datum) * s->keys_cap);
+			}
 			for (int i = 0; i < n; i++)
 				if (!nulls[i])
-					add_key(s, elems[i], &cap);
+					add_key(s, elems[i]);
 		}
 	}
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A value the client compressed, inflated (in row_cxt); a value that
+ * cannot be is an error naming the key.
+ */
+static void
+decode_value(McScan *s, text *k, const McReply *r, char **data, size_t *len)
+{
+	McZStatus	st;
+	struct varlena *v = McValueDecode(s->srv, *data, *len, true,
+									  r->client_flags, &st);
+
+	if (v == NULL)
+		McValueRaise(s->srv, st, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+	*data = VARDATA(v);
+	*len = VARSIZE(v) - VARHDRSZ;
 }
 
 /* One hit: the row of the table, into the tuplestore. */
@@ -150,10 +266,37 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 {
 	McScan	   *s = arg;
 	const McTable *t = &s->t;
-	MemoryContext old = MemoryContextSwitchTo(s->row_cxt);
-	Datum		given = McKeyWithoutPrefix(t, key);
+	MemoryContext old;
+	Datum		given = given_key(s, key);
 	AttrNumber	a;
 
+	s->nhits++;
+	/*
+	 * mc_get_multi's row, laid out by hand as mc_get_multi lays it out (a
+	 * compressed value, inflated, is usually longer than McRowPut takes).
+	 */
+	if (s->by_hand && r->type == MC_REPLY_VA && (r->present & MC_F_FLAGS) &&
+		!McValueCompressed(&s->srv->cfg, r->client_flags))
+	{
+		char	   *data = base + r->value_off;
+		text	   *k = DatumGetTextPP(given);
+		bool		done;
+
+		McValueCheck(&s->vio, data, r->value_len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+		/* the row buffer lives as long as the scan */
+		old = MemoryContextSwitchTo(s->scan_cxt);
+		done = McRowPut(s->ts, s->desc, &s->rowbuf, given, data, r->value_len,
+						(int32) r->client_flags);
+		MemoryContextSwitchTo(old);
+		if (done)
+		{
+			if (s->full)
+				MemoryContextReset(s->row_cxt);
+			return;
+		}
+	}
+
+	old = MemoryContextSwitchTo(s->row_cxt);
 	memset(s->nulls, true, sizeof(bool) * s->desc->natts);
 	s->values[t->attnum[MC_FIELD_KEY] - 1] = given;
 	s->nulls[t->attnum[MC_FIELD_KEY] - 1] = false;
@@ -164,16 +307,7 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 		size_t		len = r->value_len;
 
 		if ((r->present & MC_F_FLAGS) && McValueCompressed(&s->srv->cfg, r->client_flags))
-		{
-			McZStatus	st;
-			struct varlena *v = McValueDecode(s->srv, data, len, true,
-											  r->client_flags, &st);
-
-			if (v == NULL)
-				McValueRaise(s->srv, st, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
-			data = VARDATA(v);
-			len = VARSIZE(v) - VARHDRSZ;
-		}
+			decode_value(s, k, r, &data, &len);
 		s->values[a - 1] = McValueRead(&s->vio, data, len,
 									   VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
 		s->nulls[a - 1] = false;
@@ -197,7 +331,6 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 		s->nulls[a - 1] = false;
 	}
 	tuplestore_putvalues(s->ts, s->desc, s->values, s->nulls);
-	s->nhits++;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->row_cxt);
 }
@@ -250,7 +383,14 @@ McIterateForeignScan(ForeignScanState *node)
 			return ExecClearTuple(slot);
 		fetch(node);			/* a full scan's next batch */
 	}
-	ExecCopySlot(slot, s->mslot);
+
+	/*
+	 * The row's columns point into the stored tuple, which stays where it
+	 * is until the next row is read (mslot owns it when it came back from
+	 * disk): deformed, not copied again.
+	 */
+	ExecForceStoreMinimalTuple(((MinimalTupleTableSlot *) s->mslot)->mintuple,
+							   slot, false);
 	return slot;
 }
 

@@ -211,6 +211,25 @@ bytes_datum(char *v, size_t len)
 }
 
 /*
+ * Raise unless a stored value can be the value column's bytes: text must
+ * be valid in the database encoding (McTextValid refuses NUL bytes too);
+ * bytea takes any.
+ */
+void
+McValueCheck(const McValueIO *io, const char *v, size_t len,
+			 const char *key, size_t keylen)
+{
+	if (io->kind == MC_VALUE_BYTEA)
+		return;
+	if (!McTextValid(v, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
+						(int) keylen, key, GetDatabaseEncodingName()),
+				 errhint("Declare the value column bytea to read binary values.")));
+}
+
+/*
  * A stored value as the value column's type.  v lies in the read buffer,
  * and the bytes before it may be overwritten.  A value the type does not
  * accept is an error naming the key (the primary message), with the type's
@@ -223,15 +242,8 @@ McValueRead(McValueIO *io, char *v, size_t len, const char *key, size_t keylen)
 	Datum		d = (Datum) 0;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	if (io->kind == MC_VALUE_BYTEA)
-		return bytes_datum(v, len);
-	if (!McTextValid(v, len) || memchr(v, '\0', len) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
-				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
-						(int) keylen, key, GetDatabaseEncodingName()),
-				 errhint("Declare the value column bytea to read binary values.")));
-	if (io->kind == MC_VALUE_TEXT)
+	McValueCheck(io, v, len, key, keylen);
+	if (io->kind != MC_VALUE_IO)
 		return bytes_datum(v, len);
 
 	str = palloc(len + 1);

@@ -1,6 +1,7 @@
 /*
- * rowlayout.h — the multi-get's hand-laid rows (rowlayout.c).  Only
- * multi_get.c includes it.
+ * rowlayout.h — the multi-get's hand-laid rows (rowlayout.c), for
+ * multi_get.c and for the foreign-table scan's rows of the same shape
+ * (fdw_scan.c).
  */
 #ifndef MCFDW_ROWLAYOUT_H
 #define MCFDW_ROWLAYOUT_H
