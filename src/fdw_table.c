@@ -8,7 +8,12 @@
  * whole numbers), the table's key prefix, and the value conversions: text
  * and varchar as their bytes (checked against the database encoding when
  * read), bytea as it is, any other type through its input and output
- * functions.  Must not: plan, touch connections or keep state.
+ * functions.  What a table's catalog rows say is kept per backend, keyed
+ * by the table, and read again after a relcache invalidation of it (which
+ * ALTER FOREIGN TABLE, its column options and renames send, from any
+ * session): planning and starting every scan would otherwise read the
+ * table's and each column's options again.  Must not: plan or touch
+ * connections.
  */
 #include "postgres.h"
 
@@ -17,6 +22,8 @@
 #include "foreign/foreign.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
@@ -57,14 +64,102 @@ check_type(Relation rel, McField f, Form_pg_attribute att)
 						 "The flags and ttl columns must be integer or bigint.")));
 }
 
+/* A table as last read, valid until a relcache invalidation of it. */
+typedef struct McTableCacheEntry
+{
+	Oid			relid;			/* the hash key */
+	bool		valid;
+	McTable		t;				/* t.opts.key_prefix in CacheMemoryContext */
+} McTableCacheEntry;
+
+static HTAB *table_cache = NULL;
+static uint64 table_cache_invals = 0;	/* invalidations seen, to tell one during a load */
+
+/* A relation changed (InvalidOid: any may have): read it again when used. */
+static void
+table_cache_inval(Datum arg, Oid relid)
+{
+	McTableCacheEntry *e;
+
+	table_cache_invals++;
+	if (OidIsValid(relid))
+	{
+		e = hash_search(table_cache, &relid, HASH_FIND, NULL);
+		if (e != NULL)
+			e->valid = false;
+	}
+	else
+	{
+		HASH_SEQ_STATUS seq;
+
+		hash_seq_init(&seq, table_cache);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			e->valid = false;
+	}
+}
+
+static void load_table(Relation rel, McTable *t);
+
+/*
+ * A foreign table as the wrapper reads it (load_table), from this
+ * backend's cache.  t gets its own copy of the key prefix, so a reload
+ * while t is in use cannot free it from under its user.
+ */
+void
+McTableLoad(Relation rel, McTable *t)
+{
+	Oid			relid = RelationGetRelid(rel);
+	McTableCacheEntry *e;
+	bool		found;
+
+	if (table_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(McTableCacheEntry);
+		ctl.hcxt = CacheMemoryContext;
+		table_cache = hash_create("mcfdw foreign tables", 16, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(table_cache_inval, (Datum) 0);
+	}
+	e = hash_search(table_cache, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		e->valid = false;
+		e->t.opts.key_prefix = NULL;
+	}
+	if (!e->valid)
+	{
+		McTable		fresh;
+		char	   *old_prefix = e->t.opts.key_prefix;
+		uint64		invals = table_cache_invals;
+
+		/*
+		 * Raises for a table it cannot read: the entry stays invalid.  The
+		 * catalog reads may take locks and so take in invalidations: if
+		 * one came during the load, what was read is used this once.
+		 */
+		load_table(rel, &fresh);
+		fresh.opts.key_prefix = MemoryContextStrdup(CacheMemoryContext,
+													fresh.opts.key_prefix ? fresh.opts.key_prefix : "");
+		e->t = fresh;
+		e->valid = (invals == table_cache_invals);
+		if (old_prefix != NULL)
+			pfree(old_prefix);
+	}
+	*t = e->t;
+	t->opts.key_prefix = pstrdup(e->t.opts.key_prefix);
+}
+
 /*
  * Read a foreign table's options and columns.  A column with the option
  * "field" holds that field; other columns whose name is a field's hold it;
  * the rest are always NULL.  Raises if no column is the key or two hold
  * the same field.
  */
-void
-McTableLoad(Relation rel, McTable *t)
+static void
+load_table(Relation rel, McTable *t)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	ForeignTable *ft = GetForeignTable(RelationGetRelid(rel));
