@@ -279,7 +279,7 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 		!McValueCompressed(&s->srv->cfg, r->client_flags))
 	{
 		char	   *data = base + r->value_off;
-		text	   *k = DatumGetTextPP(given);
+		text	   *k = (text *) DatumGetPointer(given);	/* add_key detoasted it */
 		bool		done;
 
 		McValueCheck(&s->vio, data, r->value_len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
@@ -302,7 +302,7 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 	s->nulls[t->attnum[MC_FIELD_KEY] - 1] = false;
 	if ((a = t->attnum[MC_FIELD_VALUE]) != 0 && r->type == MC_REPLY_VA)
 	{
-		text	   *k = DatumGetTextPP(given);
+		text	   *k = (text *) DatumGetPointer(given);	/* add_key detoasted it */
 		char	   *data = base + r->value_off;
 		size_t		len = r->value_len;
 
