@@ -915,10 +915,46 @@ def w11_ft_fullscan():
         "informational", "", "ratio to mc_get_multi %.2f" % r if r is not None else "")
 
 
+def w11_ft_callgrind():
+    """User-mode instructions per key of the scan and of mc_get_multi, over
+    the floor, with the statements of w11_ft_scan (callgrind, as in 3)."""
+    say("11. user-mode instructions per key of the scan: callgrind on a single-user backend")
+    w = "11 foreign table, 10,000 keys"
+    what = "instructions per key (1,000 vs 5,000 keys)"
+    if shutil.which("valgrind") is None:
+        row(w, "callgrind: " + what, None, "instr", note="valgrind not installed")
+        return
+    su = single_user()
+    out = "" if su.error else su.run(["DROP FOREIGN TABLE IF EXISTS bench_ft",
+                                      "CREATE FOREIGN TABLE bench_ft (key text, value text, flags integer) "
+                                      "SERVER memcached"])
+    if su.error or "ERROR" in out:
+        row(w, "callgrind: " + what, None, "instr",
+            note="single-user backend: " + (su.error or su.first_error(out)))
+        return
+    arr = "(SELECT array_agg('k' || g) FROM generate_series(1, %d) g)"
+    sqls = {"floor": lambda k: "SELECT cardinality(%s)" % (arr % k),
+            "multi": lambda k: "SELECT count(value), count(flags) FROM mc_get_multi(%s)" % (arr % k),
+            "ft": lambda k: ("SELECT count(value), count(flags) FROM (SELECT * FROM bench_ft "
+                             "WHERE key = ANY(%s::text[])) t" % (arr % k))}
+    res, errs = {}, {}
+    for k, fn in sqls.items():
+        res[k], errs[k] = su.instructions(fn, lambda n: n)
+    fl = res["floor"]
+    add = {k: (res[k] - fl if res[k] is not None and fl is not None else None) for k in ("multi", "ft")}
+    r = ratio(add["ft"], add["multi"])
+    row(w, "floor: %s (callgrind)" % what, fl, "instr", note=errs["floor"] or "")
+    row(w, "mc_get_multi: %s over floor (callgrind)" % what, add["multi"], "instr",
+        note=errs["multi"] or "")
+    row(w, "key = ANY($1): %s over floor (callgrind)" % what, add["ft"], "instr",
+        note=errs["ft"] or ("ratio to mc_get_multi %.2f" % r if r is not None else ""))
+
+
 def w11_foreign_table():
     ft_setup()
     w11_ft_scan(100)
     w11_ft_scan(10000)
+    w11_ft_callgrind()
     w11_ft_join()
     w11_ft_insert()
     w11_ft_fullscan()
