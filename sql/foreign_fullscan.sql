@@ -46,10 +46,14 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM fs_users;
 EXPLAIN (COSTS OFF, ANALYZE, TIMING OFF, SUMMARY OFF) SELECT * FROM fs_users;
 -- a key condition is pushed down: no full scan
 EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM fs_users WHERE key IN ('3', '4');
--- a join on the key takes the parameterized path, never the full scan
+-- a join on the key takes the batched join, or else the parameterized
+-- path, never the full scan
 CREATE TEMP TABLE ids AS SELECT g::text AS id FROM generate_series(1, 30) g;
 ANALYZE ids;
 EXPLAIN (COSTS OFF) SELECT ids.id, u.value FROM ids JOIN fs_users u ON u.key = ids.id;
+SET mcfdw.enable_batched_join = off;
+EXPLAIN (COSTS OFF) SELECT ids.id, u.value FROM ids JOIN fs_users u ON u.key = ids.id;
+RESET mcfdw.enable_batched_join;
 SELECT count(*) FROM ids JOIN fs_users u ON u.key = ids.id;
 -- ... unless the key cannot come from the other side
 EXPLAIN (COSTS OFF)

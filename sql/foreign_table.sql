@@ -82,7 +82,9 @@ EXECUTE upd('3', '{"name": "cyd"}');
 RESET plan_cache_mode;
 DEALLOCATE ALL;
 
--- joins on the key: NULL keys, duplicate keys and misses
+-- joins on the key: NULL keys, duplicate keys and misses, as a nested loop
+-- over the parameterized scan (foreign_join tests the batched join)
+SET mcfdw.enable_batched_join = off;
 CREATE TABLE users (id int, team int);
 INSERT INTO users VALUES (1, 7), (2, 7), (3, 8), (4, 7), (NULL, 7), (1, 7);
 SELECT u.id, c.value FROM users u JOIN user_cache c ON c.key = u.id::text ORDER BY u.id;
@@ -96,6 +98,7 @@ EXPLAIN (VERBOSE, COSTS OFF)
   SELECT u.id, c.value FROM users u LEFT JOIN user_cache c ON c.key = u.id::text WHERE u.team = 7;
 EXPLAIN (VERBOSE, COSTS OFF)
   SELECT u.id FROM users u WHERE EXISTS (SELECT 1 FROM user_cache c WHERE c.key = u.id::text);
+RESET mcfdw.enable_batched_join;
 
 -- UPDATE and DELETE by key, with RETURNING
 UPDATE user_cache SET value = '{"name": "grace"}' WHERE key = '42' RETURNING key;

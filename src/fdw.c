@@ -21,7 +21,9 @@
  * disable_cost and GetForeignPlan raises an error with a hint if it is
  * chosen anyway; with it, the path carries disable_cost too whenever a
  * parameterized path exists, so a full scan is never chosen over a keyed
- * one.
+ * one.  fdw_join.c offers a batched join next to the parameterized
+ * paths, and reads what this file learned through McPlannedTable and
+ * McKeyCondition.
  */
 #include "postgres.h"
 
@@ -47,10 +49,6 @@
 
 PG_FUNCTION_INFO_V1(mcfdw_handler);
 
-/* A round trip to memcached, in planner cost units (about 10 µs each). */
-#define MC_ROUNDTRIP_COST	10.0
-/* One key of a pipelined batch: encoding, parsing, the row. */
-#define MC_KEY_COST			0.02
 /* Rows assumed for a scan without a key condition, item count unknown. */
 #define MC_NOKEY_ROWS		1000.0
 /* One item's line of a full scan's key dump. */
@@ -403,6 +401,34 @@ mcGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							list_make3(makeInteger((int) info->want), kinds, makeInteger(1)) :
 							list_make2(makeInteger((int) info->want), kinds),
 							NIL, NIL, outer_plan);
+}
+
+/*
+ * For fdw_join.c: is rel a foreign table of this wrapper as planned here,
+ * and if so its table and the fields the query reads of it.
+ */
+bool
+McPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want)
+{
+	McRelInfo  *info;
+
+	if (rel->reloptkind != RELOPT_BASEREL || rel->rtekind != RTE_RELATION ||
+		rel->fdwroutine == NULL ||
+		rel->fdwroutine->GetForeignRelSize != mcGetForeignRelSize ||
+		rel->fdw_private == NULL)
+		return false;
+	info = rel->fdw_private;
+	*t = &info->t;
+	*want = info->want;
+	return true;
+}
+
+/* For fdw_join.c: a join's key condition is recognized as a scan's. */
+double
+McKeyCondition(PlannerInfo *root, Node *clause, Index relid, AttrNumber keyatt,
+			   List **exprs, List **kinds)
+{
+	return key_condition(root, clause, relid, keyatt, exprs, kinds);
 }
 
 Datum

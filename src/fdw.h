@@ -54,6 +54,7 @@ typedef struct McTableOptions
 	int			key_prefix_len;
 	int			ttl;			/* s, for rows written without a ttl; 0 = none */
 	int			batch_size;		/* rows per pipelined INSERT batch */
+	int			join_batch_size;	/* outer rows per batch of the batched join */
 	bool		allow_full_scan;
 } McTableOptions;
 
@@ -65,6 +66,15 @@ typedef struct McColumnOptions
 /* options.c */
 extern void McParseTableOptions(List *options, McTableOptions *t);
 extern void McParseColumnOptions(List *options, McColumnOptions *c);
+extern bool mc_enable_batched_join;
+
+/*
+ * Planner costs (fdw.c, fdw_join.c): a round trip to memcached, in planner
+ * cost units (about 10 us each), and one key of a pipelined batch
+ * (encoding, parsing, the row).
+ */
+#define MC_ROUNDTRIP_COST	10.0
+#define MC_KEY_COST			0.02
 
 /*
  * A foreign table as the wrapper reads it: options, and which attribute
@@ -138,6 +148,18 @@ extern void McTableLoad(Relation rel, McTable *t);
 extern McValueKind McValueKindOf(Oid type);
 extern Datum McKeyWithPrefix(const McTable *t, Datum key);
 extern Datum McKeyWithoutPrefix(const McTable *t, Datum key);
+extern void McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv,
+						   Datum given, char *base, const McReply *r,
+						   Datum *values, bool *nulls, int natts);
+
+/* fdw.c: what the batched join's planning (fdw_join.c) reads of a scan's */
+extern bool McPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want);
+extern double McKeyCondition(PlannerInfo *root, Node *clause, Index relid,
+							 AttrNumber keyatt, List **exprs, List **kinds);
+
+/* fdw_join.c, fdw_join_exec.c: the batched join */
+extern void McJoinInit(void);
+extern const struct CustomScanMethods McJoinScanMethods;
 
 /* fdw_scan.c: the scan's callbacks */
 extern void McBeginForeignScan(ForeignScanState *node, int eflags);
@@ -145,6 +167,7 @@ extern TupleTableSlot *McIterateForeignScan(ForeignScanState *node);
 extern void McReScanForeignScan(ForeignScanState *node);
 extern void McEndForeignScan(ForeignScanState *node);
 extern void McExplainForeignScan(ForeignScanState *node, struct ExplainState *es);
+extern const char *McFieldsText(unsigned want);
 
 /* fdw_fullscan.c: a scan with no key condition, and item counts for planning */
 typedef struct McFullScan McFullScan;

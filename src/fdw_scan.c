@@ -243,32 +243,13 @@ eval_keys(McScan *s, ExprContext *econtext)
 	MemoryContextSwitchTo(old);
 }
 
-/*
- * A value the client compressed, inflated (in row_cxt); a value that
- * cannot be is an error naming the key.
- */
-static void
-decode_value(McScan *s, text *k, const McReply *r, char **data, size_t *len)
-{
-	McZStatus	st;
-	struct varlena *v = McValueDecode(s->srv, *data, *len, true,
-									  r->client_flags, &st);
-
-	if (v == NULL)
-		McValueRaise(s->srv, st, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
-	*data = VARDATA(v);
-	*len = VARSIZE(v) - VARHDRSZ;
-}
-
 /* One hit: the row of the table, into the tuplestore. */
 static void
 scan_hit(void *arg, Datum key, char *base, const McReply *r)
 {
 	McScan	   *s = arg;
-	const McTable *t = &s->t;
 	MemoryContext old;
 	Datum		given = given_key(s, key);
-	AttrNumber	a;
 
 	s->nhits++;
 	/*
@@ -297,39 +278,8 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 	}
 
 	old = MemoryContextSwitchTo(s->row_cxt);
-	memset(s->nulls, true, sizeof(bool) * s->desc->natts);
-	s->values[t->attnum[MC_FIELD_KEY] - 1] = given;
-	s->nulls[t->attnum[MC_FIELD_KEY] - 1] = false;
-	if ((a = t->attnum[MC_FIELD_VALUE]) != 0 && r->type == MC_REPLY_VA)
-	{
-		text	   *k = (text *) DatumGetPointer(given);	/* add_key detoasted it */
-		char	   *data = base + r->value_off;
-		size_t		len = r->value_len;
-
-		if ((r->present & MC_F_FLAGS) && McValueCompressed(&s->srv->cfg, r->client_flags))
-			decode_value(s, k, r, &data, &len);
-		s->values[a - 1] = McValueRead(&s->vio, data, len,
-									   VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
-		s->nulls[a - 1] = false;
-	}
-	if ((a = t->attnum[MC_FIELD_FLAGS]) != 0 && (r->present & MC_F_FLAGS))
-	{
-		s->values[a - 1] = t->atttype[MC_FIELD_FLAGS] == INT8OID ?
-			Int64GetDatum((int64) r->client_flags) : Int32GetDatum((int32) r->client_flags);
-		s->nulls[a - 1] = false;
-	}
-	if ((a = t->attnum[MC_FIELD_CAS]) != 0 && (r->present & MC_F_CAS))
-	{
-		s->values[a - 1] = Int64GetDatum((int64) r->cas);
-		s->nulls[a - 1] = false;
-	}
-	/* -1 is "never expires": NULL, as a NULL ttl writes no expiry */
-	if ((a = t->attnum[MC_FIELD_TTL]) != 0 && (r->present & MC_F_TTL) && r->ttl >= 0)
-	{
-		s->values[a - 1] = t->atttype[MC_FIELD_TTL] == INT8OID ?
-			Int64GetDatum(r->ttl) : Int32GetDatum((int32) Min(r->ttl, PG_INT32_MAX));
-		s->nulls[a - 1] = false;
-	}
+	McRowFromReply(&s->t, &s->vio, s->srv, given, base, r, s->values, s->nulls,
+				   s->desc->natts);
 	tuplestore_putvalues(s->ts, s->desc, s->values, s->nulls);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->row_cxt);
@@ -430,9 +380,9 @@ McEndForeignScan(ForeignScanState *node)
 	}
 }
 
-/* The meta flags the scan asks for, as EXPLAIN shows them. */
-static const char *
-fields_text(unsigned want)
+/* The meta flags a scan or batched join asks for, as EXPLAIN shows them. */
+const char *
+McFieldsText(unsigned want)
 {
 	StringInfoData buf;
 
@@ -543,7 +493,7 @@ McExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		return;
 	if (s->full)
 	{
-		ExplainPropertyText("Memcached Fields", fields_text(s->want), es);
+		ExplainPropertyText("Memcached Fields", McFieldsText(s->want), es);
 		return;
 	}
 	ExplainPropertyText("Memcached Key Condition", key_condition_text(node, es), es);
@@ -567,5 +517,5 @@ McExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyInteger("Memcached Keys", NULL, ndistinct, es);
 		ExplainPropertyInteger("Memcached Instances", NULL, ninstances, es);
 	}
-	ExplainPropertyText("Memcached Fields", fields_text(s->want), es);
+	ExplainPropertyText("Memcached Fields", McFieldsText(s->want), es);
 }

@@ -221,6 +221,64 @@ load_table(Relation rel, McTable *t)
 				 errhint("Name a text column \"key\", or give one the column option field 'key'.")));
 }
 
+/*
+ * One hit of a multi-get (multi_get.h) as a row of the table: every
+ * attribute's value and null flag (natts of each), the fields the reply
+ * lacks and columns holding no field NULL.  given is the key column's
+ * value (the key without the table's prefix, McKeyWithoutPrefix, which
+ * the scan has at hand); a compressed value is inflated through srv.  A
+ * by-reference value may lie in the reply's buffer: copy what must outlive
+ * the hit.  A value the column's type refuses is an error naming the key.
+ */
+void
+McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv, Datum given,
+			   char *base, const McReply *r, Datum *values, bool *nulls, int natts)
+{
+	AttrNumber	a;
+
+	memset(nulls, true, sizeof(bool) * natts);
+	values[t->attnum[MC_FIELD_KEY] - 1] = given;
+	nulls[t->attnum[MC_FIELD_KEY] - 1] = false;
+	if ((a = t->attnum[MC_FIELD_VALUE]) != 0 && r->type == MC_REPLY_VA)
+	{
+		text	   *k = DatumGetTextPP(given);
+		char	   *data = base + r->value_off;
+		size_t		len = r->value_len;
+
+		if ((r->present & MC_F_FLAGS) && McValueCompressed(&srv->cfg, r->client_flags))
+		{
+			McZStatus	st;
+			struct varlena *v = McValueDecode(srv, data, len, true,
+											  r->client_flags, &st);
+
+			if (v == NULL)
+				McValueRaise(srv, st, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+			data = VARDATA(v);
+			len = VARSIZE(v) - VARHDRSZ;
+		}
+		values[a - 1] = McValueRead(vio, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+		nulls[a - 1] = false;
+	}
+	if ((a = t->attnum[MC_FIELD_FLAGS]) != 0 && (r->present & MC_F_FLAGS))
+	{
+		values[a - 1] = t->atttype[MC_FIELD_FLAGS] == INT8OID ?
+			Int64GetDatum((int64) r->client_flags) : Int32GetDatum((int32) r->client_flags);
+		nulls[a - 1] = false;
+	}
+	if ((a = t->attnum[MC_FIELD_CAS]) != 0 && (r->present & MC_F_CAS))
+	{
+		values[a - 1] = Int64GetDatum((int64) r->cas);
+		nulls[a - 1] = false;
+	}
+	/* -1 is "never expires": NULL, as a NULL ttl writes no expiry */
+	if ((a = t->attnum[MC_FIELD_TTL]) != 0 && (r->present & MC_F_TTL) && r->ttl >= 0)
+	{
+		values[a - 1] = t->atttype[MC_FIELD_TTL] == INT8OID ?
+			Int64GetDatum(r->ttl) : Int32GetDatum((int32) Min(r->ttl, PG_INT32_MAX));
+		nulls[a - 1] = false;
+	}
+}
+
 McValueKind
 McValueKindOf(Oid type)
 {

@@ -3,13 +3,15 @@
  *
  * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c),
  * the per-backend pool (pool.c) and, when preloaded, the shared counters
- * (counters.c).  Nothing else belongs here.
+ * (counters.c) and the batched join's planner hook (fdw_join.c).  Nothing
+ * else belongs here.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 
 #include "counters.h"
+#include "fdw.h"
 #include "mcfdw.h"
 
 PG_MODULE_MAGIC;
@@ -26,4 +28,5 @@ _PG_init(void)
 	McOptionsInit();
 	McPoolInit();
 	McCountersInit();
+	McJoinInit();
 }

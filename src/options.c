@@ -40,6 +40,9 @@ int			mc_stats_timeout = 5000;
 /* GUC: warn (once per statement and server) when a call degrades to a miss. */
 bool		mc_warn_on_miss = true;
 
+/* GUC: may the planner join foreign tables in batches (fdw_join.c). */
+bool		mc_enable_batched_join = true;
+
 /* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
 bool		mc_debug_check_rows = false;
 
@@ -91,6 +94,15 @@ McOptionsInit(void)
 							 "Warns when a server with on_failure \"miss\" answers a call with a miss because an instance is unreachable.",
 							 "At most one warning per statement and server; the degraded column of mc_servers counts every such call.",
 							 &mc_warn_on_miss,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("mcfdw.enable_batched_join",
+							 "Lets the planner join a foreign table on its key in batches of outer rows.",
+							 "Each batch of outer rows is one pipelined multi-get; when off, such "
+							 "a join runs as a nested loop with one round trip per outer row.",
+							 &mc_enable_batched_join,
 							 true,
 							 PGC_USERSET,
 							 0,
@@ -478,6 +490,9 @@ static const McOption options_table[] = {
 	 .min = 0, .max = PG_INT32_MAX, .unit = GUC_UNIT_S},
 	{.name = "batch_size", .context = ForeignTableRelationId,
 	 .default_value = "1000", .parse = opt_int, .field = TABLE_FIELD(batch_size),
+	 .min = 1, .max = 100000},
+	{.name = "join_batch_size", .context = ForeignTableRelationId,
+	 .default_value = "1000", .parse = opt_int, .field = TABLE_FIELD(join_batch_size),
 	 .min = 1, .max = 100000},
 	{.name = "allow_full_scan", .context = ForeignTableRelationId,
 	 .default_value = "false", .parse = opt_bool, .field = TABLE_FIELD(allow_full_scan)},
