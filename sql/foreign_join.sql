@@ -77,6 +77,10 @@ SELECT mctest.join_check($$SELECT u.id, u.team FROM ju u WHERE u.id::text IN (SE
 -- more outer rows than a batch, many times over; an expression as the key
 SELECT mctest.join_check($$SELECT count(*), sum((c.value->>'n')::int), count(DISTINCT g % 6) FROM generate_series(1, 100) g JOIN jc c ON c.key = (g % 6)::text$$);
 SELECT mctest.join_check($$SELECT count(*), count(c.key) FROM generate_series(1, 100) g LEFT JOIN jc c ON c.key = (g % 7)::text$$);
+-- the default join_batch_size: batches of 64, 256, 1024 ... outer rows
+CREATE FOREIGN TABLE jc_big (key text, value jsonb) SERVER memcached OPTIONS (key_prefix 'j:');
+SELECT mctest.join_check($$SELECT count(*), count(c.key), sum((c.value->>'n')::int) FROM generate_series(1, 3000) g LEFT JOIN jc_big c ON c.key = (g % 7)::text$$);
+DROP FOREIGN TABLE jc_big;
 -- the outer side a join of local tables
 SELECT mctest.join_check($$SELECT a.id, b.team, c.key FROM ju a JOIN ju b ON a.id = b.id JOIN jc c ON c.key = a.id::text$$);
 
@@ -103,6 +107,14 @@ EXPLAIN (COSTS OFF)
   SELECT u.id FROM ju u WHERE NOT EXISTS (SELECT 1 FROM jc c WHERE c.key = u.id::text);
 SELECT u.id FROM ju u WHERE NOT EXISTS (SELECT 1 FROM jc c WHERE c.key = u.id::text)
  ORDER BY u.id NULLS LAST;
+-- statements that lock rows or modify tables keep the nested loop (their
+-- rechecks of a changed row need it)
+EXPLAIN (COSTS OFF)
+  SELECT u.id, c.value FROM ju u JOIN jc c ON c.key = u.id::text FOR UPDATE OF u;
+EXPLAIN (COSTS OFF)
+  UPDATE ju u SET team = c.flags FROM jc c WHERE c.key = u.id::text;
+EXPLAIN (COSTS OFF)
+  UPDATE ju u SET team = (SELECT count(*) FROM ju v JOIN jc c ON c.key = v.id::text);
 
 -- rescanned inside an outer nested loop (a correlated subquery): each
 -- rescan starts over with the new parameter

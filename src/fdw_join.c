@@ -152,6 +152,21 @@ join_key_clause(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 	return NULL;
 }
 
+/*
+ * Can no EvalPlanQual recheck reach the join: no enclosing query level
+ * locks rows or modifies a table.  A recheck would run the join as a
+ * single joined row (ExecScanFetch), which the batched join cannot give.
+ */
+static bool
+without_recheck(PlannerInfo *root)
+{
+	for (PlannerInfo *r = root; r != NULL; r = r->parent_root)
+		if (r->parse->commandType != CMD_SELECT || r->rowMarks != NIL ||
+			r->parse->rowMarks != NIL)
+			return false;
+	return true;
+}
+
 static void
 mc_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 				 RelOptInfo *innerrel, JoinType jointype, JoinPathExtraData *extra)
@@ -180,7 +195,7 @@ mc_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 		return;
 	if (!McPlannedTable(innerrel, &t, &want))
 		return;
-	if (root->parse->commandType != CMD_SELECT || root->rowMarks != NIL)
+	if (!without_recheck(root))
 		return;
 	outer_path = outerrel->cheapest_total_path;
 	if (outer_path == NULL || PATH_REQ_OUTER(outer_path) != NULL ||

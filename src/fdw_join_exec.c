@@ -2,8 +2,9 @@
  * fdw_join_exec.c — executing the batched join that fdw_join.c plans, and
  * its EXPLAIN.
  *
- * Owns: gathering outer rows in batches (join_batch_size of them, each
- * copied into the batch's memory), evaluating the key expression per outer
+ * Owns: gathering outer rows in batches (growing up to join_batch_size
+ * of them while a batch's memory stays under work_mem, each row copied
+ * into the batch's memory), evaluating the key expression per outer
  * row, one pipelined multi-get per batch for the batch's distinct keys
  * (multi_get.c's McMultiGetRun, asking only for the fields the query
  * reads), and emitting the joined rows in the outer rows' order: for each
@@ -47,7 +48,8 @@ typedef struct McJoinState
 	AttrNumber *inner_att;		/* the table attribute of each inner column */
 	int16	   *inner_len;
 	bool	   *inner_byval;
-	int			batch_size;
+	int			batch_size;		/* join_batch_size: the most rows a batch has */
+	int			cur_batch;		/* this batch's (see next_batch_size) */
 	McValueIO	vio;
 	TupleDesc	tabdesc;		/* the foreign table's */
 	Datum	   *rowvalues;		/* one item as a row of the table */
@@ -74,6 +76,9 @@ typedef struct McJoinState
 	Datum	   *ivalues;		/* per key: its inner columns */
 	bool	   *inulls;
 } McJoinState;
+
+/* Outer rows of the first batch (see next_batch_size). */
+#define MC_JOIN_FIRST_BATCH	64
 
 static Node *join_create_state(CustomScan *cscan);
 static void join_begin(CustomScanState *node, EState *estate, int eflags);
@@ -173,7 +178,7 @@ join_begin(CustomScanState *node, EState *estate, int eflags)
 	for (cap = 16; cap < (uint32) s->batch_size * 2; cap <<= 1)
 		;
 	s->slots = palloc(sizeof(int) * cap);
-	s->mask = cap - 1;
+	s->cur_batch = Min(MC_JOIN_FIRST_BATCH, s->batch_size);
 	s->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batched join",
 										 ALLOCSET_DEFAULT_SIZES);
 	s->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batched join row",
@@ -282,7 +287,29 @@ join_hit(void *arg, Datum key, char *base, const McReply *r)
 }
 
 /*
- * The next batch: up to batch_size outer rows and their keys, then one
+ * The size of the next batch.  A batch holds its outer rows and items in
+ * memory, and an item can be up to a megabyte: batches start small
+ * (MC_JOIN_FIRST_BATCH rows) and grow fourfold, up to join_batch_size,
+ * while a batch takes less than half of work_mem; one that took more than
+ * work_mem shrinks the next in proportion.  So a batch's memory stays
+ * near work_mem, and the first rows come after a short first batch.
+ */
+static void
+next_batch_size(McJoinState *s)
+{
+	double		used = (double) MemoryContextMemAllocated(s->batch_cxt, true);
+	double		budget = (double) work_mem * 1024.0;
+
+	if (s->nrows < s->cur_batch)
+		return;					/* the outer side ended */
+	if (used < budget / 2)
+		s->cur_batch = (int) Min((double) s->batch_size, s->cur_batch * 4.0);
+	else if (used > budget)
+		s->cur_batch = (int) Max(1.0, s->cur_batch * budget / used);
+}
+
+/*
+ * The next batch: up to cur_batch outer rows and their keys, then one
  * multi-get for the distinct keys.  Frees the previous batch, which no
  * one refers to any more.
  */
@@ -291,11 +318,16 @@ fill_batch(McJoinState *s)
 {
 	PlanState  *outer = linitial(s->css.custom_ps);
 
+	uint32		cap;
+
 	ExecClearTuple(s->css.ss.ss_ScanTupleSlot);
 	MemoryContextReset(s->batch_cxt);
-	memset(s->slots, -1, sizeof(int) * (s->mask + 1));
+	for (cap = 16; cap < (uint32) s->cur_batch * 2; cap <<= 1)
+		;
+	s->mask = cap - 1;
+	memset(s->slots, -1, sizeof(int) * cap);
 	s->nrows = s->nkeys = s->next = 0;
-	while (s->nrows < s->batch_size)
+	while (s->nrows < s->cur_batch)
 	{
 		TupleTableSlot *o = ExecProcNode(outer);
 		MemoryContext old;
@@ -323,6 +355,7 @@ fill_batch(McJoinState *s)
 		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys, want, join_hit, s);
 		MemoryContextSwitchTo(old);
 	}
+	next_batch_size(s);
 }
 
 /*
@@ -419,6 +452,7 @@ join_rescan(CustomScanState *node)
 	/* the batch's memory goes when the next batch is gathered */
 	s->nrows = s->next = 0;
 	s->outer_done = false;
+	s->cur_batch = Min(MC_JOIN_FIRST_BATCH, s->batch_size);
 }
 
 static void

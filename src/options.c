@@ -492,7 +492,7 @@ static const McOption options_table[] = {
 	 .default_value = "1000", .parse = opt_int, .field = TABLE_FIELD(batch_size),
 	 .min = 1, .max = 100000},
 	{.name = "join_batch_size", .context = ForeignTableRelationId,
-	 .default_value = "1000", .parse = opt_int, .field = TABLE_FIELD(join_batch_size),
+	 .default_value = "5000", .parse = opt_int, .field = TABLE_FIELD(join_batch_size),
 	 .min = 1, .max = 100000},
 	{.name = "allow_full_scan", .context = ForeignTableRelationId,
 	 .default_value = "false", .parse = opt_bool, .field = TABLE_FIELD(allow_full_scan)},
