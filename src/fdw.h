@@ -157,7 +157,8 @@ extern bool McPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want);
 extern double McKeyCondition(PlannerInfo *root, Node *clause, Index relid,
 							 AttrNumber keyatt, List **exprs, List **kinds);
 
-/* fdw_join.c, fdw_join_exec.c: the batched join */
+/* fdw_join.c, fdw_join_exec.c: the batched join; its first batch's outer rows */
+#define MC_JOIN_FIRST_BATCH	64
 extern void McJoinInit(void);
 extern const struct CustomScanMethods McJoinScanMethods;
 

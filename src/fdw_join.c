@@ -14,9 +14,10 @@
  * Must not: execute anything (fdw_join_exec.c does).
  *
  * Costs: the parameterized path fdw.c offers costs a round trip per outer
- * row; this one costs the outer rows, a round trip per batch of
- * join_batch_size outer rows, and a key's share of a pipeline per row, so
- * it wins from the second outer row on.  mcfdw.enable_batched_join off
+ * row; this one costs the outer rows, a round trip per batch (64 outer
+ * rows, then four times as many each time, up to join_batch_size), and a
+ * key's share of a pipeline per row, so it wins from the second outer row
+ * on.  mcfdw.enable_batched_join off
  * withdraws it.
  *
  * Semantics are the nested loop's: a NULL key matches nothing, each outer
@@ -153,6 +154,26 @@ join_key_clause(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 }
 
 /*
+ * How many batches rows outer rows take: the first has MC_JOIN_FIRST_BATCH
+ * rows, each next four times as many, up to join_batch_size (as
+ * fdw_join_exec.c sizes them while a batch's memory is small).
+ */
+static double
+batches_for(double rows, int batch_size)
+{
+	double		size = Min(MC_JOIN_FIRST_BATCH, batch_size);
+	double		n = 0;
+
+	while (rows > 0 && size < batch_size)
+	{
+		rows -= size;
+		n++;
+		size = Min(size * 4, batch_size);
+	}
+	return rows > 0 ? n + ceil(rows / batch_size) : n;
+}
+
+/*
  * Can no EvalPlanQual recheck reach the join: no enclosing query level
  * locks rows or modifies a table.  A recheck would run the join as a
  * single joined row (ExecScanFetch), which the batched join cannot give.
@@ -230,7 +251,7 @@ mc_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 	cost_qual_eval(&match_cost, match, root);
 	cost_qual_eval(&filter_cost, filter, root);
 	outer_rows = Max(outer_path->rows, 1.0);
-	nbatches = ceil(outer_rows / t->opts.join_batch_size);
+	nbatches = batches_for(outer_rows, t->opts.join_batch_size);
 	run = outer_path->total_cost - outer_path->startup_cost +
 		nbatches * MC_ROUNDTRIP_COST +
 		outer_rows * (MC_KEY_COST + cpu_tuple_cost + match_cost.per_tuple +
@@ -250,7 +271,7 @@ mc_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 	cp->path.startup_cost = outer_path->startup_cost + match_cost.startup +
 		filter_cost.startup + joinrel->reltarget->cost.startup + MC_ROUNDTRIP_COST +
 		(outer_path->total_cost - outer_path->startup_cost) *
-		Min(1.0, t->opts.join_batch_size / outer_rows);
+		Min(1.0, Min(MC_JOIN_FIRST_BATCH, t->opts.join_batch_size) / outer_rows);
 	cp->path.total_cost = outer_path->startup_cost + match_cost.startup +
 		filter_cost.startup + joinrel->reltarget->cost.startup + run;
 	/* rows come out in the outer side's order */

@@ -77,9 +77,6 @@ typedef struct McJoinState
 	bool	   *inulls;
 } McJoinState;
 
-/* Outer rows of the first batch (see next_batch_size). */
-#define MC_JOIN_FIRST_BATCH	64
-
 static Node *join_create_state(CustomScan *cscan);
 static void join_begin(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *join_exec(CustomScanState *node);
