@@ -169,6 +169,16 @@ SELECT mc_set('j:9', 'not json');
 SELECT g, c.value FROM generate_series(7, 10) g JOIN jc c ON c.key = g::text;
 SELECT g, c.flags FROM generate_series(7, 10) g LEFT JOIN jc c ON c.key = g::text ORDER BY g;
 
+-- a key too long for memcached: the same error as the nested loop's
+SELECT g, c.value FROM generate_series(1, 5) g JOIN jc c ON c.key = repeat('x', 300) || g;
+SET mcfdw.enable_batched_join = off;
+SELECT g, c.value FROM generate_series(1, 5) g JOIN jc c ON c.key = repeat('x', 300) || g;
+RESET mcfdw.enable_batched_join;
+
+-- EXPLAIN ANALYZE runs it
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT u.id, c.value FROM ju u LEFT JOIN jc c ON c.key = u.id::text;
+
 -- on_failure 'miss': an unreachable instance's keys are misses, as in the scan
 CREATE SERVER jdead FOREIGN DATA WRAPPER mcfdw
   OPTIONS (servers '127.0.0.1:1', on_failure 'miss', connect_timeout '200');
