@@ -232,14 +232,30 @@ tcp_finish(McConn *conn)
 	int			soerr = 0;
 	socklen_t	slen = sizeof(soerr);
 	int			timeout = conn->server->cfg.connect_timeout;
+	int64		saved = conn->deadline;
+	int			saved_ms = conn->deadline_ms;
+	bool		ok;
 
+	/*
+	 * The connect's own deadline, counted from its start (the lookup
+	 * included), as a bound on the whole wait: a timeout then names
+	 * connect_timeout, not what was left of it.
+	 */
 	if (timeout > 0)
 	{
-		long		left = mono_ms_left(conn->connect_started + (int64) timeout * 1000);
+		int64		d = conn->connect_started + (int64) timeout * 1000;
 
-		timeout = Max(1, (int) left);
+		if (saved == 0 || d < saved)
+		{
+			conn->deadline = d;
+			conn->deadline_ms = timeout;
+		}
+		timeout = 0;
 	}
-	if (!conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to"))
+	ok = conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to");
+	conn->deadline = saved;
+	conn->deadline_ms = saved_ms;
+	if (!ok)
 	{
 		/* a connect that timed out is a connect that failed: 08001 */
 		conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
