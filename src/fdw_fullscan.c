@@ -177,7 +177,6 @@ static bool
 dump_instance(McFullScan *fs, int index)
 {
 	McServer   *srv = fs->srv;
-	McConn	   *conn = McConnOf(srv, index);
 	bool		hash = true;
 	int			waited = 0;
 
@@ -185,11 +184,11 @@ dump_instance(McFullScan *fs, int index)
 	{
 		fs->refusal = MC_MD_ITEM;
 		fs->lines = 0;
-		if (!McConnLines(conn, hash ? DUMP_HASH : DUMP_ALL, MC_METADUMP_LINE_MAX,
-						 dump_line, fs))
+		/* on_failure 'miss': an unreachable instance lists nothing */
+		if (!McInstanceLines(srv, index, hash ? DUMP_HASH : DUMP_ALL,
+							 MC_METADUMP_LINE_MAX, dump_line, fs,
+							 srv->cfg.on_failure_miss))
 		{
-			/* on_failure 'miss': an unreachable instance lists nothing */
-			McInstanceFailed(srv, conn, srv->cfg.on_failure_miss);
 			McInstanceDegraded(srv, index);
 			return false;
 		}

@@ -169,6 +169,15 @@ typedef struct McRequest
 typedef void (*McStatLineFn) (void *arg, const char *name, size_t namelen,
 							  const char *value, size_t valuelen);
 
+/* A line of a reply of many lines (a metadump): its callback's verdict. */
+typedef enum McLineVerdict
+{
+	MC_LINE_MORE,				/* go on reading */
+	MC_LINE_DONE,				/* that was the reply's last line */
+	MC_LINE_BAD					/* not a line of this reply: a protocol violation */
+} McLineVerdict;
+typedef McLineVerdict (*McLineFn) (void *arg, const char *line, size_t len);
+
 /* reads.c */
 extern bool McTextValid(const char *p, size_t len);
 
@@ -258,6 +267,8 @@ extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
 							   McReply *reply, McConn **connp, bool soft);
 extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
 								int limit_ms, McStatLineFn cb, void *arg);
+extern bool McInstanceLines(McServer *srv, int index, const char *cmd,
+							size_t max_line, McLineFn cb, void *arg, bool soft);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
@@ -317,13 +328,6 @@ extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 							McStatLineFn cb, void *arg);
 
 /* conn_lines.c: a command answered by a stream of lines (a metadump) */
-typedef enum McLineVerdict
-{
-	MC_LINE_MORE,				/* go on reading */
-	MC_LINE_DONE,				/* that was the reply's last line */
-	MC_LINE_BAD					/* not a line of this reply: a protocol violation */
-} McLineVerdict;
-typedef McLineVerdict (*McLineFn) (void *arg, const char *line, size_t len);
 extern bool McConnLines(McConn *conn, const char *cmd, size_t max_line,
 						McLineFn cb, void *arg);
 
