@@ -422,27 +422,6 @@ fill_requests(BwBatch *b, BwInstance *bi)
 	}
 }
 
-/* The position a reply's opaque names, or -1 if none that is outstanding. */
-static int
-reply_position(const char *base, const McReply *r, const BwInstance *bi)
-{
-	uint32		pos = 0;
-
-	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
-		return -1;
-	for (size_t i = 0; i < r->opaque_len; i++)
-	{
-		char		c = base[r->opaque_off + i];
-
-		if (c < '0' || c > '9')
-			return -1;
-		pos = pos * 10 + (c - '0');
-	}
-	if (pos < (uint32) bi->next_match || pos >= (uint32) bi->next_send)
-		return -1;
-	return (int) pos;
-}
-
 /*
  * An error reply ends the instance's part: the failing op cannot be told
  * (errors carry no opaque), so every unanswered op of it fails.  The server
@@ -499,7 +478,8 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 			case MC_REPLY_NF:
 			case MC_REPLY_EN:
 			case MC_REPLY_EX:
-				j = reply_position(base, &r, bi);
+				j = mc_reply_position(base, &r, (uint32) bi->next_match,
+										  (uint32) bi->next_send);
 				if (j < 0)
 				{
 					McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,

@@ -383,32 +383,6 @@ fill_requests(MgBatch *b, MgInstance *mi)
 }
 
 /*
- * Which of the instance's keys a reply answers: the opaque token carries the
- * key's position in the instance's pipeline.  Returns -1 if the reply has no
- * such token or names a position already passed (replies come in request
- * order, so positions only grow; keys passed over were misses).
- */
-static int
-reply_position(const char *base, const McReply *r, const MgInstance *mi)
-{
-	uint32		pos = 0;
-
-	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
-		return -1;
-	for (size_t i = 0; i < r->opaque_len; i++)
-	{
-		char		c = base[r->opaque_off + i];
-
-		if (c < '0' || c > '9')
-			return -1;
-		pos = pos * 10 + (c - '0');
-	}
-	if (pos < (uint32) mi->next_match || pos >= (uint32) mi->nkeys)
-		return -1;
-	return (int) pos;
-}
-
-/*
  * The row's datums for the general path (tuplestore_putvalues).  The value
  * is used where it lies in the read buffer: a varlena header is written
  * over the already-parsed reply header just before it, so the tuple builder
@@ -514,7 +488,12 @@ handle_replies(MgBatch *b, MgInstance *mi)
 		}
 		if (t == MC_REPLY_VA || (t == MC_REPLY_HD && b->hit_fn != NULL))
 		{
-			int			j = reply_position(base, &r, mi);
+			/*
+			 * The opaque is the key's position.  Replies come in request
+			 * order, so positions only grow: keys passed over were misses.
+			 */
+			int			j = mc_reply_position(base, &r, (uint32) mi->next_match,
+											  (uint32) mi->nkeys);
 
 			if (j < 0)
 			{

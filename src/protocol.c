@@ -517,6 +517,26 @@ mc_reply_flag_u64(const char *buf, const McReply *r, char flag, uint64_t *out)
 	return false;
 }
 
+int
+mc_reply_position(const char *buf, const McReply *r, uint32_t lo, uint32_t hi)
+{
+	uint32_t	pos = 0;
+
+	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
+		return -1;
+	for (size_t i = 0; i < r->opaque_len; i++)
+	{
+		char		c = buf[r->opaque_off + i];
+
+		if (c < '0' || c > '9')
+			return -1;
+		pos = pos * 10 + (uint32_t) (c - '0');
+	}
+	if (pos < lo || pos >= hi)
+		return -1;
+	return (int) pos;
+}
+
 /*
  * The public entry is the general parser itself; it stays a separate
  * out-of-line function so mc_parse_reply_z's straight-line path does not

@@ -232,6 +232,15 @@ extern bool mc_reply_flag_u64(const char *buf, const McReply *r, char flag,
 							  uint64_t *out);
 
 /*
+ * mc_reply_position: the pipeline position a parsed reply's opaque token
+ * names (the decimal the pipelined encoders put in O<opaque>), or -1 when
+ * the reply has no opaque, the token is not 1 to 9 decimal digits, or the
+ * position is outside [lo, hi): one already passed or never sent.
+ */
+extern int mc_reply_position(const char *buf, const McReply *r, uint32_t lo,
+							 uint32_t hi);
+
+/*
  * mc_parse_reply_z: mc_parse_reply for a buffer whose byte buf[len] exists
  * and is NUL.  The terminator lets the hot VA shapes be parsed in one pass.
  * The result agrees with mc_parse_reply's on type, consumed, header_len,

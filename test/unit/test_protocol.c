@@ -1700,6 +1700,45 @@ test_reply_flag(void)
 	}
 }
 
+/* mc_reply_position: the opaque as a pipeline position inside [lo, hi). */
+static void
+test_reply_position(void)
+{
+	static const struct
+	{
+		const char *reply;
+		uint32_t	lo,
+					hi;
+		int			pos;
+	}			cases[] = {
+		{"HD O7\r\n", 0, 10, 7},
+		{"VA 2 f0 O0\r\nab\r\n", 0, 1, 0},
+		{"HD O7\r\n", 7, 8, 7},
+		{"HD O7\r\n", 8, 10, -1},	/* already passed */
+		{"HD O10\r\n", 0, 10, -1},	/* never sent */
+		{"HD\r\n", 0, 10, -1},	/* no opaque */
+		{"HD O\r\n", 0, 10, -1},	/* empty */
+		{"HD O1x\r\n", 0, 10, -1},
+		{"HD O-1\r\n", 0, 10, -1},
+		{"HD O999999999\r\n", 0, 1000000000, 999999999},
+		{"HD O1000000000\r\n", 0, 4000000000u, -1},	/* more than 9 digits */
+		{"NF O3 k\r\n", 0, 4, 3},
+		{"EN\r\n", 0, 4, -1},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		McReply		r;
+		int			pos;
+
+		mc_parse_reply(cases[i].reply, strlen(cases[i].reply), &r);
+		pos = mc_reply_position(cases[i].reply, &r, cases[i].lo, cases[i].hi);
+		tap_ok(pos == cases[i].pos, "position of %.*s in [%u, %u): %d",
+			   (int) strcspn(cases[i].reply, "\r"), cases[i].reply,
+			   cases[i].lo, cases[i].hi, pos);
+	}
+}
+
 int
 main(void)
 {
@@ -1715,6 +1754,7 @@ main(void)
 	test_garbage(20000);
 	test_encoders();
 	test_reply_flag();
+	test_reply_position();
 	test_base64();
 	test_keys();
 	test_decimal();
