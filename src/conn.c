@@ -190,6 +190,7 @@ conn_prepare(McConn *conn, bool probe)
 	conn->last_used = now;
 	conn->stamp_fresh = true;
 	conn->deadline = 0;
+	conn->own_deadline = 0;
 	conn_fd_touch(conn);
 	conn->busy = true;
 	conn->expect_wait = false;

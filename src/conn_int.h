@@ -44,6 +44,8 @@ struct McConn
 	bool		stamp_fresh;	/* ... and nothing has arrived since */
 	int64		deadline;		/* mono_usec() no wait of this request passes; 0 = none */
 	int			deadline_ms;	/* the bound deadline stands for, for messages */
+	int64		own_deadline;	/* the caller's own bound on the request (a
+								 * stats command's limit_ms), mono_usec(); 0 = none */
 	dlist_node	open_node;		/* in conn.c's list of open sockets, last used first */
 	WaitEventSet *wes;			/* latch + postmaster death + this socket; made
 								 * at the first wait, freed when fds run short */
@@ -82,6 +84,7 @@ struct McConn
 	const char *fail_action;	/* "connect to", "read from", ... */
 	bool		fail_hard;		/* raise even when the caller is soft */
 	bool		fail_nocount;	/* not the instance's fault (a rejected login) */
+	bool		fail_own_limit; /* own_deadline passed: the caller gave up */
 	const char *fail_hint;		/* a constant errhint, or NULL */
 	char		fail_why[200];
 };

@@ -84,6 +84,7 @@ fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
 	conn->fail_action = action;
 	conn->fail_hard = hard;
 	conn->fail_nocount = false;
+	conn->fail_own_limit = false;
 	conn->fail_hint = NULL;
 	return false;
 }
@@ -134,6 +135,17 @@ bool
 McConnFailureCounts(McConn *conn)
 {
 	return !conn->fail_nocount;
+}
+
+/*
+ * Was the last failure the caller's own bound passing (own_deadline), not
+ * the instance missing one of its timeouts?  Only the caller can say
+ * whether that is the instance's failure (see McInstanceStatLines).
+ */
+bool
+McConnFailureOwnLimit(McConn *conn)
+{
+	return conn->fail_own_limit;
 }
 
 /*
@@ -236,8 +248,12 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 		{
 			timeout = mono_ms_left(deadline);
 			if (timeout <= 0)
-				return conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
-								 "timed out after %d ms", timeout_ms);
+			{
+				conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+						  "timed out after %d ms", timeout_ms);
+				conn->fail_own_limit = (deadline == conn->own_deadline);
+				return false;
+			}
 		}
 	}
 }

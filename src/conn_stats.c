@@ -21,8 +21,9 @@
  * can show one row per unreachable instance instead of failing as a whole.
  * Cancels and timeouts of the statement are never swallowed.
  *
- * Bounds, so that no server can hold a view: limit_ms (the views' own
- * bound, 0 = none) covers the whole command, connect included; io_timeout
+ * Bounds, so that no server can hold a view: limit_ms (the caller's own
+ * bound, 0 = none) covers the whole command, connect included, and its
+ * passing is told apart (McConnFailureOwnLimit); io_timeout
  * covers the whole reply, not each gap in it, so a trickled reply costs at
  * most one io_timeout; and a reply past STATS_MAX_BYTES is cut off (the
  * callers keep what the lines say: memory grows with them).
@@ -44,6 +45,7 @@ McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 			return false;
 		conn->deadline = view_deadline;
 		conn->deadline_ms = limit_ms;
+		conn->own_deadline = view_deadline;
 		if (conn->connecting && !conn_connect_finish(conn))
 			return false;
 		if (io_timeout > 0)
@@ -66,8 +68,14 @@ McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 			/* a reply that never drains never waits: check here too */
 			CHECK_FOR_INTERRUPTS();
 			if (conn->deadline != 0 && mono_usec() >= conn->deadline)
-				return conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, "read from",
-								 "timed out after %d ms", conn->deadline_ms);
+			{
+				bool		own = (conn->deadline == conn->own_deadline);
+
+				conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, "read from",
+						  "timed out after %d ms", conn->deadline_ms);
+				conn->fail_own_limit = own;
+				return false;
+			}
 			if (conn->rgot > STATS_MAX_BYTES)
 				return conn_fail(conn, false, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
 								 "the stats reply exceeds %d bytes", STATS_MAX_BYTES);

@@ -368,7 +368,9 @@ count_line(void *arg, const char *name, size_t namelen,
  * none answered.  Asked at most once per MC_COUNT_TTL_S per server and
  * backend, within MC_COUNT_LIMIT_MS for all instances together, softly: a
  * server that is down or slow costs planning that bound, once, and the
- * planner falls back to its default.
+ * planner falls back to its default.  That bound passing is planning
+ * giving up, not the instance failing: it is not counted against its
+ * health (a failure within the bound, io_timeout's included, is).
  */
 double
 McFullScanItems(Oid serverid)
@@ -402,7 +404,8 @@ McFullScanItems(Oid serverid)
 
 		if ((alive != NULL && !alive[i]) || left <= 0)
 			continue;
-		if (McInstanceStatLines(srv, i, "stats\r\n", (int) left, count_line, &items))
+		if (McInstanceStatLines(srv, i, "stats\r\n", (int) left, false,
+								count_line, &items))
 		{
 			total += items;
 			any = true;

@@ -209,10 +209,16 @@ McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
  * rejected login is not counted, and not raised either: the views show it
  * as they show any failing instance (its cause, never the password, in
  * last_error), so one server's wrong password cannot break a dashboard.
+ *
+ * limit_counts says whether limit_ms passing is the instance's failure: a
+ * view's mcfdw.stats_timeout is, and the view shows it as the instance's
+ * error; the planner's bound on an item count is not: it only gives up
+ * asking, and an instance slower than that but within its own timeouts
+ * must not be marked dead for it.  Then nothing is recorded at all.
  */
 bool
 McInstanceStatLines(McServer *srv, int index, const char *cmd,
-					int limit_ms, McStatLineFn cb, void *arg)
+					int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
 {
 	McConn	   *conn = McConnOf(srv, index);
 
@@ -220,6 +226,8 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 		return false;
 	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
 	{
+		if (!limit_counts && McConnFailureOwnLimit(conn))
+			return false;
 		if (!McConnFailureCounts(conn))
 		{
 			strlcpy(srv->health[index].last_error, McConnFailure(conn, NULL),

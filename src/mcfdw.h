@@ -266,7 +266,8 @@ extern void McInstanceDegraded(McServer *srv, int index);
 extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
 							   McReply *reply, McConn **connp, bool soft);
 extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
-								int limit_ms, McStatLineFn cb, void *arg);
+								int limit_ms, bool limit_counts,
+								McStatLineFn cb, void *arg);
 extern bool McInstanceLines(McServer *srv, int index, const char *cmd,
 							size_t max_line, McLineFn cb, void *arg, bool soft);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
@@ -304,6 +305,7 @@ extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
 extern const char *McConnFailure(McConn *conn, bool *hard);
 extern int	McConnFailureCode(McConn *conn);
 extern bool McConnFailureCounts(McConn *conn);
+extern bool McConnFailureOwnLimit(McConn *conn);
 extern void McConnRaise(McConn *conn) pg_attribute_noreturn();
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) pg_attribute_noreturn();

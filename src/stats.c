@@ -106,7 +106,7 @@ McStatLines(McServer *srv, int index, const char *cmd, McStatLineFn cb,
 	bool		was_dead = h->dead_until != 0 &&
 		GetCurrentTimestamp() < h->dead_until;
 
-	if (McInstanceStatLines(srv, index, cmd, mc_stats_timeout, cb, arg))
+	if (McInstanceStatLines(srv, index, cmd, mc_stats_timeout, true, cb, arg))
 		return true;
 	if (was_dead)
 		*err = psprintf("instance is marked dead after %d failures in a row, most recently: %s",

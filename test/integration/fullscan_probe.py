@@ -1,0 +1,71 @@
+"""fullscan_probe: what a full scan's planning and dump do to instance health.
+
+Planning a full scan asks every instance for its item count within its own
+short bound (250 ms); an instance slower than that, but answering within
+io_timeout, is not failing: the probe giving up is not counted towards
+failure_limit, not shown in mc_servers, and the instance keeps serving.  A
+probe that io_timeout ends is a failure like any other."""
+
+import time
+
+import faultproxy
+import mcdb
+import mcrig
+
+t = mcrig.TAP()
+m = mcrig.start_memcached()
+db = mcdb.Database("mcfdw_it_fullscan_probe")
+c = db.connect()
+for i in range(20):
+    v = "v%d" % i
+    mcrig.mc_command(m.port, "set t:%d 0 0 %d\r\n%s" % (i, len(v), v), end=(b"STORED\r\n",))
+
+
+def health(server):
+    return db.sql(c, "SELECT state, failures, last_error FROM mc_servers WHERE server = %s",
+                  (server,))[0]
+
+
+def value(sql):
+    """The first column of the first row, or the error's first line."""
+    try:
+        return db.value(c, sql)
+    except Exception as e:  # noqa: BLE001
+        return str(e).splitlines()[0]
+
+
+def explain(table):
+    return db.value(c, "EXPLAIN SELECT * FROM %s" % table)
+
+
+# every reply 400 ms late: past the planner's bound, well within io_timeout
+px = faultproxy.FaultProxy(m.port, mode="delay").start()
+px.delay = 0.4
+db.server(c, "slow", px.addr, io_timeout="5s", failure_limit="1", retry_delay="60")
+db.sql(c, "CREATE FOREIGN TABLE slowt (key text, value text) SERVER slow "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+t0 = time.monotonic()
+plan = explain("slowt")
+t.ok(time.monotonic() - t0 < 2.0 and "rows=1000" in plan,
+     "a slow instance's item count is given up on: the default estimate (%.2f s)"
+     % (time.monotonic() - t0), plan)
+state, failures, last_error = health("slow")
+t.ok(state != "dead" and failures == 0 and last_error is None,
+     "the planner giving up is not the instance's failure (failure_limit 1)",
+     repr((state, failures, last_error)))
+t.is_(value("SELECT mc_get('t:3', server => 'slow')"), "v3",
+      "a get on the slow instance works after planning")
+t.is_(value("SELECT count(*) FROM slowt"), 20, "and so does its full scan")
+
+# io_timeout shorter than the planner's bound: that timeout is a failure
+db.server(c, "slower", px.addr, io_timeout="100ms", failure_limit="1", retry_delay="60")
+db.sql(c, "CREATE FOREIGN TABLE slowert (key text, value text) SERVER slower "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+explain("slowert")
+state, failures, last_error = health("slower")
+t.ok(state == "dead" and failures == 1 and "timed out after 100 ms" in (last_error or ""),
+     "a probe io_timeout ends counts as a failure", repr((state, failures, last_error)))
+px.stop()
+
+c.close()
+t.done()
