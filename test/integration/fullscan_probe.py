@@ -4,11 +4,14 @@ Planning a full scan asks every instance for its item count within its own
 short bound (250 ms); an instance slower than that, but answering within
 io_timeout, is not failing: the probe giving up is not counted towards
 failure_limit, not shown in mc_servers, and the instance keeps serving.  A
-probe that io_timeout ends is a failure like any other."""
+probe that io_timeout ends is a failure like any other.  A dump sent on a
+pooled socket the server closed while idle (a restart, an idle timeout)
+restarts once on a fresh connection, as every other read does."""
 
 import time
 
 import faultproxy
+import hostile
 import mcdb
 import mcrig
 
@@ -16,9 +19,15 @@ t = mcrig.TAP()
 m = mcrig.start_memcached()
 db = mcdb.Database("mcfdw_it_fullscan_probe")
 c = db.connect()
-for i in range(20):
-    v = "v%d" % i
-    mcrig.mc_command(m.port, "set t:%d 0 0 %d\r\n%s" % (i, len(v), v), end=(b"STORED\r\n",))
+
+
+def store(n):
+    for i in range(n):
+        v = "v%d" % i
+        mcrig.mc_command(m.port, "set t:%d 0 0 %d\r\n%s" % (i, len(v), v), end=(b"STORED\r\n",))
+
+
+store(20)
 
 
 def health(server):
@@ -66,6 +75,38 @@ state, failures, last_error = health("slower")
 t.ok(state == "dead" and failures == 1 and "timed out after 100 ms" in (last_error or ""),
      "a probe io_timeout ends counts as a failure", repr((state, failures, last_error)))
 px.stop()
+
+# a dump on a pooled socket the server closed while idle restarts once
+hp = hostile.HostileProxy(m.port).start()
+db.server(c, "idle", hp.addr, io_timeout="5s", failure_limit="1", retry_delay="60")
+db.sql(c, "CREATE FOREIGN TABLE idlet (key text, value text) SERVER idle "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+t.is_(value("SELECT count(*) FROM idlet"), 20, "a full scan through the proxy")
+for n in range(2):
+    accepted = hp.accepted
+    hp.drop_all()            # the server side closes the idle pooled socket
+    time.sleep(0.2)          # well under the 1 s after which a socket is probed
+    got = value("SELECT count(*) FROM idlet WHERE value = 'v' || key")
+    t.ok(got == 20 and hp.accepted == accepted + 1,
+         "a scan after the pooled socket was closed while idle (%d): right rows, "
+         "on one fresh connection" % (n + 1), repr((got, hp.accepted - accepted)))
+state, failures, last_error = health("idle")
+t.ok(state != "dead" and failures == 0, "and nothing counted against the instance",
+     repr((state, failures, last_error)))
+hp.stop()
+
+# memcached restarted under a pooled socket: the same, with the keys stored anew
+db.server(c, "direct", m.addr, io_timeout="5s", failure_limit="1", retry_delay="60")
+db.sql(c, "CREATE FOREIGN TABLE directt (key text, value text) SERVER direct "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+t.is_(value("SELECT count(*) FROM directt"), 20, "a full scan of the memcached itself")
+m.restart()
+store(5)
+got = value("SELECT count(*) FROM directt WHERE value = 'v' || key")
+state, failures, last_error = health("direct")
+t.ok(got == 5 and state != "dead" and failures == 0,
+     "after a restart of memcached, the next scan lists what it holds now",
+     repr((got, state, failures, last_error)))
 
 c.close()
 t.done()
