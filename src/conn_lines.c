@@ -1,15 +1,17 @@
 /*
  * conn_lines.c — a text command answered by a stream of lines, read a line
- * at a time.
+ * at a time without waiting.
  *
- * Owns: sending such a command ("lru_crawler metadump ...") and handing
- * each line of its reply to a callback as it arrives, with the bounds that
- * keep a reply of any length in constant memory: a line longer than the
- * caller's limit is a protocol violation, and the read buffer holds at
- * most one read's worth of lines.  Unlike conn_stats.c's bounded replies,
- * the reply may be as long as the server's cache: io_timeout bounds each
- * read (each wait for more bytes), not the whole reply, and cancel and
- * statement_timeout end it at any line.  Must not: interpret the lines
+ * Owns: queueing such a command ("lru_crawler metadump ...") on a
+ * connection, and reading its reply in non-blocking slices, handing each
+ * complete line to a callback as it arrives, with the bounds that keep a
+ * reply of any length in constant memory: a line longer than the caller's
+ * limit is a protocol violation, and the read buffer holds at most one
+ * read's worth of lines.  Unlike conn_stats.c's bounded replies, the reply
+ * may be as long as the server's cache.  Must not: wait (the caller's
+ * pipeline does, so one wait serves the dumps of every instance, with
+ * io_timeout bounding each wait for more bytes, not the whole reply, and
+ * cancel and statement_timeout ending it at any line), interpret the lines
  * (the caller's callback does) or judge instances.
  *
  * A reply not read to its end leaves the connection busy, so it is closed
@@ -17,69 +19,75 @@
  */
 #include "postgres.h"
 
-#include "miscadmin.h"
-
 #include "conn_int.h"
 
-/*
- * Run cmd (with its "\r\n") and hand each line of the reply (without its
- * "\n" or "\r\n") to cb until cb says the reply is complete.  Returns true
- * then; false when the instance failed (cause kept in conn, as for every
- * call of the connection layer): a timeout, a closed socket, a line longer
- * than max_line, or a line cb found out of place.
- */
-bool
-McConnLines(McConn *conn, const char *cmd, size_t max_line,
-			McLineFn cb, void *arg)
+/* Queue cmd (with its "\r\n") on a prepared connection, for McConnSendSome. */
+void
+McConnLinesQueue(McConn *conn, const char *cmd)
 {
 	size_t		len = strlen(cmd);
 
-	for (;;)					/* at most twice: see closed_while_idle in conn_io.c */
+	memcpy(McConnWriteSpace(conn, len), cmd, len);
+	McConnWritten(conn, len);
+	McConnPipelined(conn, 1);
+}
+
+/*
+ * One read of what the socket has (at most one batch's worth, so a dump
+ * that never pauses cannot keep the caller from the other instances'
+ * sockets), each complete line of it (without its "\n" or "\r\n") handed
+ * to cb.  MC_LINES_DONE when cb said the reply is complete; MC_LINES_FAILED
+ * when the instance failed (cause kept in conn, as for every call of the
+ * connection layer): a closed socket, a line longer than max_line, or a
+ * line cb found out of place; MC_LINES_RETRY when a pooled socket turned
+ * out closed while idle before any byte came (closed; nothing ran).  cmd
+ * names the command in messages.
+ */
+McLinesStatus
+McConnLinesRead(McConn *conn, const char *cmd, size_t max_line,
+				McLineFn cb, void *arg)
+{
+	bool		drained;
+	ssize_t		n = McConnRecvSome(conn, 1, &drained);
+	char	   *base;
+	size_t		have;
+
+	if (n == -2)
+		return MC_LINES_RETRY;
+	if (n < 0)
+		return MC_LINES_FAILED;
+	if (n == 0)
+		return MC_LINES_WAIT;
+	for (;;)
 	{
-		McIoStatus	st;
+		char	   *nl;
+		size_t		linelen;
+		McLineVerdict v;
 
-		if (!McConnPrepare(conn))
-			return false;
-		if (conn->connecting && !conn_connect_finish(conn))
-			return false;
-		st = conn_send(conn, cmd, len, NULL, 0);
-		while (st == MC_IO_OK)
+		base = McConnUnread(conn, &have);
+		nl = memchr(base, '\n', Min(have, max_line + 2));
+		if (nl == NULL)
+			break;
+		linelen = nl - base;
+		if (linelen > 0 && base[linelen - 1] == '\r')
+			linelen--;
+		v = cb(arg, base, linelen);
+		McConnConsume(conn, nl + 1 - base);
+		if (v == MC_LINE_DONE)
+			return MC_LINES_DONE;
+		if (v == MC_LINE_BAD)
 		{
-			char	   *base = conn->rbuf + conn->rstart;
-			size_t		have = conn->rend - conn->rstart;
-			char	   *nl = memchr(base, '\n', Min(have, max_line + 2));
-			size_t		linelen;
-			McLineVerdict v;
-
-			if (nl == NULL)
-			{
-				if (have > max_line + 1)
-					return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
-									 "a line of the reply exceeds %zu bytes", max_line);
-				/* read a batch's worth at a time, never more */
-				if (!conn_reserve(conn, RBUF_BATCH_READ))
-					return false;
-				st = conn_fill(conn, 1);
-				continue;
-			}
-			linelen = nl - base;
-			if (linelen > 0 && base[linelen - 1] == '\r')
-				linelen--;
-			v = cb(arg, base, linelen);
-			McConnConsume(conn, nl + 1 - base);
-			if (v == MC_LINE_DONE)
-			{
-				McConnEnd(conn);
-				return true;
-			}
-			if (v == MC_LINE_BAD)
-				return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
-								 "unexpected line in the reply to \"%.*s\"",
-								 (int) Min(len - 2, 40), cmd);
-			/* a reply that never drains never waits: check here too */
-			CHECK_FOR_INTERRUPTS();
+			conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+					  "unexpected line in the reply to \"%.*s\"",
+					  (int) Min(strlen(cmd) - 2, 40), cmd);
+			return MC_LINES_FAILED;
 		}
-		if (st == MC_IO_FAILED)
-			return false;
 	}
+	if (have > max_line + 1)
+	{
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				  "a line of the reply exceeds %zu bytes", max_line);
+		return MC_LINES_FAILED;
+	}
+	return MC_LINES_MORE;
 }

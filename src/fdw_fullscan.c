@@ -5,7 +5,8 @@
  *
  * Owns: listing the keys of every live instance of the server with
  * "lru_crawler metadump hash" ("all" on a memcached without the hash walk),
- * read a line at a time (conn_lines.c, metadump.c), keeping those under
+ * every instance's dump at once on one wait (pipeline.c), each read a line
+ * at a time (conn_lines.c, metadump.c), keeping those under
  * the server's key prefix followed by the table's, in a tuplestore (which
  * spills to disk past work_mem, so memory stays bounded whatever the size
  * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
@@ -44,6 +45,7 @@
 #include "fdw.h"
 #include "metadump.h"
 #include "multi_get.h"
+#include "pipeline.h"
 
 /* Keys per pipelined multi-get of a full scan. */
 #define MC_FULLSCAN_BATCH	1000
@@ -62,11 +64,29 @@
 #define DUMP_HASH	"lru_crawler metadump hash\r\n"
 #define DUMP_ALL	"lru_crawler metadump all\r\n"
 
+/* One instance's dump, while the dumps of every instance run together. */
+typedef struct DumpInst
+{
+	struct McFullScan *fs;
+	int			index;
+	McConn	   *conn;			/* while its dump runs, else NULL */
+	bool		hash;			/* the hash walk, until the instance says BADCLASS */
+	bool		redo;			/* to be sent (again) in the next round */
+	bool		retried;		/* started over once on a fresh socket */
+	int			waited;			/* ms waited out after BUSY */
+	TimestampTz last_progress;
+	/* what its dump said */
+	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
+	char		refusal_line[128];
+	uint64		lines;
+} DumpInst;
+
 struct McFullScan
 {
 	const McTable *t;
 	MemoryContext cxt;			/* the scan's: the calls come in per-tuple ones */
 	McServer   *srv;			/* during the dump */
+	DumpInst   *insts;			/* during the dump, one per instance */
 	char		prefix[2 * MC_MAX_KEY_PREFIX];	/* the server's, then the table's */
 	size_t		plen;
 	size_t		splen;			/* of which the server's */
@@ -76,10 +96,6 @@ struct McFullScan
 	MemoryContext batch_cxt;
 	Datum	   *batch;
 	bool		dumped;
-	/* what the current instance's dump said */
-	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
-	char		refusal_line[128];
-	uint64		lines;
 	/* for EXPLAIN ANALYZE */
 	uint64		listed;			/* items of every instance */
 	uint64		kept;			/* keys of this table */
@@ -138,11 +154,11 @@ keep_key(McFullScan *fs, const char *key, size_t len)
 	fs->kept++;
 }
 
-/* One line of a dump (a McLineFn). */
+/* One line of an instance's dump (a McLineFn). */
 static McLineVerdict
 dump_line(void *arg, const char *line, size_t len)
 {
-	McFullScan *fs = arg;
+	DumpInst   *d = arg;
 	char		key[MC_KEY_MAX];
 	size_t		keylen;
 	McMdLine	t = mc_metadump_line(line, len, key, &keylen);
@@ -150,8 +166,8 @@ dump_line(void *arg, const char *line, size_t len)
 	switch (t)
 	{
 		case MC_MD_ITEM:
-			fs->lines++;
-			keep_key(fs, key, keylen);
+			d->lines++;
+			keep_key(d->fs, key, keylen);
 			return MC_LINE_MORE;
 		case MC_MD_END:
 			return MC_LINE_DONE;
@@ -159,12 +175,12 @@ dump_line(void *arg, const char *line, size_t len)
 		case MC_MD_NOTSTARTED:
 		case MC_MD_REFUSED:
 			/* a refusal is the whole reply */
-			if (fs->lines > 0)
+			if (d->lines > 0)
 				return MC_LINE_BAD;
-			fs->refusal = t;
-			len = Min(len, sizeof(fs->refusal_line) - 1);
-			memcpy(fs->refusal_line, line, len);
-			fs->refusal_line[len] = '\0';
+			d->refusal = t;
+			len = Min(len, sizeof(d->refusal_line) - 1);
+			memcpy(d->refusal_line, line, len);
+			d->refusal_line[len] = '\0';
 			return MC_LINE_DONE;
 		case MC_MD_BAD:
 			break;
@@ -172,66 +188,229 @@ dump_line(void *arg, const char *line, size_t len)
 	return MC_LINE_BAD;
 }
 
-/* The dump of instance index, into fs->keys; false if it failed softly. */
-static bool
-dump_instance(McFullScan *fs, int index)
+static const char *
+dump_cmd(DumpInst *d)
 {
-	McServer   *srv = fs->srv;
-	bool		hash = true;
-	int			waited = 0;
+	return d->hash ? DUMP_HASH : DUMP_ALL;
+}
 
-	for (;;)
+/*
+ * The instance's dump ends without its keys: it failed, softly (on_failure
+ * 'miss': an unreachable instance lists nothing; otherwise the failure was
+ * raised before this).
+ */
+static void
+dump_dropped(DumpInst *d)
+{
+	d->conn = NULL;
+	McInstanceDegraded(d->fs->srv, d->index);
+}
+
+/*
+ * A pooled socket turned out closed while idle before any reply came: the
+ * dump starts over once on a fresh socket (pipeline.c), as it reads
+ * nothing it could run twice.  False if it cannot.
+ */
+static bool
+dump_restart(DumpInst *d)
+{
+	McServer   *srv = d->fs->srv;
+
+	d->conn = McPipelineRestart(srv, d->index, srv->cfg.on_failure_miss,
+								&d->retried, d->lines > 0);
+	if (d->conn == NULL)
 	{
-		fs->refusal = MC_MD_ITEM;
-		fs->lines = 0;
-		/* on_failure 'miss': an unreachable instance lists nothing */
-		if (!McInstanceLines(srv, index, hash ? DUMP_HASH : DUMP_ALL,
-							 MC_METADUMP_LINE_MAX, dump_line, fs,
-							 srv->cfg.on_failure_miss))
-		{
-			McInstanceDegraded(srv, index);
-			return false;
-		}
-		/* a memcached without the hash walk reads "hash" as a bad class */
-		if (fs->refusal == MC_MD_REFUSED && hash &&
-			strncmp(fs->refusal_line, "BADCLASS", 8) == 0)
-		{
-			hash = false;
-			continue;
-		}
-		if (fs->refusal == MC_MD_BUSY && waited < MC_BUSY_WAIT_MS)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 MC_BUSY_STEP_MS, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-			waited += MC_BUSY_STEP_MS;
-			continue;
-		}
-		break;
+		dump_dropped(d);
+		return false;
 	}
-	for (char *p = fs->refusal_line; *p; p++)
-		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
-			*p = '?';
-	if (fs->refusal == MC_MD_BUSY)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
-				 errdetail_internal("Instance %s replied: %s",
-									McInstanceName(srv, index), fs->refusal_line),
-				 errhint("The instance runs one LRU crawl at a time, and another was still running after %d ms (another full scan, or a tool dumping the cache); try again when it is done.",
-						 MC_BUSY_WAIT_MS)));
-	if (fs->refusal == MC_MD_REFUSED)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
-				 errdetail_internal("Instance %s replied: %s",
-									McInstanceName(srv, index), fs->refusal_line),
-				 errhint("A full scan needs memcached's LRU crawler (on unless memcached runs with -o no_lru_crawler) and key dumps (off when it runs with -X).")));
+	McConnLinesQueue(d->conn, dump_cmd(d));
 	return true;
 }
 
-/* List the keys of every live instance (McServerAliveMap: NULL when all are). */
+/*
+ * Send and read what instance s can without waiting (McPipeline's pump):
+ * one read's worth of its dump at a time, so that every instance's dump
+ * moves on at each wake-up, and interrupts are checked between reads even
+ * when a server never pauses.
+ */
+static void
+dump_pump(void *arg, int s, bool readable, TimestampTz now)
+{
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
+	McServer   *srv = fs->srv;
+	bool		soft = srv->cfg.on_failure_miss;
+
+again:
+	if (d->conn == NULL)
+		return;
+	while (McConnUnsent(d->conn) > 0)
+	{
+		ssize_t		n = McConnSendSome(d->conn);
+
+		if (n == -2 && dump_restart(d))
+			goto again;
+		if (n == -1)
+		{
+			McInstanceFailed(srv, d->conn, soft);
+			dump_dropped(d);
+		}
+		if (n <= 0)
+			return;
+		d->last_progress = now;
+	}
+	if (!readable)
+		return;
+	CHECK_FOR_INTERRUPTS();
+	switch (McConnLinesRead(d->conn, dump_cmd(d), MC_METADUMP_LINE_MAX, dump_line, d))
+	{
+		case MC_LINES_WAIT:
+			break;
+		case MC_LINES_MORE:
+			d->last_progress = now;
+			break;
+		case MC_LINES_DONE:
+			McInstanceEnd(srv, d->conn);
+			d->conn = NULL;
+			break;
+		case MC_LINES_FAILED:
+			McInstanceFailed(srv, d->conn, soft);
+			dump_dropped(d);
+			break;
+		case MC_LINES_RETRY:
+			if (dump_restart(d))
+			{
+				readable = false;	/* the fresh socket has nothing to read yet */
+				goto again;
+			}
+			break;
+	}
+}
+
+/* McPipeline's view of an instance: its connection while its dump runs. */
+static McConn *
+dump_waiting(void *arg, int s, TimestampTz *last_progress)
+{
+	DumpInst   *d = &((McFullScan *) arg)->insts[s];
+
+	*last_progress = d->last_progress;
+	return d->conn;
+}
+
+/* io_timeout passed with nothing more of the dump (a dump has no deadline). */
+static void
+dump_expired(void *arg, int s, bool overall)
+{
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
+
+	McInstanceFail(fs->srv, d->conn, fs->srv->cfg.on_failure_miss,
+				   ERRCODE_CONNECTION_FAILURE, "read from", "timed out after %d ms",
+				   fs->srv->cfg.io_timeout);
+	dump_dropped(d);
+}
+
+/*
+ * Start the dumps of the instances to redo: every connect is started
+ * before any is waited for, so they proceed in parallel.
+ */
+static void
+dump_start(McFullScan *fs)
+{
+	McServer   *srv = fs->srv;
+	bool		soft = srv->cfg.on_failure_miss;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		DumpInst   *d = &fs->insts[i];
+
+		if (!d->redo)
+			continue;
+		d->redo = false;
+		d->retried = false;
+		d->refusal = MC_MD_ITEM;
+		d->lines = 0;
+		d->last_progress = now;
+		d->conn = McPipelineBegin(srv, i, soft);
+		if (d->conn == NULL)
+			dump_dropped(d);
+	}
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		DumpInst   *d = &fs->insts[i];
+
+		if (d->conn == NULL)
+			continue;
+		if (!McConnFinishConnect(d->conn))
+		{
+			McInstanceFailed(srv, d->conn, soft);
+			dump_dropped(d);
+			continue;
+		}
+		McConnLinesQueue(d->conn, dump_cmd(d));
+	}
+}
+
+/*
+ * After a round: which refusals are answered by another round (a memcached
+ * without the hash walk reads "hash" as a bad class; BUSY is waited out a
+ * while), and which are the scan's error.  True when a BUSY is waited out.
+ */
+static bool
+dump_refusals(McFullScan *fs)
+{
+	McServer   *srv = fs->srv;
+	bool		busy = false;
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		DumpInst   *d = &fs->insts[i];
+
+		if (d->refusal == MC_MD_ITEM)
+			continue;
+		if (d->refusal == MC_MD_REFUSED && d->hash &&
+			strncmp(d->refusal_line, "BADCLASS", 8) == 0)
+		{
+			d->hash = false;
+			d->redo = true;
+		}
+		else if (d->refusal == MC_MD_BUSY && d->waited < MC_BUSY_WAIT_MS)
+		{
+			d->waited += MC_BUSY_STEP_MS;
+			d->redo = busy = true;
+		}
+		else if (d->refusal == MC_MD_BUSY || d->refusal == MC_MD_REFUSED)
+		{
+			for (char *p = d->refusal_line; *p; p++)
+				if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+					*p = '?';
+			if (d->refusal == MC_MD_BUSY)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_IN_USE),
+						 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+						 errdetail_internal("Instance %s replied: %s",
+											McInstanceName(srv, i), d->refusal_line),
+						 errhint("The instance runs one LRU crawl at a time, and another was still running after %d ms (another full scan, or a tool dumping the cache); try again when it is done.",
+								 MC_BUSY_WAIT_MS)));
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+					 errdetail_internal("Instance %s replied: %s",
+										McInstanceName(srv, i), d->refusal_line),
+					 errhint("A full scan needs memcached's LRU crawler (on unless memcached runs with -o no_lru_crawler) and key dumps (off when it runs with -X).")));
+		}
+		d->refusal = MC_MD_ITEM;
+	}
+	return busy;
+}
+
+/*
+ * List the keys of every live instance (McServerAliveMap: NULL when all
+ * are), their dumps running together on one wait (pipeline.c): a round
+ * sends every dump still to do and reads them to their ends; an instance
+ * that refused is sent its dump again in the next round.
+ */
 static void
 dump_all(McFullScan *fs, McServer *srv)
 {
@@ -239,6 +418,9 @@ dump_all(McFullScan *fs, McServer *srv)
 	const bool *alive = McServerAliveMap(srv, alivebuf);
 	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
 	TupleDesc	desc = CreateTemplateTupleDesc(1);
+	McPipeline	p = {.srv = srv,.arg = fs,.waiting = dump_waiting,
+	.pump = dump_pump,.expired = dump_expired};
+	bool		any;
 
 	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);
 	fs->keydesc = desc;
@@ -247,11 +429,34 @@ dump_all(McFullScan *fs, McServer *srv)
 	fs->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw full scan keys",
 										  ALLOCSET_DEFAULT_SIZES);
 	fs->batch = palloc(sizeof(Datum) * MC_FULLSCAN_BATCH);
+	fs->insts = palloc0(sizeof(DumpInst) * srv->cfg.nendpoints);
 	MemoryContextSwitchTo(old);
 	fs->srv = srv;
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
-		if (alive == NULL || alive[i])
-			dump_instance(fs, i);
+	{
+		fs->insts[i].fs = fs;
+		fs->insts[i].index = i;
+		fs->insts[i].hash = true;
+		fs->insts[i].redo = (alive == NULL || alive[i]);
+	}
+	do
+	{
+		dump_start(fs);
+		McPipelineRun(&p);
+		if (dump_refusals(fs))
+		{
+			/* a crawl a cancelled scan left running ends when memcached next writes */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 MC_BUSY_STEP_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		any = false;
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+			any |= fs->insts[i].redo;
+	} while (any);
+	pfree(fs->insts);
+	fs->insts = NULL;
 	fs->srv = NULL;
 	fs->dumped = true;
 }

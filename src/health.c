@@ -241,26 +241,6 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 }
 
 /*
- * A command answered by a stream of lines on instance index (see
- * McConnLines), with the instance's health checked before and counted
- * after, as for every other request.  With soft set, a dead or failing
- * instance gives false instead of an error.
- */
-bool
-McInstanceLines(McServer *srv, int index, const char *cmd, size_t max_line,
-				McLineFn cb, void *arg, bool soft)
-{
-	McConn	   *conn = McConnOf(srv, index);
-
-	if (!instance_usable(srv, index, soft))
-		return false;
-	if (!McConnLines(conn, cmd, max_line, cb, arg))
-		return McInstanceFailed(srv, conn, soft);
-	srv->health[index].failures = 0;
-	return true;
-}
-
-/*
  * The continuum of the live instances only.  libmemcached with auto-eject
  * rebuilds its continuum without the ejected servers, and with weights the
  * surviving servers' point counts change, so walking the full continuum to

@@ -178,6 +178,16 @@ typedef enum McLineVerdict
 } McLineVerdict;
 typedef McLineVerdict (*McLineFn) (void *arg, const char *line, size_t len);
 
+/* What one read of such a reply came to (McConnLinesRead). */
+typedef enum McLinesStatus
+{
+	MC_LINES_WAIT,				/* nothing to read yet */
+	MC_LINES_MORE,				/* lines read, more to come */
+	MC_LINES_DONE,				/* the reply is complete */
+	MC_LINES_FAILED,			/* the instance failed: cause kept in conn */
+	MC_LINES_RETRY				/* pooled socket closed while idle: nothing ran */
+} McLinesStatus;
+
 /* reads.c */
 extern bool McTextValid(const char *p, size_t len);
 
@@ -268,8 +278,6 @@ extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
 extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
 								int limit_ms, bool limit_counts,
 								McStatLineFn cb, void *arg);
-extern bool McInstanceLines(McServer *srv, int index, const char *cmd,
-							size_t max_line, McLineFn cb, void *arg, bool soft);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
@@ -330,7 +338,8 @@ extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 							McStatLineFn cb, void *arg);
 
 /* conn_lines.c: a command answered by a stream of lines (a metadump) */
-extern bool McConnLines(McConn *conn, const char *cmd, size_t max_line,
-						McLineFn cb, void *arg);
+extern void McConnLinesQueue(McConn *conn, const char *cmd);
+extern McLinesStatus McConnLinesRead(McConn *conn, const char *cmd,
+									 size_t max_line, McLineFn cb, void *arg);
 
 #endif							/* MCFDW_H */

@@ -6,7 +6,8 @@ io_timeout, is not failing: the probe giving up is not counted towards
 failure_limit, not shown in mc_servers, and the instance keeps serving.  A
 probe that io_timeout ends is a failure like any other.  A dump sent on a
 pooled socket the server closed while idle (a restart, an idle timeout)
-restarts once on a fresh connection, as every other read does."""
+restarts once on a fresh connection, as every other read does.  The dumps
+of a server's instances run at the same time."""
 
 import time
 
@@ -107,6 +108,21 @@ state, failures, last_error = health("direct")
 t.ok(got == 5 and state != "dead" and failures == 0,
      "after a restart of memcached, the next scan lists what it holds now",
      repr((got, state, failures, last_error)))
+
+# the dumps of all instances run together: each instance is sent its dump
+# before the first stalled one's io_timeout ends the scan
+stalls = [hostile.HostileServer("dump_stall").start() for _ in range(2)]
+db.server(c, "two", ",".join(h.addr for h in stalls), io_timeout="1s")
+db.sql(c, "CREATE FOREIGN TABLE twot (key text) SERVER two OPTIONS (allow_full_scan 'true')")
+t0 = time.monotonic()
+got = value("SELECT count(*) FROM twot")
+elapsed = time.monotonic() - t0
+dumps = [sum(r.startswith(b"lru_crawler metadump") for r in h.requests) for h in stalls]
+t.ok(dumps == [1, 1] and "could not read from" in str(got) and elapsed < 5,
+     "two stalled instances: both dumps were sent before io_timeout ended the scan (%.2f s)"
+     % elapsed, repr((got, dumps)))
+for h in stalls:
+    h.stop()
 
 c.close()
 t.done()

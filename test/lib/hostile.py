@@ -234,7 +234,9 @@ class HostileServer:
       dump_busy       every request answered "BUSY currently processing
                       crawler request", as memcached does while a crawl runs
 
-    `sent` counts bytes written; stop() ends every stream and closes.
+    `sent` counts bytes written; `requests` holds the first request bytes of
+    each connection of the dump_* behaviours; stop() ends every stream and
+    closes.
     """
 
     def __init__(self, behaviour, trickle=0.1):
@@ -242,6 +244,7 @@ class HostileServer:
         self.trickle = trickle
         self.sent = 0
         self.accepted = 0
+        self.requests = []
         self._stop = False
         self._lsock = _listener()
         self.port = self._lsock.getsockname()[1]
@@ -351,8 +354,10 @@ class HostileServer:
     def _serve_dump(self, c):
         """The metadump behaviours (see the class comment)."""
         c.settimeout(30)
-        if not c.recv(65536):
+        data = c.recv(65536)
+        if not data:
             return
+        self.requests.append(data)
         if self.behaviour == "dump_busy":
             c.sendall(b"BUSY currently processing crawler request\r\n")
             while not self._stop and c.recv(65536):
