@@ -406,10 +406,14 @@ dump_refusals(McFullScan *fs)
 }
 
 /*
- * List the keys of every live instance (McServerAliveMap: NULL when all
- * are), their dumps running together on one wait (pipeline.c): a round
- * sends every dump still to do and reads them to their ends; an instance
- * that refused is sent its dump again in the next round.
+ * List the keys of every instance, their dumps running together on one
+ * wait (pipeline.c): a round sends every dump still to do and reads them to
+ * their ends; an instance that refused is sent its dump again in the next
+ * round.  An instance marked dead is passed over only with failover on,
+ * where its keys are routed to the others as for any read; otherwise it
+ * answers as a failing instance does (McInstanceBegin): the scan's error,
+ * or under on_failure 'miss' no keys and a degraded call, never a silently
+ * partial table.
  */
 static void
 dump_all(McFullScan *fs, McServer *srv)
@@ -437,7 +441,7 @@ dump_all(McFullScan *fs, McServer *srv)
 		fs->insts[i].fs = fs;
 		fs->insts[i].index = i;
 		fs->insts[i].hash = true;
-		fs->insts[i].redo = (alive == NULL || alive[i]);
+		fs->insts[i].redo = (alive == NULL || alive[i] || !srv->cfg.failover);
 	}
 	do
 	{

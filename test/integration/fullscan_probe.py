@@ -124,5 +124,47 @@ t.ok(dumps == [1, 1] and "could not read from" in str(got) and elapsed < 5,
 for h in stalls:
     h.stop()
 
+# an instance marked dead (failure_limit) is not passed over in silence: the
+# scan fails as a read of its keys would, or under on_failure 'miss' lists
+# nothing from it and counts the call degraded; with failover on its keys
+# belong to the others, so it is passed over
+both = "%s,127.0.0.1:%d" % (m.addr, mcrig.free_port())     # the second refuses
+
+
+def degraded(server):
+    return db.value(c, "SELECT sum(degraded)::int FROM mc_servers WHERE server = %s", (server,))
+
+
+for name, opts in (("deaderr", {}), ("deadmiss", {"on_failure": "miss"}),
+                   ("deadfo", {"failover": "on", "on_failure": "miss"})):
+    db.server(c, name, both, failure_limit="1", retry_delay="60", **opts)
+    db.sql(c, "CREATE FOREIGN TABLE %st (key text, value text) SERVER %s "
+              "OPTIONS (key_prefix 'd:', allow_full_scan 'true')" % (name, name))
+    value("SELECT count(*) FROM %st" % name)     # the refusing instance fails: dead
+# keep only keys the ring routes to the live instance, so that reading them
+# back never meets the dead one: what the scan does with the dead instance's
+# dump is all that is left to see
+live = []
+for i in range(40):
+    k = "d:%d" % i
+    mcrig.mc_command(m.port, "set %s 0 0 1\r\nx" % k, end=(b"STORED\r\n",))
+    if value("SELECT mc_get('%s', server => 'deadmiss')" % k) == "x":
+        live.append(k)
+    else:
+        mcrig.mc_command(m.port, "delete %s" % k, end=(b"DELETED\r\n",))
+first = value("SELECT count(*) FROM deaderrt")
+t.ok("is unavailable" in str(first),
+     "on_failure 'error': a scan with an instance marked dead fails", repr(first))
+before = degraded("deadmiss")
+got = value("SELECT count(*) FROM deadmisst")
+t.ok(0 < got == len(live) and degraded("deadmiss") == before + 1,
+     "on_failure 'miss': the live instance's rows, and the call counted degraded",
+     repr((got, len(live), before, degraded("deadmiss"))))
+before = degraded("deadfo")
+got = value("SELECT count(*) FROM deadfot")
+t.ok(got == len(live) and degraded("deadfo") == before,
+     "failover on: the dead instance is passed over, nothing counted",
+     repr((got, len(live), before, degraded("deadfo"))))
+
 c.close()
 t.done()
