@@ -448,7 +448,7 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 							   key_data(k), key_len(k));
 	if (unlikely(b->as_text && b->srv->cfg.serialized_flag != 0))
 		McValueCheckText(b->srv, (r->present & MC_F_FLAGS) != 0, r->client_flags,
-						 key_data(k), key_len(k));
+						 key_data(k), key_len(k), MC_BYTEA_HINT);
 	if (b->as_text && !McTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
