@@ -15,7 +15,9 @@
  *
  * A pooled socket is probed first: a stray reply on it would pass for the
  * pipeline's own.  A SQL caller's deletes are at most once (sent again,
- * what the first send deleted would be NF).  The wait and the restart of
+ * what the first send deleted would be NF), and so are sets marked once
+ * (an INSERT's rows: sent again, one could overwrite another client's
+ * newer value).  The wait and the restart of
  * an instance are pipeline.c's, as multi_get.c's are; the engines stay
  * apart because their replies and outcomes differ.  Must not: open, read
  * or write sockets itself (conn.c, conn_multi.c), touch the catalog or SQL
@@ -84,7 +86,7 @@ typedef struct BwBatch
 	bool		reroute;		/* a failed instance left ops to fail over */
 	bool	   *degraded;		/* under miss: instances whose ops failed */
 	bool		segmented;		/* TLS and some sets: see BW_TLS_SEGMENT */
-	bool		at_most_once;	/* deletes of a SQL call: never sent twice */
+	bool		at_most_once;	/* deletes and once sets of a SQL call: never sent twice */
 } BwBatch;
 
 /* Keep the first failure's message for a soft caller. */
@@ -737,8 +739,12 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	for (int i = 0; i < nops; i++)
 	{
 		b.segmented |= (ops[i].kind == MC_BATCH_SET && srv->cfg.tls != MC_TLS_DISABLE);
-		/* a second send of a delete answers NF for what the first one deleted */
-		b.at_most_once |= (ops[i].kind == MC_BATCH_DELETE && !soft);
+		/*
+		 * a second send of a delete answers NF for what the first one
+		 * deleted; a set marked once (an INSERT's row) may have been
+		 * overwritten by another client in between
+		 */
+		b.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE || ops[i].once) && !soft);
 	}
 	b.isoft = soft || srv->cfg.failover || b.miss;
 	b.timeout_ms = timeout_ms;

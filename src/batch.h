@@ -46,6 +46,7 @@ typedef struct McBatchOp
 	int64		ttl;
 	bool		has_flags;		/* SET: F<flags> */
 	uint32		flags;
+	bool		once;			/* SET: never sent twice (a SQL caller's rows) */
 	McBatchResult result;		/* out */
 } McBatchOp;
 

@@ -32,6 +32,7 @@
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "foreign/fdwapi.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
@@ -42,6 +43,7 @@
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
 #include "parser/parsetree.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/selfuncs.h"
 
@@ -226,6 +228,16 @@ wanted_fields(RelOptInfo *baserel, const McTable *t)
 	return want;
 }
 
+/* May the query's role read the table (any of its columns)? */
+static bool
+may_select(RangeTblEntry *rte)
+{
+	Oid			user = OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+
+	return pg_class_aclcheck(rte->relid, user, ACL_SELECT) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(rte->relid, user, ACL_SELECT, ACLMASK_ANY) == ACLCHECK_OK;
+}
+
 static void
 mcGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
@@ -246,8 +258,12 @@ mcGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		baserel->rows = clamp_row_est(info->nkeys);
 	else
 	{
-		/* asked of memcached only when a full scan may run */
-		info->items = info->t.opts.allow_full_scan ?
+		/*
+		 * asked of memcached only when a full scan may run, and by a role
+		 * that may read the table: the executor refuses the others later,
+		 * and until then they must not make this backend log in there
+		 */
+		info->items = info->t.opts.allow_full_scan && may_select(rte) ?
 			McFullScanItems(info->t.serverid) : -1;
 		if (info->items < 0)
 			info->items = info->fetched = MC_NOKEY_ROWS;

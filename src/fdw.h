@@ -139,10 +139,11 @@ typedef struct McValueIO
 
 /* fdw_table.c */
 extern void McValueIOInit(McValueIO *io, Oid type, int32 typmod);
-extern void McValueCheck(const McValueIO *io, const char *v, size_t len,
-						 const char *key, size_t keylen);
-extern Datum McValueRead(McValueIO *io, char *v, size_t len,
-						 const char *key, size_t keylen);
+extern unsigned McValueFields(McServer *srv, const McValueIO *io, unsigned want);
+extern void McValueCheck(const McValueIO *io, McServer *srv, const McReply *r,
+						 const char *v, size_t len, const char *key, size_t keylen);
+extern Datum McValueRead(McValueIO *io, McServer *srv, const McReply *r, char *v,
+						 size_t len, const char *key, size_t keylen);
 extern const char *McValueWrite(McValueIO *io, Datum d, size_t *len);
 extern void McTableLoad(Relation rel, McTable *t);
 extern McValueKind McValueKindOf(Oid type);

@@ -342,14 +342,11 @@ fill_batch(McJoinState *s)
 	}
 	if (s->nkeys > 0)
 	{
-		unsigned	want = s->want;
 		MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
 
 		s->srv = McServerGet(s->t.serverid);
-		/* a compressed value is known by its flags: ask for them */
-		if (s->srv->cfg.compression && (want & MC_F_VALUE))
-			want |= MC_F_FLAGS;
-		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys, want, join_hit, s);
+		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
+					  McValueFields(s->srv, &s->vio, s->want), join_hit, s);
 		MemoryContextSwitchTo(old);
 	}
 	next_batch_size(s);

@@ -1,8 +1,9 @@
 /*
  * fdw_modify.c — INSERT, UPDATE and DELETE on a foreign table.
  *
- * Owns: turning rows into writes.  INSERT is a set ("ms", mode S); rows
- * come in batches of the table's batch_size (PostgreSQL's batch insert) and
+ * Owns: turning rows into writes.  INSERT is a set ("ms", mode S), sent at
+ * most once (a reply lost after the request went out is an error saying
+ * the rows may or may not have been written); rows come in batches of the table's batch_size (PostgreSQL's batch insert) and
  * each batch is one McBatchWrite (batch.h).  UPDATE and DELETE find their
  * rows with the scan (fdw_scan.c), which a key condition must drive; the
  * row's identity is its key, carried as the junk column "mcfdw_key".
@@ -196,6 +197,7 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 
 	memset(op, 0, sizeof(*op));
 	op->kind = MC_BATCH_SET;
+	op->once = true;			/* a lost reply is an error, never a second send */
 	if (!field_value(m, slot, MC_FIELD_KEY, &d))
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),

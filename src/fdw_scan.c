@@ -263,7 +263,8 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 		text	   *k = (text *) DatumGetPointer(given);	/* add_key detoasted it */
 		bool		done;
 
-		McValueCheck(&s->vio, data, r->value_len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+		McValueCheck(&s->vio, s->srv, r, data, r->value_len, VARDATA_ANY(k),
+					 VARSIZE_ANY_EXHDR(k));
 		/* the row buffer lives as long as the scan */
 		old = MemoryContextSwitchTo(s->scan_cxt);
 		done = McRowPut(s->ts, s->desc, &s->rowbuf, given, data, r->value_len,
@@ -292,13 +293,10 @@ fetch(ForeignScanState *node)
 
 	if (s->full)
 	{
-		unsigned	want = s->want;
-
 		s->srv = McServerGet(s->t.serverid);
-		if (s->srv->cfg.compression && (want & MC_F_VALUE))
-			want |= MC_F_FLAGS;
 		tuplestore_clear(s->ts);
-		s->more = McFullScanNext(s->full, s->srv, want, scan_hit, s);
+		s->more = McFullScanNext(s->full, s->srv, McValueFields(s->srv, &s->vio, s->want),
+								 scan_hit, s);
 		s->fetched = true;
 		return;
 	}
@@ -307,13 +305,9 @@ fetch(ForeignScanState *node)
 	s->ndistinct = 0;
 	if (s->nkeys > 0)
 	{
-		unsigned	want = s->want;
-
 		s->srv = McServerGet(s->t.serverid);
-		/* a compressed value is known by its flags: ask for them */
-		if (s->srv->cfg.compression && (want & MC_F_VALUE))
-			want |= MC_F_FLAGS;
-		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys, want,
+		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
+									 McValueFields(s->srv, &s->vio, s->want),
 									 scan_hit, s);
 	}
 	s->fetched = true;

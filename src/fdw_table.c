@@ -8,7 +8,9 @@
  * whole numbers), the table's key prefix, and the value conversions: text
  * and varchar as their bytes (checked against the database encoding when
  * read), bytea as it is, any other type through its input and output
- * functions.  What a table's catalog rows say is kept per backend, keyed
+ * functions; a value read for any type but bytea decoded and refused as
+ * mc_get decodes and refuses text (inflated when compressed, no serialized
+ * object), for every scan and join alike.  What a table's catalog rows say is kept per backend, keyed
  * by the table, and read again after a relcache invalidation of it (which
  * ALTER FOREIGN TABLE, its column options and renames send, from any
  * session): planning and starting every scan would otherwise read the
@@ -226,7 +228,8 @@ load_table(Relation rel, McTable *t)
  * attribute's value and null flag (natts of each), the fields the reply
  * lacks and columns holding no field NULL.  given is the key column's
  * value (the key without the table's prefix, McKeyWithoutPrefix, which
- * the scan has at hand); a compressed value is inflated through srv.  A
+ * the scan has at hand); a compressed value is inflated through srv, and
+ * checked as mc_get checks a value (McValueCheck).  A
  * by-reference value may lie in the reply's buffer: copy what must outlive
  * the hit.  A value the column's type refuses is an error naming the key.
  */
@@ -256,7 +259,7 @@ McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv, Datum given,
 			data = VARDATA(v);
 			len = VARSIZE(v) - VARHDRSZ;
 		}
-		values[a - 1] = McValueRead(vio, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+		values[a - 1] = McValueRead(vio, srv, r, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
 		nulls[a - 1] = false;
 	}
 	if ((a = t->attnum[MC_FIELD_FLAGS]) != 0 && (r->present & MC_F_FLAGS))
@@ -364,16 +367,34 @@ bytes_datum(char *v, size_t len)
 }
 
 /*
- * Raise unless a stored value can be the value column's bytes: text must
- * be valid in the database encoding (McTextValid refuses NUL bytes too);
- * bytea takes any.
+ * The fields a scan or batched join asks for to read the value column as
+ * mc_get reads a value: the flags too when they may say it is compressed,
+ * or (for a column that is not bytea) a serialized object.
+ */
+unsigned
+McValueFields(McServer *srv, const McValueIO *io, unsigned want)
+{
+	if ((want & MC_F_VALUE) &&
+		(srv->cfg.compression ||
+		 (srv->cfg.serialized_flag != 0 && io->kind != MC_VALUE_BYTEA)))
+		want |= MC_F_FLAGS;
+	return want;
+}
+
+/*
+ * Raise unless a stored value (of reply r, inflated if it was compressed)
+ * can be the value column's bytes, as mc_get decides for text: no
+ * serialized object for any type but bytea, and text valid in the
+ * database encoding (McTextValid refuses NUL bytes too); bytea takes any.
  */
 void
-McValueCheck(const McValueIO *io, const char *v, size_t len,
-			 const char *key, size_t keylen)
+McValueCheck(const McValueIO *io, McServer *srv, const McReply *r,
+			 const char *v, size_t len, const char *key, size_t keylen)
 {
 	if (io->kind == MC_VALUE_BYTEA)
 		return;
+	McValueCheckText(srv, (r->present & MC_F_FLAGS) != 0, r->client_flags, key, keylen,
+					 "Declare the value column bytea to read its bytes");
 	if (!McTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
@@ -383,19 +404,20 @@ McValueCheck(const McValueIO *io, const char *v, size_t len,
 }
 
 /*
- * A stored value as the value column's type.  v lies in the read buffer,
- * and the bytes before it may be overwritten.  A value the type does not
- * accept is an error naming the key (the primary message), with the type's
- * own complaint as the detail.
+ * A stored value (of reply r, see McValueCheck) as the value column's
+ * type.  v lies in the read buffer, and the bytes before it may be
+ * overwritten.  A value the type does not accept is an error naming the
+ * key (the primary message), with the type's own complaint as the detail.
  */
 Datum
-McValueRead(McValueIO *io, char *v, size_t len, const char *key, size_t keylen)
+McValueRead(McValueIO *io, McServer *srv, const McReply *r, char *v, size_t len,
+			const char *key, size_t keylen)
 {
 	char	   *str;
 	Datum		d = (Datum) 0;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	McValueCheck(io, v, len, key, keylen);
+	McValueCheck(io, srv, r, v, len, key, keylen);
 	if (io->kind != MC_VALUE_IO)
 		return bytes_datum(v, len);
 

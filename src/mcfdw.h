@@ -218,7 +218,9 @@ extern char *McValueInflateInto(McServer *srv, const char *data, size_t len,
 extern void McValueRaise(McServer *srv, McZStatus status, const char *key,
 						 size_t keylen) pg_attribute_noreturn();
 extern void McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
-							 const char *key, size_t keylen);
+							 const char *key, size_t keylen, const char *bytes_hint);
+/* McValueCheckText's hint for the SQL functions */
+#define MC_BYTEA_HINT "Read it with the _bytea variant of the function"
 extern bool McValueDeflate(McServer *srv, const char **data, size_t *len,
 						   uint32 *flags);
 

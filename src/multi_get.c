@@ -448,7 +448,7 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 							   key_data(k), key_len(k));
 	if (unlikely(b->as_text && b->srv->cfg.serialized_flag != 0))
 		McValueCheckText(b->srv, (r->present & MC_F_FLAGS) != 0, r->client_flags,
-						 key_data(k), key_len(k));
+						 key_data(k), key_len(k), MC_BYTEA_HINT);
 	if (b->as_text && !McTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
@@ -486,7 +486,10 @@ handle_replies(MgBatch *b, MgInstance *mi)
 			mi->need = r.need;
 			break;
 		}
-		if (t == MC_REPLY_VA || (t == MC_REPLY_HD && b->hit_fn != NULL))
+		/* HD is a hit only for a caller that asked for no value (existence) */
+		if (t == MC_REPLY_VA ||
+			(t == MC_REPLY_HD && b->hit_fn != NULL && b->want != 0 &&
+			 !(b->want & MC_F_VALUE)))
 		{
 			/*
 			 * The opaque is the key's position.  Replies come in request
@@ -525,9 +528,11 @@ handle_replies(MgBatch *b, MgInstance *mi)
 								"a miss reply does not match any outstanding request"))
 				return false;
 		}
-		else if (t == MC_REPLY_BAD)
+		else if (t == MC_REPLY_BAD || t == MC_REPLY_HD)
 		{
+			/* an HD where a value was asked for would be a row without its value */
 			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								t == MC_REPLY_HD ? "a hit carries no value although one was asked for" :
 								"the reply is not valid meta protocol"))
 				return false;
 		}

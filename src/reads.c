@@ -192,7 +192,7 @@ static void
 check_text(McServer *srv, McKey *k, const ReadResult *rr)
 {
 	McValueCheckText(srv, (rr->present & MC_F_FLAGS) != 0, rr->flags,
-					 k->raw, k->raw_len);
+					 k->raw, k->raw_len, MC_BYTEA_HINT);
 	check_text_value(rr->value, k);
 }
 

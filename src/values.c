@@ -147,13 +147,14 @@ McValueRaise(McServer *srv, McZStatus status, const char *key, size_t keylen)
 }
 
 /*
- * A value read as text must not be a serialized object: the bytes of Ruby
- * Marshal or Python pickle are no string, and an encoding error would not
- * say why.  Only when the server names the bit (serialized_flag).
+ * A value read as text (or as any type but bytea) must not be a serialized
+ * object: the bytes of Ruby Marshal or Python pickle are no string, and an
+ * encoding error would not say why.  Only when the server names the bit
+ * (serialized_flag).  bytes_hint: how the caller's user reads the bytes.
  */
 void
 McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
-				 const char *key, size_t keylen)
+				 const char *key, size_t keylen, const char *bytes_hint)
 {
 	uint32		bit = srv->cfg.serialized_flag;
 
@@ -164,7 +165,8 @@ McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
 						(int) keylen, key),
 				 errdetail("Its flags %u carry serialized_flag %u: the client stored a Ruby Marshal or Python pickle dump.",
 						   flags, bit),
-				 errhint("Read it with the _bytea variant of the function, or have the application store plain strings (Dalli: raw: true; pylibmc, pymemcache: a str).  Dalli sets this flag for serializer: JSON too: for such a cache leave serialized_flag unset and read the values as text or jsonb.")));
+				 errhint("%s, or have the application store plain strings (Dalli: raw: true; pylibmc, pymemcache: a str).  Dalli sets this flag for serializer: JSON too: for such a cache leave serialized_flag unset and read the values as text or jsonb.",
+						 bytes_hint)));
 }
 
 /*

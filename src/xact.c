@@ -343,6 +343,7 @@ send_queue(void)
 			op->ttl = w->ttl;
 			op->has_flags = w->has_flags;
 			op->flags = w->flags;
+			op->once = false;
 			op->result = MC_BATCH_FAILED;
 		}
 		send_server(serverid, umid, ops, nops, end);

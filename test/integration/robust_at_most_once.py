@@ -21,10 +21,7 @@ db.server(c, "px", px.addr, io_timeout="2s")
 
 
 def raw_get(key):
-    r = mcrig.mc_command(mc.port, "get " + key)
-    lines = r.split(b"\r\n")
-    # memcached pads a decremented number with spaces
-    return lines[1].decode().rstrip(" ") if lines[0].startswith(b"VALUE") else None
+    return mcrig.mc_raw_get(mc.port, key)
 
 
 def attempt(sql, args=None):

@@ -61,6 +61,7 @@ class HostileProxy:
         px = HostileProxy(mc.port).start()
         px.stray_next = 1          # after the next reply, inject `stray`
         px.drop_next = 1           # next request: execute, then reset client
+        px.drop_match = b"md "     # ... counting only requests holding these bytes
         px.p_stray = 0.01 ...      # the soak's random faults (see _pump)
     """
 
@@ -70,6 +71,7 @@ class HostileProxy:
         self.stray_delay = 0.05
         self.stray_next = 0         # replies still to be followed by a stray
         self.drop_next = 0          # requests still to be executed then dropped
+        self.drop_match = None      # bytes: only requests holding them count for drop_next
         self.strays_sent = 0
         self.drops_done = 0
         # random faults, per reply chunk (soak)
@@ -171,7 +173,8 @@ class HostileProxy:
                         return
                     if s is client:
                         upstream.sendall(data)
-                        if self._take("drop_next") or self._chance(self.p_drop_after_exec):
+                        armed = self.drop_match is None or self.drop_match in data
+                        if (armed and self._take("drop_next")) or self._chance(self.p_drop_after_exec):
                             # the server executes the request; its reply is lost
                             upstream.settimeout(2)
                             try:
@@ -233,6 +236,14 @@ class HostileServer:
                       silence (the socket stays open)
       dump_busy       every request answered "BUSY currently processing
                       crawler request", as memcached does while a crawl runs
+      reorder         a pipelined multi-get ("mg <key> ... O<n> q" lines,
+                      then "mn") answered with every key a hit whose value
+                      is the key itself, in reverse order: each reply's
+                      opaque names a key other than the one it answers in
+                      turn (the meta protocol's "wrong key in VALUE line")
+      wrong_opaque    the same, every hit carrying an opaque no request had
+      hd_hits         the same requests answered in order with "HD O<n>": a
+                      hit without the value every request asked for
 
     `sent` counts bytes written; `requests` holds the first request bytes of
     each connection of the dump_* behaviours; stop() ends every stream and
@@ -298,6 +309,9 @@ class HostileServer:
                 return
             if self.behaviour == "old_miss":
                 self._serve_old_miss(c)
+                return
+            if self.behaviour in ("reorder", "wrong_opaque", "hd_hits"):
+                self._serve_multi_get(c)
                 return
             if self.behaviour in ("dump_forever", "dump_stall", "dump_busy"):
                 self._serve_dump(c)
@@ -376,6 +390,38 @@ class HostileServer:
             c.sendall(chunk)
             self.sent += len(chunk)
             i += 10000
+
+    def _serve_multi_get(self, c):
+        """reorder, wrong_opaque, hd_hits (see the class comment)."""
+        c.settimeout(30)
+        buf = b""
+        asked = []
+        while not self._stop:
+            data = c.recv(65536)
+            if not data:
+                return
+            buf += data
+            while b"\r\n" in buf:
+                line, buf = buf.split(b"\r\n", 1)
+                words = line.split(b" ")
+                if words[0] == b"mg" and len(words) > 1:
+                    opaque = [w[1:] for w in words if w.startswith(b"O")]
+                    asked.append((words[1], opaque[0] if opaque else b"0"))
+                elif words[0] == b"mn":
+                    out = b""
+                    if self.behaviour == "hd_hits":
+                        out = b"".join(b"HD O%s\r\n" % o for _, o in asked)
+                        asked = []
+                    for i, (key, opaque) in enumerate(reversed(asked)):
+                        if self.behaviour == "wrong_opaque":
+                            opaque = b"%d" % (900000 + i)
+                        out += b"VA %d f0 O%s\r\n%s\r\n" % (len(key), opaque, key)
+                    out += b"MN\r\n"
+                    c.sendall(out)
+                    self.sent += len(out)
+                    asked = []
+                elif line:
+                    c.sendall(b"EN\r\n")
 
     def _serve_old_miss(self, c):
         """Every request line is a miss, answered as memcached before 1.6.18

@@ -29,7 +29,7 @@ import tempfile
 import time
 
 __all__ = ["TAP", "free_port", "start_memcached", "Memcached", "stats",
-           "mc_command", "rig_ports", "hang_port", "pg_connect", "wait_for",
+           "mc_command", "mc_raw_get", "rig_ports", "hang_port", "pg_connect", "wait_for",
            "wait_port"]
 
 HOST = "127.0.0.1"
@@ -141,6 +141,14 @@ def mc_command(port, command, end=(b"END\r\n",), timeout=5.0):
                 break
             buf += chunk
         return buf
+
+
+def mc_raw_get(port, key):
+    """The value of key as memcached itself holds it ("get"), or None; a
+    decremented number's padding spaces stripped."""
+    r = mc_command(port, "get " + key)
+    lines = r.split(b"\r\n")
+    return lines[1].decode().rstrip(" ") if lines[0].startswith(b"VALUE") else None
 
 
 def stats(port, group=""):
