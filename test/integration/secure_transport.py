@@ -327,9 +327,22 @@ state = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'stall4' "
                   "AND last_error LIKE %s", ("%timed out after 500 ms in the TLS handshake%",))
 t.ok(r == ("ok", []) and el < 1.2 and state == [(4,)]
      and any("treated as misses" in x for x in c.notices),
-     "on_failure 'miss', four instances that never answer the handshake: misses after one "
-     "connect_timeout, not four (%.2fs), each instance's timeout counted" % el,
+     "on_failure 'miss', four instances that never answer the handshake: misses after "
+     "connect_timeout (%.2fs), each instance's timeout counted, a warning" % el,
      repr((r, state, c.notices)))
+
+# with no connect_timeout, each handshake wait is bounded by io_timeout from
+# its own start: waited for in turn, four would take four of them
+db.server(c, "stall4io", ",".join(stalls), tls="require", connect_timeout="0",
+          io_timeout="500ms", on_failure="miss", failure_limit=100)
+t0 = time.time()
+r = attempt(c, MULTI, (COLD_KEYS, "stall4io"))
+el = time.time() - t0
+state = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'stall4io' "
+                  "AND last_error LIKE %s", ("%timed out after 500 ms in the TLS handshake%",))
+t.ok(r == ("ok", []) and el < 1.2 and state == [(4,)],
+     "on_failure 'miss', no connect_timeout: four silent handshakes end after one "
+     "io_timeout, not four (%.2fs)" % el, repr((r, state)))
 
 db.server(c, "stall1", ",".join([m.addr for m in tls4[:3]] + stalls[:1]), tls="verify-full",
           tls_ca_file=path("ca.crt"), connect_timeout="500ms", failure_limit=100)
