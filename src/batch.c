@@ -229,10 +229,9 @@ route_round(BwBatch *b)
 }
 
 /*
- * Connect to every instance of the round; all connects start before any
- * is waited for.  With a deadline no connect wait may outlast it: the
- * connection code takes that wait from the configuration, so it is lowered
- * for this step and put back.
+ * Get every instance of the round a connection: a pooled socket, or a
+ * connect started here and finished by the wait (pipeline.c), where the
+ * connects of all instances proceed together.
  */
 static void
 connect_all(BwBatch *b)
@@ -240,7 +239,6 @@ connect_all(BwBatch *b)
 	McServer   *srv = b->srv;
 	int			n = srv->cfg.nendpoints;
 	TimestampTz now = GetCurrentTimestamp();
-	int			save_connect = srv->cfg.connect_timeout;
 
 	for (int s = 0; s < n; s++)
 	{
@@ -255,34 +253,9 @@ connect_all(BwBatch *b)
 		bi->active = (bi->conn != NULL);
 		if (!bi->active)
 			drop_instance(b, bi, s, true);
+		else if (b->at_most_once && !McConnConnecting(bi->conn))
+			McConnAtMostOnce(bi->conn);
 	}
-	if (b->deadline)
-	{
-		long		left = TimestampDifferenceMilliseconds(now, b->deadline);
-
-		if (save_connect <= 0 || save_connect > left)
-			srv->cfg.connect_timeout = (int) Max(left, 1);
-	}
-	PG_TRY();
-	{
-		for (int s = 0; s < n; s++)
-		{
-			BwInstance *bi = &b->inst[s];
-
-			if (bi->active && !McConnFinishConnect(bi->conn))
-			{
-				McInstanceFailed(srv, bi->conn, b->isoft);
-				drop_instance(b, bi, s, true);
-			}
-			else if (bi->active && b->at_most_once)
-				McConnAtMostOnce(bi->conn);
-		}
-	}
-	PG_FINALLY();
-	{
-		srv->cfg.connect_timeout = save_connect;
-	}
-	PG_END_TRY();
 }
 
 /* Encode one op at dst; returns its length (header, and data for a set). */
@@ -627,6 +600,28 @@ bw_waiting(void *arg, int s, TimestampTz *last_progress)
 	return bi->active ? bi->conn : NULL;
 }
 
+/*
+ * The connect of instance s finished: the deletes of a SQL call are at
+ * most once from here on (a connect that failed sent nothing, and fails
+ * over like any failure of the instance).
+ */
+static void
+bw_connected(void *arg, int s, bool ok, TimestampTz now)
+{
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+
+	bi->last_progress = now;
+	if (ok)
+	{
+		if (b->at_most_once)
+			McConnAtMostOnce(bi->conn);
+		return;
+	}
+	McInstanceFailed(b->srv, bi->conn, b->isoft);
+	drop_instance(b, bi, s, true);
+}
+
 static void
 bw_pump(void *arg, int s, bool readable, TimestampTz now)
 {
@@ -648,14 +643,38 @@ bw_expired(void *arg, int s, bool overall)
 	drop_instance(b, bi, s, !overall);
 }
 
-/* Write every pipeline of the round; wait until each has answered "MN" or failed. */
+/*
+ * Finish the round's connects and write every pipeline; wait until each
+ * has answered "MN" or failed.  With a deadline no connect may outlast it:
+ * the connection code takes a connect's bound from the configuration, so
+ * it is lowered for the round and put back.
+ */
 static void
 run_round(BwBatch *b)
 {
-	McPipeline	p = {.srv = b->srv,.arg = b,.waiting = bw_waiting,
-	.pump = bw_pump,.expired = bw_expired,.deadline = b->deadline};
+	McServer   *srv = b->srv;
+	int			save_connect = srv->cfg.connect_timeout;
+	McPipeline	p = {.srv = srv,.arg = b,.waiting = bw_waiting,
+		.connected = bw_connected,.pump = bw_pump,.expired = bw_expired,
+	.deadline = b->deadline};
 
-	McPipelineRun(&p);
+	if (b->deadline)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   b->deadline);
+
+		if (save_connect <= 0 || save_connect > left)
+			srv->cfg.connect_timeout = (int) Max(left, 1);
+	}
+	PG_TRY();
+	{
+		McPipelineRun(&p);
+	}
+	PG_FINALLY();
+	{
+		srv->cfg.connect_timeout = save_connect;
+	}
+	PG_END_TRY();
 }
 
 /* Rounds until every op is settled: the first, then one per failover. */

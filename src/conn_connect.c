@@ -3,16 +3,22 @@
  *
  * Owns: resolving host names without blocking the backend (glibc's
  * getaddrinfo_a, abandoned lookups reaped later), starting a non-blocking
- * TCP connect and finishing it, the TLS handshake (conn_tls.c's steps) and
- * the ASCII login (memcached -Y) with the user mapping's credentials, all
- * within connect_timeout.  Must not: send requests, or judge instances (a
- * failure is kept in the connection as conn_io.c does).
+ * TCP connect, and finishing it in steps that never wait: the TCP connect,
+ * the TLS handshake (conn_tls.c's steps) and the ASCII login (memcached
+ * -Y) with the user mapping's credentials, each saying which way its
+ * socket must be ready and until when (connect_timeout over all of it,
+ * io_timeout per wait).  The single-key path waits for the steps on the
+ * connection's own wait set (conn_connect_finish); a pipelined call's
+ * connects are advanced together by pipeline.c's one wait.  Must not: send
+ * requests, or judge instances (a failure is kept in the connection as
+ * conn_io.c does).
  */
 #include "postgres.h"
 
 #include <netdb.h>				/* getaddrinfo_a: _GNU_SOURCE, set by PGXS */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +47,34 @@ typedef struct McLookup
 } McLookup;
 
 static McLookup *lookups = NULL;	/* started and not yet freed */
+
+/*
+ * Where a connect stands (McConn.connect_step).  Each step runs until its
+ * socket would block and says which way it must be ready; whoever waits
+ * (conn_connect_finish for one connection, pipeline.c for all of a call)
+ * comes back when it is.
+ */
+typedef enum McConnectStep
+{
+	STEP_TCP,					/* the TCP connect is in progress */
+	STEP_TLS,					/* the TLS handshake */
+	STEP_LOGIN_SEND,			/* the login request (memcached -Y), being sent */
+	STEP_LOGIN_READ,			/* ... and its answer, being read */
+	STEP_DONE
+} McConnectStep;
+
+/* The step after the TCP connect or the TLS handshake: what the server has. */
+static McConnectStep
+step_after(McConn *conn, McConnectStep step)
+{
+	McServerConfig *cfg = &conn->server->cfg;
+
+	if (step == STEP_TCP && cfg->tls != MC_TLS_DISABLE)
+		return STEP_TLS;
+	if (cfg->username != NULL)
+		return STEP_LOGIN_SEND;
+	return STEP_DONE;
+}
 
 /* Free the lookups that are done; the others stay listed. */
 static void
@@ -146,9 +180,9 @@ conn_resolve(const char *host, int port, int64 deadline,
  * Start a non-blocking TCP connection.  Host names are resolved here, at
  * connect time, so DNS changes are picked up by the next reconnect; the
  * lookup and the connect together get connect_timeout, and both can be
- * cancelled.  The connect itself completes in conn_connect_finish, so a
- * multi-get can have the handshakes with all its instances in flight at
- * once.
+ * cancelled.  The connect itself completes in steps (McConnConnectStep),
+ * so a pipelined call can have the handshakes with all its instances in
+ * flight at once.
  */
 bool
 conn_connect_start(McConn *conn)
@@ -206,9 +240,10 @@ conn_connect_start(McConn *conn)
 						 "connect to", "%m");
 
 	conn->tcp_pending = (rc < 0);
-	conn->connecting = conn->tcp_pending || srv->cfg.tls != MC_TLS_DISABLE ||
-		srv->cfg.username != NULL;
+	conn->connect_step = conn->tcp_pending ? STEP_TCP : step_after(conn, STEP_TCP);
+	conn->connecting = (conn->connect_step != STEP_DONE);
 	conn->connect_started = start;	/* connect_timeout covers the lookup */
+	conn->login_sent = 0;
 
 	if (conn->rbuf == NULL)
 	{
@@ -222,140 +257,272 @@ conn_connect_start(McConn *conn)
 	return true;
 }
 
+/* What a step was doing, for the message of a wait that ran out. */
+static const char *
+step_action(McConnectStep step)
+{
+	return step == STEP_LOGIN_SEND ? "send to" :
+		step == STEP_LOGIN_READ ? "read from" : "connect to";
+}
+
 /*
- * Wait (interruptibly, within connect_timeout counted from the start) for a
- * TCP connect begun by conn_connect_start, and check its outcome.
+ * A wait of the step ran out (the timeout recorded as conn_wait records
+ * it).  The TCP connect and the handshake are the connect failing: 08001;
+ * a handshake the server never answers is probably a plaintext server
+ * swallowing the hello while it waits for a line end.  Returns false.
  */
 static bool
-tcp_finish(McConn *conn)
+wait_ran_out(McConn *conn, McConnectStep step)
 {
+	if (step == STEP_TCP || step == STEP_TLS)
+		conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+	if (step == STEP_TLS)
+		strlcat(conn->fail_why,
+				" in the TLS handshake: the server did not answer it (is it plaintext?)",
+				sizeof(conn->fail_why));
+	return false;
+}
+
+/*
+ * When the step's current wait runs out (mono_usec; 0 = never), and the
+ * bound that sets it, for the message: connect_timeout from the start of
+ * the connect (the lookup included) over all of it, and io_timeout per
+ * wait from the handshake on (the TCP connect has connect_timeout alone).
+ */
+static int64
+wait_expiry(McConn *conn, int *bound_ms)
+{
+	McServerConfig *cfg = &conn->server->cfg;
+	int64		expires = 0;
+	int			ms = 0;
+
+	if (conn->connect_step != STEP_TCP && cfg->io_timeout > 0)
+	{
+		expires = conn->connect_wait_started + (int64) cfg->io_timeout * 1000;
+		ms = cfg->io_timeout;
+	}
+	if (cfg->connect_timeout > 0)
+	{
+		int64		d = conn->connect_started + (int64) cfg->connect_timeout * 1000;
+
+		if (expires == 0 || d < expires)
+		{
+			expires = d;
+			ms = cfg->connect_timeout;
+		}
+	}
+	if (bound_ms)
+		*bound_ms = ms;
+	return expires;
+}
+
+/* The TCP connect: done, failed, or still in progress (wait to write). */
+static McConnectStatus
+tcp_step(McConn *conn)
+{
+	struct pollfd pfd;
 	int			soerr = 0;
 	socklen_t	slen = sizeof(soerr);
-	int			timeout = conn->server->cfg.connect_timeout;
-	int64		saved = conn->deadline;
-	int			saved_ms = conn->deadline_ms;
-	bool		ok;
+	int			rc;
 
-	/*
-	 * The connect's own deadline, counted from its start (the lookup
-	 * included), as a bound on the whole wait: a timeout then names
-	 * connect_timeout, not what was left of it.
-	 */
-	if (timeout > 0)
+	pfd.fd = conn->sock;
+	pfd.events = POLLOUT;
+	pfd.revents = 0;
+	do
+		rc = poll(&pfd, 1, 0);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
 	{
-		int64		d = conn->connect_started + (int64) timeout * 1000;
-
-		if (saved == 0 || d < saved)
-		{
-			conn->deadline = d;
-			conn->deadline_ms = timeout;
-		}
-		timeout = 0;
+		conn->connect_events = WL_SOCKET_WRITEABLE;
+		return MC_CONNECT_WAIT;
 	}
-	ok = conn_wait(conn, WL_SOCKET_WRITEABLE, timeout, "connect to");
-	conn->deadline = saved;
-	conn->deadline_ms = saved_ms;
-	if (!ok)
-	{
-		/* a connect that timed out is a connect that failed: 08001 */
-		conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-		return false;
-	}
-	if (getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
+	if (rc < 0 || getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
 		soerr = errno;
 	conn->tcp_pending = false;
 	if (soerr != 0)
 	{
 		errno = soerr;
-		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-						 "connect to", "%m");
+		conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				  "connect to", "%m");
+		return MC_CONNECT_FAILED;
 	}
-	return true;
+	return MC_CONNECT_DONE;
 }
 
-/*
- * The TLS handshake, step by step: OpenSSL says which way the socket must
- * be ready, the connection's wait set waits for it (io_timeout per wait,
- * the connect deadline over all of it, interrupts serviced).  A server
- * that accepts and never answers is a timeout here, like a plaintext one
- * that swallows the hello waiting for a line end.
- */
-static bool
-tls_handshake(McConn *conn)
+/* One step of the TLS handshake (conn_tls.c), which says which way to wait. */
+static McConnectStatus
+tls_step(McConn *conn)
 {
-	if (!conn_tls_begin(conn))
-		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-						 "connect to", "%s", conn_tls_why());
-	for (;;)
-	{
-		McTlsStatus st = conn_tls_handshake(conn);
+	McTlsStatus st;
 
-		if (st == MC_TLS_DONE)
-			return true;
-		if (st == MC_TLS_ERROR)
-			return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-							 "connect to", "%s", conn_tls_why());
-		if (!conn_wait(conn, st == MC_TLS_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
-					   conn->server->cfg.io_timeout, "connect to"))
-		{
-			conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-			strlcat(conn->fail_why,
-					" in the TLS handshake: the server did not answer it (is it plaintext?)",
-					sizeof(conn->fail_why));
-			return false;
-		}
+	if (conn->ssl == NULL && !conn_tls_begin(conn))
+	{
+		conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				  "connect to", "%s", conn_tls_why());
+		return MC_CONNECT_FAILED;
 	}
+	st = conn_tls_handshake(conn);
+	if (st == MC_TLS_DONE)
+		return MC_CONNECT_DONE;
+	if (st == MC_TLS_ERROR)
+	{
+		conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+				  "connect to", "%s", conn_tls_why());
+		return MC_CONNECT_FAILED;
+	}
+	conn->connect_events = st == MC_TLS_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+	return MC_CONNECT_WAIT;
 }
 
 /*
  * ASCII authentication (memcached -Y): a classic set whose data is "user
  * password", before any other command; STORED means logged in.  The item
  * is sent already expired (exptime -1): a server without -Y stores nothing
- * anyone could read the password from.  The password is wiped from the
- * stack once sent and appears in no message.
+ * anyone could read the password from.  The request is built on the stack
+ * for each attempt and wiped at once (a send that would block resumes at
+ * login_sent, over the same bytes, as OpenSSL requires): no copy of the
+ * password outlives the step, and none appears in any message.
  */
-static bool
-login(McConn *conn)
+static McConnectStatus
+login_send(McConn *conn)
 {
 	McServerConfig *cfg = &conn->server->cfg;
 	size_t		ulen = strlen(cfg->username);
 	size_t		plen = strlen(cfg->password);
 	char		req[64 + 2 * MC_AUTH_FIELD_MAX + 3];
 	int			hlen;
-	McIoStatus	st;
-	const char *line;
-	size_t		len;
+	size_t		total;
+	McConnectStatus result = MC_CONNECT_DONE;
 
-	/* one buffer, written at once: no copy of the password elsewhere */
 	hlen = snprintf(req, sizeof(req), "set mcfdw:auth 0 -1 %zu\r\n", ulen + 1 + plen);
-	Assert(hlen + ulen + 1 + plen + 2 <= sizeof(req));
+	total = hlen + ulen + 1 + plen + 2;
+	Assert(total <= sizeof(req));
 	memcpy(req + hlen, cfg->username, ulen);
 	req[hlen + ulen] = ' ';
 	memcpy(req + hlen + ulen + 1, cfg->password, plen);
 	memcpy(req + hlen + ulen + 1 + plen, "\r\n", 2);
-	st = conn_write(conn, req, hlen + ulen + 1 + plen + 2, NULL, 0);
+	while (conn->login_sent < total)
+	{
+		ssize_t		n;
+
+		if (conn->ssl != NULL)
+		{
+			McTlsStatus st;
+
+			n = conn_tls_write(conn, req + conn->login_sent, total - conn->login_sent, &st);
+			if (n == 0)
+			{
+				conn->connect_events = st == MC_TLS_WANT_READ ?
+					WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+				result = MC_CONNECT_WAIT;
+				break;
+			}
+			if (n < 0)
+			{
+				(void) conn_tls_failed(conn, st, "send to");
+				result = MC_CONNECT_FAILED;
+				break;
+			}
+		}
+		else
+		{
+			n = send(conn->sock, req + conn->login_sent, total - conn->login_sent,
+					 MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			{
+				conn->connect_events = WL_SOCKET_WRITEABLE;
+				result = MC_CONNECT_WAIT;
+				break;
+			}
+			if (n < 0)
+			{
+				(void) conn_io_failed(conn, errno, "send to");
+				result = MC_CONNECT_FAILED;
+				break;
+			}
+		}
+		conn->login_sent += n;
+	}
 	explicit_bzero(req, sizeof(req));
-	if (st != MC_IO_OK)
-		return false;
-	conn->expect_wait = true;
+	return result;
+}
+
+/* The answer to the login: one line, read as it comes. */
+static McConnectStatus
+login_read(McConn *conn)
+{
+	McServerConfig *cfg = &conn->server->cfg;
+	const char *line;
+	size_t		len;
+
 	for (;;)
 	{
+		ssize_t		n;
+		size_t		room;
+
 		line = conn->rbuf + conn->rstart;
 		len = conn->rend - conn->rstart;
 		if (memchr(line, '\n', len) != NULL)
 			break;
 		if (len > 256)
-			return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
-							 "the reply to the login is not a memcached reply");
-		if (conn_fill(conn, 1) != MC_IO_OK)
-			return false;
+		{
+			conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
+					  "the reply to the login is not a memcached reply");
+			return MC_CONNECT_FAILED;
+		}
+		if (!conn_reserve(conn, 1))
+			return MC_CONNECT_FAILED;
+		room = conn->rcap - conn->rend - 1;
+		if (conn->ssl != NULL)
+		{
+			McTlsStatus st;
+
+			n = conn_tls_read(conn, conn->rbuf + conn->rend, room, &st);
+			if (n == 0)
+			{
+				conn->connect_events = st == MC_TLS_WANT_WRITE ?
+					WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+				return MC_CONNECT_WAIT;
+			}
+			if (n < 0)
+			{
+				(void) conn_tls_failed(conn, st, "read from");
+				return MC_CONNECT_FAILED;
+			}
+		}
+		else
+		{
+			n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
+			if (n == 0)
+			{
+				(void) conn_io_failed(conn, 0, "read from");
+				return MC_CONNECT_FAILED;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			{
+				conn->connect_events = WL_SOCKET_READABLE;
+				return MC_CONNECT_WAIT;
+			}
+			if (n < 0)
+			{
+				(void) conn_io_failed(conn, errno, "read from");
+				return MC_CONNECT_FAILED;
+			}
+		}
+		conn->rend += n;
+		conn->rbuf[conn->rend] = '\0';
+		conn->rgot += n;
+		conn->stamp_fresh = false;
 	}
 	if (strncmp(line, "STORED\r\n", 8) == 0)
 	{
 		conn_reset_rbuf(conn);
 		conn->rgot = 0;
-		conn->expect_wait = false;
-		return true;
+		return MC_CONNECT_DONE;
 	}
 	/* memcached 1.6.18 answers a wrong password with "unauthenticated" */
 	if (strncmp(line, "CLIENT_ERROR authentication failure", 35) == 0 ||
@@ -365,18 +532,107 @@ login(McConn *conn)
 				  "the server rejected the password of user \"%s\"", cfg->username);
 		conn->fail_nocount = true;
 		conn->fail_hint = "Check the username and password options of the user mapping.";
-		return false;
+		return MC_CONNECT_FAILED;
 	}
-	return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
-					 "the server did not accept the login (it answered \"%.*s\")",
-					 (int) Min(strcspn(line, "\r\n"), 80), line);
+	conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
+			  "the server did not accept the login (it answered \"%.*s\")",
+			  (int) Min(strcspn(line, "\r\n"), 80), line);
+	return MC_CONNECT_FAILED;
+}
+
+/* Is a connect (TCP, TLS handshake or login) still in progress? */
+bool
+McConnConnecting(McConn *conn)
+{
+	return conn->connecting;
 }
 
 /*
- * Finish what conn_connect_start began: the TCP connect, then the TLS
- * handshake and the login when the server has them.  connect_timeout
- * bounds all of it from the start of the connect (and a view's own bound,
- * when shorter, stays in force); io_timeout bounds each wait.
+ * Advance a connect as far as it goes without waiting: the TCP connect,
+ * then the TLS handshake and the login when the server has them.  On
+ * MC_CONNECT_WAIT, McConnConnectWait says for what and until when; on
+ * MC_CONNECT_FAILED the cause is kept in the connection (closed), to be
+ * counted by health.c as any failure of the instance.
+ */
+McConnectStatus
+McConnConnectStep(McConn *conn)
+{
+	McConnectStatus st = MC_CONNECT_DONE;
+
+	while (conn->connecting && st == MC_CONNECT_DONE)
+	{
+		McConnectStep step = (McConnectStep) conn->connect_step;
+		McConnectStep next = STEP_DONE;
+
+		/* each wait's io_timeout runs from its own start from here on */
+		if (step != STEP_TCP)
+			conn->stamp_fresh = false;
+		switch (step)
+		{
+			case STEP_TCP:
+				st = tcp_step(conn);
+				next = step_after(conn, STEP_TCP);
+				break;
+			case STEP_TLS:
+				st = tls_step(conn);
+				next = step_after(conn, STEP_TLS);
+				break;
+			case STEP_LOGIN_SEND:
+				st = login_send(conn);
+				next = STEP_LOGIN_READ;
+				break;
+			case STEP_LOGIN_READ:
+				st = login_read(conn);
+				break;
+			case STEP_DONE:
+				break;
+		}
+		if (st == MC_CONNECT_DONE)
+		{
+			conn->connect_step = next;
+			conn->connecting = (next != STEP_DONE);
+		}
+		else if (st == MC_CONNECT_WAIT)
+			conn->connect_wait_started = mono_usec();
+	}
+	return st;
+}
+
+/*
+ * The connect waits for the socket events *events, for the returned
+ * milliseconds at most (-1: no bound; 0: its time ran out, see
+ * McConnConnectExpired).
+ */
+long
+McConnConnectWait(McConn *conn, uint32 *events)
+{
+	int64		expires = wait_expiry(conn, NULL);
+
+	*events = conn->connect_events;
+	return expires == 0 ? -1 : mono_ms_left(expires);
+}
+
+/*
+ * The connect's wait ran out (McConnConnectWait said 0): a failure of the
+ * instance, with the message a wait of the single-key path gives.
+ */
+void
+McConnConnectExpired(McConn *conn)
+{
+	McConnectStep step = (McConnectStep) conn->connect_step;
+	int			ms;
+
+	(void) wait_expiry(conn, &ms);
+	conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, step_action(step),
+			  "timed out after %d ms", ms);
+	wait_ran_out(conn, step);
+}
+
+/*
+ * Finish what conn_connect_start began, waiting on the connection's own
+ * wait set: the single-key path.  connect_timeout bounds all of it from
+ * the start of the connect (and a view's own bound, when shorter, stays in
+ * force); io_timeout bounds each wait from the handshake on.
  */
 bool
 conn_connect_finish(McConn *conn)
@@ -384,32 +640,38 @@ conn_connect_finish(McConn *conn)
 	McServerConfig *cfg = &conn->server->cfg;
 	int64		saved = conn->deadline;
 	int			saved_ms = conn->deadline_ms;
+	bool		ok;
 
 	if (!conn->connecting)
 		return true;
-	if (conn->tcp_pending && !tcp_finish(conn))
-		return false;
-	if (cfg->tls != MC_TLS_DISABLE || cfg->username != NULL)
+	if (cfg->connect_timeout > 0)
 	{
-		if (cfg->connect_timeout > 0)
-		{
-			int64		d = conn->connect_started + (int64) cfg->connect_timeout * 1000;
+		int64		d = conn->connect_started + (int64) cfg->connect_timeout * 1000;
 
-			if (saved == 0 || d < saved)
-			{
-				conn->deadline = d;
-				conn->deadline_ms = cfg->connect_timeout;
-			}
+		if (saved == 0 || d < saved)
+		{
+			conn->deadline = d;
+			conn->deadline_ms = cfg->connect_timeout;
 		}
-		/* each wait's io_timeout runs from its own start from here on */
-		conn->stamp_fresh = false;
-		if (cfg->tls != MC_TLS_DISABLE && !tls_handshake(conn))
-			return false;
-		if (cfg->username != NULL && !login(conn))
-			return false;
-		conn->deadline = saved;
-		conn->deadline_ms = saved_ms;
 	}
-	conn->connecting = false;
-	return true;
+	for (;;)
+	{
+		McConnectStatus st = McConnConnectStep(conn);
+		McConnectStep step = (McConnectStep) conn->connect_step;
+
+		if (st != MC_CONNECT_WAIT)
+		{
+			ok = (st == MC_CONNECT_DONE);
+			break;
+		}
+		if (!conn_wait(conn, conn->connect_events,
+					   step == STEP_TCP ? 0 : cfg->io_timeout, step_action(step)))
+		{
+			ok = wait_ran_out(conn, step);
+			break;
+		}
+	}
+	conn->deadline = saved;
+	conn->deadline_ms = saved_ms;
+	return ok;
 }

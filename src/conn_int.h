@@ -34,6 +34,10 @@ struct McConn
 	bool		connecting;		/* connect, TLS handshake or login in progress */
 	bool		tcp_pending;	/* ... and the TCP connect is not complete */
 	int64		connect_started;	/* mono_usec() in conn.c */
+	uint8		connect_step;	/* McConnectStep in conn_connect.c */
+	uint32		connect_events; /* socket events the step waits for */
+	int64		connect_wait_started;	/* mono_usec() the step began waiting */
+	size_t		login_sent;		/* bytes of the login request sent */
 	bool		busy;
 	bool		expect_wait;	/* a request was sent: wait before reading */
 	bool		want_write;		/* ... for writability (TLS asked for it) */

@@ -25,7 +25,8 @@
 
 /*
  * The multi-get wait set of a server: latch, postmaster death and every
- * open socket of the server, armed for reading.  It lives as long as the
+ * open socket of the server (connecting ones too: pipeline.c advances
+ * their connects), armed for reading.  It lives as long as the
  * set of open sockets does (sock_gen), so a multi-get pays for no epoll
  * set construction in steady state.  Idle sockets stay in it: one that
  * becomes readable is a socket the server closed, found and dropped by the
@@ -62,7 +63,7 @@ McServerWaitSet(McServer *srv)
 		McConn	   *conn = &srv->conns[i];
 
 		conn->mpos = -1;
-		if (conn->sock == PGINVALID_SOCKET || conn->connecting)
+		if (conn->sock == PGINVALID_SOCKET)
 			continue;
 		conn->mpos = AddWaitEventToSet(srv->mwes, WL_SOCKET_READABLE, conn->sock,
 									   NULL, conn);

@@ -320,6 +320,23 @@ extern void McConnRaise(McConn *conn) pg_attribute_noreturn();
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) pg_attribute_noreturn();
 
+/*
+ * conn_connect.c: a connect McConnPrepare started, advanced a step at a
+ * time without waiting, so one wait (pipeline.c's) serves the connects of
+ * every instance of a call
+ */
+typedef enum McConnectStatus
+{
+	MC_CONNECT_DONE,
+	MC_CONNECT_WAIT,			/* for McConnConnectWait's events */
+	MC_CONNECT_FAILED			/* the cause kept in the connection */
+} McConnectStatus;
+
+extern bool McConnConnecting(McConn *conn);
+extern McConnectStatus McConnConnectStep(McConn *conn);
+extern long McConnConnectWait(McConn *conn, uint32 *events);
+extern void McConnConnectExpired(McConn *conn);
+
 /* conn_multi.c: the multi-get's non-blocking primitives */
 extern WaitEventSet *McServerWaitSet(McServer *srv);
 extern void McConnArm(McConn *conn, uint32 events);

@@ -265,8 +265,9 @@ drop_instance(MgInstance *mi)
 }
 
 /*
- * Connect to every instance of the batch: all connects are started before
- * any is waited for, so they proceed in parallel.
+ * Get every instance of the batch a connection: a pooled socket, or a
+ * connect started here and finished by the wait (pipeline.c), where the
+ * connects of all instances proceed together.
  */
 static void
 connect_all(MgBatch *b)
@@ -285,16 +286,6 @@ connect_all(MgBatch *b)
 		mi->dropped = !mi->active;
 		mi->need = 1;
 		mi->last_progress = now;
-	}
-	for (int s = 0; s < n; s++)
-	{
-		MgInstance *mi = &b->instances[s];
-
-		if (mi->active && !McConnFinishConnect(mi->conn))
-		{
-			McInstanceFailed(b->srv, mi->conn, b->soft);
-			drop_instance(mi);
-		}
 	}
 }
 
@@ -642,6 +633,20 @@ mg_waiting(void *arg, int s, TimestampTz *last_progress)
 	return mi->active ? mi->conn : NULL;
 }
 
+/* The connect of instance s finished; one that failed drops the instance. */
+static void
+mg_connected(void *arg, int s, bool ok, TimestampTz now)
+{
+	MgBatch    *b = arg;
+	MgInstance *mi = &b->instances[s];
+
+	mi->last_progress = now;
+	if (ok)
+		return;
+	McInstanceFailed(b->srv, mi->conn, b->soft);
+	drop_instance(mi);
+}
+
 static void
 mg_pump(void *arg, int s, bool readable, TimestampTz now)
 {
@@ -663,14 +668,15 @@ mg_expired(void *arg, int s, bool overall)
 }
 
 /*
- * The wait loop (pipeline.c): write every pipeline, then serve whichever
- * socket is ready until every instance has answered "MN".
+ * The wait loop (pipeline.c): finish the connects, write every pipeline,
+ * then serve whichever socket is ready until every instance has answered
+ * "MN".
  */
 static void
 run_batch(MgBatch *b)
 {
 	McPipeline	p = {.srv = b->srv,.arg = b,.waiting = mg_waiting,
-	.pump = mg_pump,.expired = mg_expired};
+	.connected = mg_connected,.pump = mg_pump,.expired = mg_expired};
 
 	McPipelineRun(&p);
 }

@@ -5,7 +5,9 @@
  * Owns: the loop that arms each waiting instance's socket in the server's
  * multi-get wait set (conn_multi.c), bounds the wait by io_timeout of
  * inactivity per instance and by the call's deadline, services interrupts,
- * and hands ready sockets back to the engine; the start of an instance
+ * and hands ready sockets back to the engine; the connects of a call's
+ * cold instances, advanced together on that same wait (each a step
+ * machine of conn_connect.c, with its own bounds); the start of an instance
  * (its pooled socket probed) and its restart when the server closed that
  * socket while idle.  The engines
  * (multi_get.c, batch.c) own their requests, replies and per-instance
@@ -22,10 +24,38 @@
 #include "pipeline.h"
 
 /*
- * Write every instance's pipeline, then serve whichever socket is ready
- * until no instance waits any more.  Waits are interruptible (cancel and
- * statement_timeout are serviced on every wake-up) and end at the nearest
- * io_timeout or deadline; an instance past either is handed to expired.
+ * Advance instance s's connect as far as it goes without waiting: once it
+ * is done the engine is told and its pipeline written; a failure is the
+ * engine's to count and act on, as any failure of the instance.
+ */
+static void
+connect_step(const McPipeline *p, int s, McConn *conn, TimestampTz now)
+{
+	switch (McConnConnectStep(conn))
+	{
+		case MC_CONNECT_DONE:
+			p->connected(p->arg, s, true, now);
+			p->pump(p->arg, s, false, now);
+			break;
+		case MC_CONNECT_FAILED:
+			p->connected(p->arg, s, false, now);
+			break;
+		case MC_CONNECT_WAIT:
+			break;
+	}
+}
+
+/*
+ * Connect to the instances that have no socket yet and write every
+ * instance's pipeline, then serve whichever socket is ready until no
+ * instance waits any more.  Connects proceed together: each is a step
+ * machine (conn_connect.c) advanced when its socket is ready, bounded by
+ * its own connect_timeout and io_timeout per wait, so N cold instances
+ * cost one handshake's time, not N, and a stalled one delays no other.
+ * Waits are interruptible (cancel and statement_timeout are serviced on
+ * every wake-up) and end at the nearest io_timeout, connect bound or
+ * deadline; an instance past io_timeout or the deadline is handed to
+ * expired.
  */
 void
 McPipelineRun(const McPipeline *p)
@@ -37,7 +67,15 @@ McPipelineRun(const McPipeline *p)
 	TimestampTz now = GetCurrentTimestamp();
 
 	for (int s = 0; s < n; s++)
-		p->pump(p->arg, s, false, now);
+	{
+		TimestampTz last;
+		McConn	   *conn = p->waiting(p->arg, s, &last);
+
+		if (conn != NULL && McConnConnecting(conn))
+			connect_step(p, s, conn, now);
+		else
+			p->pump(p->arg, s, false, now);
+	}
 
 	for (;;)
 	{
@@ -56,6 +94,34 @@ McPipelineRun(const McPipeline *p)
 
 			if (conn == NULL)
 				continue;
+			if (McConnConnecting(conn))
+			{
+				uint32		want;
+				long		connect_left = McConnConnectWait(conn, &want);
+
+				if (connect_left == 0)
+				{
+					McConnConnectExpired(conn);
+					p->connected(p->arg, s, false, now);
+					continue;
+				}
+				if (p->deadline)
+				{
+					left = TimestampDifferenceMilliseconds(now, p->deadline);
+					if (left <= 0)
+					{
+						p->expired(p->arg, s, true);
+						continue;
+					}
+				}
+				if (connect_left > 0 && (left < 0 || connect_left < left))
+					left = connect_left;
+				if (left >= 0 && (timeout < 0 || left < timeout))
+					timeout = left;
+				McConnArm(conn, want);
+				pending++;
+				continue;
+			}
 			if (p->deadline)
 			{
 				left = TimestampDifferenceMilliseconds(now, p->deadline);
@@ -121,7 +187,10 @@ McPipelineRun(const McPipeline *p)
 				McConnDropIdle(conn);
 				continue;
 			}
-			p->pump(p->arg, s, (events[e].events & WL_SOCKET_READABLE) != 0, now);
+			if (McConnConnecting(conn))
+				connect_step(p, s, conn, now);
+			else
+				p->pump(p->arg, s, (events[e].events & WL_SOCKET_READABLE) != 0, now);
 		}
 	}
 	pfree(events);

@@ -1,8 +1,9 @@
 /*
  * pipeline.h — what the pipelined engines share (pipeline.c): the start
  * of an instance (its pooled socket probed), the wait on a server's
- * multi-get wait set for the instances of one call, and the restart of an
- * instance whose pooled socket the server closed while idle.
+ * multi-get wait set for the instances of one call (their connects
+ * included), and the restart of an instance whose pooled socket the server
+ * closed while idle.
  * Used by multi_get.c (reads), batch.c (writes) and fdw_fullscan.c
  * (dumps), which keep their own requests, replies and per-instance state
  * and lend it through callbacks.
@@ -25,7 +26,15 @@ typedef struct McPipeline
 	 */
 	McConn	   *(*waiting) (void *arg, int s, TimestampTz *last_progress);
 
-	/* Send and read what instance s can without waiting. */
+	/*
+	 * Instance s's connect finished (ok), or failed (the cause kept in its
+	 * connection, for the engine to count and drop the instance as any
+	 * failure of it).  Called for a connection McPipelineBegin left
+	 * connecting.
+	 */
+	void		(*connected) (void *arg, int s, bool ok, TimestampTz now);
+
+	/* Send and read what instance s can without waiting (connected). */
 	void		(*pump) (void *arg, int s, bool readable, TimestampTz now);
 
 	/*

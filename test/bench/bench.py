@@ -26,7 +26,9 @@ figure is a median over rounds.  Ratios are mcfdw / the other contender.
 Workload 10 starts four private TLS memcacheds (certificates made with the
 openssl command) and compares mcfdw over TLS with mcfdw over plain TCP on
 the rig's four: added latency of a single get and of a 10,000-key
-multi-get, and the handshakes 10,000 calls make after warm-up.  The raw C
+multi-get, the handshakes 10,000 calls make after warm-up, and a cold
+10-key multi-get (each call in a new session, so its connects to the four
+instances, TCP and for TLS the handshakes, are part of it).  The raw C
 client's single gets over both (rawclient -s, with -S over TLS) run in the
 same rounds, so what TLS itself costs a round trip (OpenSSL on both ends,
 memcached -Z's own reads) is measured beside what it costs mcfdw; the same
@@ -1511,6 +1513,36 @@ def w10_callgrind(w, plain_ports, ports, ca):
     row(w, "raw C client: instructions TLS adds per round trip (callgrind)", add_raw, "instr")
 
 
+def w10_cold(w):
+    """A cold 10-key mc_get_multi over the four instances, plain TCP and
+    TLS: each call in a new session (the library and the server entry
+    loaded first, nothing connected), so the call connects to every
+    instance it reads from; the two alternate, in turn first."""
+    keys = ["k%d" % i for i in range(10)]
+    calls = 10 if QUICK else 40
+    ms = {"bench_plain": [], "bench_tls": []}
+    conns = {}
+    for i in range(calls):
+        for srv in rotated(ms, i):
+            c = connect()
+            value(c, "SELECT count(*) FROM mc_servers WHERE server = %s", (srv,))
+            t0 = time.perf_counter()
+            got = value(c, "SELECT count(*) FROM mc_get_multi(%s::text[], %s)", (keys, srv))
+            ms[srv].append((time.perf_counter() - t0) * 1000)
+            conns[srv] = value(c, "SELECT sum(connections) FROM mc_servers WHERE server = %s", (srv,))
+            c.close()
+            if got != len(keys):
+                raise RuntimeError("a cold 10-key multi-get on %s found %s" % (srv, got))
+    plain, tls = med(ms["bench_plain"]), med(ms["bench_tls"])
+    say("   cold 10-key mc_get_multi: plain %.2f ms, TLS %.2f ms (median of %d, a new session each)"
+        % (plain, tls, calls))
+    row(w, "mcfdw: cold 10-key mc_get_multi over 4 instances, plain TCP (new session each call)",
+        plain, "ms", note="%s connects per call" % conns["bench_plain"])
+    row(w, "mcfdw: cold 10-key mc_get_multi over 4 instances, TLS (new session each call)",
+        tls, "ms", None, ratio(tls, plain),
+        note="/floor|raw is TLS / plain TCP here; %s handshakes per call" % conns["bench_tls"])
+
+
 def w10_tls():
     say("10. TLS (verify-full) against plain TCP, four fresh instances each, started alike: single get, "
         "10,000-key multi-get, handshakes after warm-up")
@@ -1542,6 +1574,7 @@ def w10_tls():
         hs = after - before
         row(w, "mcfdw: new handshakes per 10,000 calls after warm-up", hs, "count",
             target="= 0", status=check(hs, "<=", 0))
+        w10_cold(w)
         single = {
             "floor": "SELECT 1;\n",
             "plain": "\\set k random(0, 9999)\nSELECT mc_get('k' || :k, server => 'bench_plain');\n",

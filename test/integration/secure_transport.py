@@ -17,6 +17,7 @@ import time
 
 import mcdb
 import mcrig
+from faultproxy import FaultProxy
 
 t = mcrig.TAP()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -250,6 +251,131 @@ db.sql(c, "SELECT count(*) FILTER (WHERE mc_get('mk' || (i % 10000 + 1), server 
           "FROM generate_series(1, 10000) i")
 db.sql(c, "SELECT count(*) FROM mc_get_multi((SELECT array_agg('mk' || i) FROM generate_series(1, 100) i), 'four')")
 t.is_(connects("four") - before, 0, "10,000 gets and a multi-get after warm-up make no new handshake")
+
+# ---- cold calls: the connects of all instances proceed together -----------------
+# A proxy in front of each instance holds the first bytes of the server's
+# answer (the handshake's, or the login's) HOLD seconds, on all four
+# connections at once: a cold pipelined call waits for one such hold, not
+# one per instance in turn (4 x 300 ms = 1.2 s).  connect_timeout is
+# generous, so waiting in turn would be slow, not an error.
+HOLD = 0.3
+# 40 keys: every instance gets some, wherever the proxies' ports put them
+COLD_KEYS = ["cold%d" % i for i in range(40)]
+COLD_ROWS = [(k, "v-" + k) for k in sorted(COLD_KEYS)]
+
+
+def held(memcacheds):
+    pxs = [FaultProxy(m.port).start() for m in memcacheds]
+    for px in pxs:
+        px.first_delay = HOLD
+    return ",".join(px.addr for px in pxs)
+
+
+def cold(server, query, args):
+    """(seconds, result, new connections) of a call in a new session, its
+    first contact with the server's instances."""
+    s = db.connect()
+    try:
+        # the library and the server entry are loaded, nothing is connected
+        db.sql(s, "SELECT count(*) FROM mc_servers WHERE server = %s", (server,))
+        t0 = time.time()
+        r = attempt(s, query, args)
+        el = time.time() - t0
+        n = db.value(s, "SELECT sum(connections) FROM mc_servers WHERE server = %s", (server,))
+        return el, r, n
+    finally:
+        s.close()
+
+
+MULTI = "SELECT key, value FROM mc_get_multi(%s::text[], %s) ORDER BY key"
+db.server(c, "held4", held(tls4), tls="verify-full", tls_ca_file=path("ca.crt"),
+          connect_timeout="5s")
+el, r, n = cold("held4", "SELECT mc_set_multi(%s::text[], %s::text[], server => %s)",
+                (COLD_KEYS, ["v-" + k for k in COLD_KEYS], "held4"))
+t.ok(r == ("ok", [(40,)]) and n == 4 and el < 0.9,
+     "a cold mc_set_multi over four TLS instances whose handshakes each stall %d ms "
+     "waits for them together (%.2fs)" % (HOLD * 1000, el), repr((r, n)))
+el, r, n = cold("held4", MULTI, (COLD_KEYS, "held4"))
+t.ok(r == ("ok", COLD_ROWS) and n == 4 and el < 0.9,
+     "a cold mc_get_multi over four TLS instances whose handshakes each stall %d ms "
+     "waits for them together, with every value (%.2fs)" % (HOLD * 1000, el), repr((r, n)))
+
+auth4 = [start(["-Y", path("authfile")], tls=False) for _ in range(4)]
+db.server(c, "heldauth4", held(auth4), connect_timeout="5s")
+db.sql(c, "CREATE USER MAPPING FOR CURRENT_USER SERVER heldauth4 "
+          "OPTIONS (username 'alice', password 'pw-alice')")
+db.sql(c, "SELECT mc_set_multi(%s::text[], %s::text[], server => 'heldauth4')",
+       (COLD_KEYS, ["v-" + k for k in COLD_KEYS]))
+el, r, n = cold("heldauth4", MULTI, (COLD_KEYS, "heldauth4"))
+t.ok(r == ("ok", COLD_ROWS) and n == 4 and el < 0.9,
+     "a cold mc_get_multi over four -Y instances whose login answers each stall %d ms "
+     "waits for them together, with every value (%.2fs)" % (HOLD * 1000, el), repr((r, n)))
+
+# listeners that accept (the kernel completes the connect) and never speak
+stall_socks = [socket.socket() for _ in range(4)]
+for ls in stall_socks:
+    ls.bind((mcrig.HOST, 0))
+    ls.listen(16)
+stalls = ["%s:%d" % ls.getsockname() for ls in stall_socks]
+db.server(c, "stall4", ",".join(stalls), tls="require", connect_timeout="500ms",
+          on_failure="miss", failure_limit=100)
+del c.notices[:]
+t0 = time.time()
+r = attempt(c, MULTI, (COLD_KEYS, "stall4"))
+el = time.time() - t0
+state = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'stall4' "
+                  "AND last_error LIKE %s", ("%timed out after 500 ms in the TLS handshake%",))
+t.ok(r == ("ok", []) and el < 1.2 and state == [(4,)]
+     and any("treated as misses" in x for x in c.notices),
+     "on_failure 'miss', four instances that never answer the handshake: misses after "
+     "connect_timeout (%.2fs), each instance's timeout counted, a warning" % el,
+     repr((r, state, c.notices)))
+
+# with no connect_timeout, each handshake wait is bounded by io_timeout from
+# its own start: waited for in turn, four would take four of them
+db.server(c, "stall4io", ",".join(stalls), tls="require", connect_timeout="0",
+          io_timeout="500ms", on_failure="miss", failure_limit=100)
+t0 = time.time()
+r = attempt(c, MULTI, (COLD_KEYS, "stall4io"))
+el = time.time() - t0
+state = db.sql(c, "SELECT count(*) FROM mc_servers WHERE server = 'stall4io' "
+                  "AND last_error LIKE %s", ("%timed out after 500 ms in the TLS handshake%",))
+t.ok(r == ("ok", []) and el < 1.2 and state == [(4,)],
+     "on_failure 'miss', no connect_timeout: four silent handshakes end after one "
+     "io_timeout, not four (%.2fs)" % el, repr((r, state)))
+
+db.server(c, "stall1", ",".join([m.addr for m in tls4[:3]] + stalls[:1]), tls="verify-full",
+          tls_ca_file=path("ca.crt"), connect_timeout="500ms", failure_limit=100)
+t0 = time.time()
+r = attempt(c, MULTI, (COLD_KEYS, "stall1"))
+el = time.time() - t0
+t.ok(r[0] == "error" and r[2] == "08001" and "timed out after 500 ms" in r[1]
+     and "TLS handshake" in r[1] and stalls[0] in r[1] and el < 1.2,
+     "on_failure 'error': one instance that never answers the handshake fails the call "
+     "with its connect_timeout, as a single get does (%.2fs)" % el, repr(r))
+db.server(c, "stall1m", ",".join([m.addr for m in tls4[:3]] + stalls[:1]), tls="verify-full",
+          tls_ca_file=path("ca.crt"), connect_timeout="500ms", on_failure="miss",
+          failure_limit=100)
+db.sql(c, "SELECT mc_set_multi(%s::text[], %s::text[], server => 'stall1m')",
+       (COLD_KEYS, ["v-" + k for k in COLD_KEYS]))
+t0 = time.time()
+r = attempt(c, "SELECT count(*), count(*) FILTER (WHERE value = 'v-' || key) "
+               "FROM mc_get_multi(%s::text[], 'stall1m')", (COLD_KEYS,))
+el = time.time() - t0
+t.ok(r[0] == "ok" and 0 < r[1][0][0] < 40 and r[1][0][0] == r[1][0][1] and el < 1.2,
+     "on_failure 'miss': the other instances' values come back, the stalled one's keys "
+     "are misses (%.2fs)" % el, repr(r))
+
+db.server(c, "stall4n", ",".join(stalls), tls="require", connect_timeout="0", io_timeout="0")
+th = threading.Thread(target=cancel_soon)
+th.start()
+t0 = time.time()
+r = attempt(c, MULTI, (COLD_KEYS, "stall4n"))
+el = time.time() - t0
+th.join()
+t.ok(r[0] == "error" and r[2] == "57014" and el < 1.5,
+     "a cancel ends a cold multi-get whose four handshakes all stall (%.2fs)" % el, repr(r))
+t.is_(roundtrip(c, "full"), ("ok", (True, "v-k")), "the session goes on after the cancel")
 
 # ---- Dalli reads what mcfdw wrote over TLS -------------------------------------
 db.sql(c, "SELECT mc_set('dalli:tls', 'written by mcfdw over TLS', server => 'full')")

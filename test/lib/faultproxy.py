@@ -17,6 +17,11 @@ Modes (for replies, server -> client; requests always pass through):
   truncate  forward the first `limit` bytes of each reply chunk, then close
   garble    replace each reply chunk with `garbage`
   close     close the client connection as soon as a request arrives
+
+Whatever the mode, `first_delay` seconds (0: none) hold the first reply
+chunk of each connection: a TLS server's answer to the hello, or a plain
+server's answer to the login, arrives that much late, on every connection
+at once (each has its own thread).
 """
 
 import select
@@ -32,6 +37,7 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.mode = mode
         self.delay = 0.0
+        self.first_delay = 0.0
         self.limit = 3
         self.garbage = b"XX garbage\r\n"
         self.accepted = 0
@@ -77,6 +83,7 @@ class FaultProxy:
     def _pump(self, client, upstream):
         """Shuttle bytes both ways, applying the current fault to replies."""
         socks = [client, upstream]
+        first = True
         try:
             while not self._stop:
                 readable, _, _ = select.select(socks, [], [], 0.2)
@@ -89,6 +96,9 @@ class FaultProxy:
                             return
                         upstream.sendall(data)
                         continue
+                    if first and self.first_delay:
+                        time.sleep(self.first_delay)
+                    first = False
                     mode = self.mode
                     if mode == "hang":
                         continue
