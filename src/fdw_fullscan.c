@@ -311,8 +311,30 @@ dump_expired(void *arg, int s, bool overall)
 }
 
 /*
- * Start the dumps of the instances to redo: every connect is started
- * before any is waited for, so they proceed in parallel.
+ * The connect of instance s finished (McPipeline's connected): its dump is
+ * queued; one that failed drops the instance as any failure of it.
+ */
+static void
+dump_connected(void *arg, int s, bool ok, TimestampTz now)
+{
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
+
+	d->last_progress = now;
+	if (!ok)
+	{
+		McInstanceFailed(fs->srv, d->conn, fs->srv->cfg.on_failure_miss);
+		dump_dropped(d);
+		return;
+	}
+	McConnLinesQueue(d->conn, dump_cmd(d));
+}
+
+/*
+ * Start the dumps of the instances to redo: a pooled socket is sent its
+ * dump at once; a cold instance's connect is finished by the wait
+ * (pipeline.c, dump_connected), where every instance's connect, TLS
+ * handshake and login proceed together.
  */
 static void
 dump_start(McFullScan *fs)
@@ -335,20 +357,8 @@ dump_start(McFullScan *fs)
 		d->conn = McPipelineBegin(srv, i, soft);
 		if (d->conn == NULL)
 			dump_dropped(d);
-	}
-	for (int i = 0; i < srv->cfg.nendpoints; i++)
-	{
-		DumpInst   *d = &fs->insts[i];
-
-		if (d->conn == NULL)
-			continue;
-		if (!McConnFinishConnect(d->conn))
-		{
-			McInstanceFailed(srv, d->conn, soft);
-			dump_dropped(d);
-			continue;
-		}
-		McConnLinesQueue(d->conn, dump_cmd(d));
+		else if (!McConnConnecting(d->conn))
+			McConnLinesQueue(d->conn, dump_cmd(d));
 	}
 }
 
@@ -423,7 +433,7 @@ dump_all(McFullScan *fs, McServer *srv)
 	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
 	TupleDesc	desc = CreateTemplateTupleDesc(1);
 	McPipeline	p = {.srv = srv,.arg = fs,.waiting = dump_waiting,
-	.pump = dump_pump,.expired = dump_expired};
+		.connected = dump_connected,.pump = dump_pump,.expired = dump_expired};
 	bool		any;
 
 	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);

@@ -311,6 +311,15 @@ t.ok(r == ("ok", COLD_ROWS) and n == 4 and el < 0.9,
      "a cold mc_get_multi over four -Y instances whose login answers each stall %d ms "
      "waits for them together, with every value (%.2fs)" % (HOLD * 1000, el), repr((r, n)))
 
+# a full scan's dumps: planning gives up on the held item counts (250 ms),
+# then the four dumps' connects wait for one hold together, not 4 x 300 ms
+db.sql(c, "CREATE FOREIGN TABLE heldt (key text, value text) SERVER held4 "
+          "OPTIONS (key_prefix 'cold', allow_full_scan 'true')")
+el, r, n = cold("held4", "SELECT count(*) FROM heldt WHERE value = 'v-cold' || key", None)
+t.ok(r == ("ok", [(40,)]) and el < 1.1,
+     "a cold full scan over four TLS instances whose handshakes each stall %d ms "
+     "connects to them together (%.2fs)" % (HOLD * 1000, el), repr(r))
+
 # listeners that accept (the kernel completes the connect) and never speak
 stall_socks = [socket.socket() for _ in range(4)]
 for ls in stall_socks:
