@@ -73,10 +73,18 @@ McServerWaitSet(McServer *srv)
 	return srv->mwes;
 }
 
-/* Arm conn's entry in the multi-get wait set for events, if not already. */
+/*
+ * Arm conn's entry in the multi-get wait set for events, if not already.
+ * Once a socket of the server was opened or closed (a restart, a dropped
+ * instance) the set's entries may name a closed descriptor: nothing is
+ * armed then, and the caller rebuilds the set (McServerWaitSet) and arms
+ * again before it waits.
+ */
 void
 McConnArm(McConn *conn, uint32 events)
 {
+	if (conn->server->mwes_gen != conn->server->sock_gen)
+		return;
 	if (conn->mpos >= 0 && conn->mevents != events)
 	{
 		ModifyWaitEvent(conn->server->mwes, conn->mpos, events, NULL);
