@@ -20,6 +20,7 @@
 """
 
 import os
+import re
 import socket
 import threading
 import time
@@ -110,12 +111,17 @@ db.server(admin, "st4", ",".join(s.addr for s in stall), tls="require", io_timeo
           connect_timeout="2s")
 keys = ["st:%d" % i for i in range(200)]
 CALLS = (
-    ("mc_get", "SELECT mc_get('st:1', server => 'st1')", None),
-    ("mc_get_multi over four instances", "SELECT count(*) FROM mc_get_multi(%s::text[], 'st4')", (keys,)),
+    ("mc_get", "SELECT mc_get('st:1', server => 'st1')", None, [(None,)]),
+    ("mc_get_multi over four instances", "SELECT count(*) FROM mc_get_multi(%s::text[], 'st4')",
+     (keys,), [(0,)]),
     ("mc_set_multi over four instances",
-     "SELECT mc_set_multi(%s::text[], %s::text[], server => 'st4')", (keys, keys)),
+     "SELECT mc_set_multi(%s::text[], %s::text[], server => 'st4')", (keys, keys), [(200,)]),
+    ("mc_get_multi over four instances", "SELECT count(*) FROM mc_get_multi(%s::text[], 'st4') "
+     "WHERE key = value", (keys,), [(200,)]),
 )
-for name, sql, args in CALLS:
+for name, sql, args, good in CALLS:
+    for s in stall:
+        s.behaviour = "split_stall"
     c = db.connect()
     pid = c.get_backend_pid()
     fired = []
@@ -136,6 +142,10 @@ for name, sql, args in CALLS:
     t.ok(not o.overran and o.pgcode == "57014" and o.elapsed < 1.9,
          "%s stalled mid-record: statement_timeout 700 ms ends it in %.2f s" % (name, o.elapsed),
          repr(o))
+    for s in stall:
+        s.behaviour = "good"
+    o = run_bounded(c, sql, args, bound=8, admin=admin)
+    t.ok(o.rows == good, "%s: the interrupted connections are not reused: %r" % (name, o.rows), repr(o))
     c.close()
 for s in stall:
     s.stop()
@@ -168,6 +178,269 @@ for record in (16384, 61, 7):
     c.close()
     for x in co:
         x.stop()
+
+
+# ---- 4. the login: what goes on the wire, and answers other than STORED --------
+class LoginServer:
+    """A plaintext fake memcached -Y: it reads the login (a set whose data is
+    "user password") into `logins`, then answers it as `mode` says:
+
+      stored        STORED, then every request a miss (EN)
+      error         ERROR
+      client_error  CLIENT_ERROR bad command line format
+      echo          CLIENT_ERROR quoting the data it got (the password)
+      garbage       binary bytes and the password, then a line end
+      endless       a line that never ends
+      close         no answer: the connection closed
+      stall         no answer: silence
+    """
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.logins = []
+        self._l = socket.socket()
+        self._l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._l.bind((mcrig.HOST, 0))
+        self._l.listen(16)
+        self.port = self._l.getsockname()[1]
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def addr(self):
+        return "%s:%d" % (mcrig.HOST, self.port)
+
+    def stop(self):
+        self._stop = True
+        self._l.close()
+
+    def _accept(self):
+        while not self._stop:
+            try:
+                c, _ = self._l.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            c.settimeout(10)
+            buf = b""
+            while b"\r\n" not in buf:
+                d = c.recv(4096)
+                if not d:
+                    return
+                buf += d
+            m = re.match(rb"set \S+ \d+ -?\d+ (\d+)\r\n", buf)
+            total = m.end() + int(m.group(1)) + 2 if m else len(buf)
+            while len(buf) < total:
+                d = c.recv(4096)
+                if not d:
+                    break
+                buf += d
+            self.logins.append(buf[:total])
+            data = buf[m.end():total - 2] if m else buf
+            rest = buf[total:]
+            mode = self.mode
+            if mode == "stored":
+                c.sendall(b"STORED\r\n")
+                while not self._stop:
+                    while b"\r\n" in rest:
+                        line, rest = rest.split(b"\r\n", 1)
+                        op = [w for w in line.split() if w.startswith(b"O")]
+                        c.sendall(b"EN" + (b" " + op[0] if op else b"") + b"\r\n")
+                    d = c.recv(4096)
+                    if not d:
+                        return
+                    rest += d
+            elif mode == "error":
+                c.sendall(b"ERROR\r\n")
+            elif mode == "client_error":
+                c.sendall(b"CLIENT_ERROR bad command line format\r\n")
+            elif mode == "echo":
+                c.sendall(b"CLIENT_ERROR bad data chunk " + data + b"\r\n")
+            elif mode == "garbage":
+                c.sendall(b"\x00\xff\xfe\x1b[2J" + data + b"\xc3\x28\r\n")
+            elif mode == "endless":
+                while not self._stop:
+                    c.sendall(b"A" * 65536)
+            elif mode == "stall":
+                while not self._stop:
+                    time.sleep(0.05)
+            if mode != "close":
+                time.sleep(0.5)
+        except OSError:
+            return
+        finally:
+            c.close()
+
+
+PW = "Pw-Secret-4242 with spaces"
+USER = "robust_user"
+for stmt in ("DROP ROLE IF EXISTS rt_alice", "DROP ROLE IF EXISTS rt_bob",
+             "DROP ROLE IF EXISTS rt_admin", "CREATE ROLE rt_alice", "CREATE ROLE rt_bob",
+             "CREATE ROLE rt_admin"):
+    db.sql(admin, stmt)
+
+
+def mapping(server, role="rt_alice", user=USER, password=PW):
+    db.sql(admin, 'GRANT USAGE ON FOREIGN SERVER "%s" TO rt_alice, rt_bob' % server)
+    db.sql(admin, 'DROP USER MAPPING IF EXISTS FOR %s SERVER "%s"' % (role, server))
+    db.sql(admin, 'CREATE USER MAPPING FOR %s SERVER "%s" OPTIONS (username %%s, password %%s)'
+           % (role, server), (user, password))
+
+
+def as_role(role, sql, args=None, bound=8):
+    c = db.connect()
+    db.sql(c, "SET ROLE " + role)
+    o = run_bounded(c, sql, args, bound=bound, admin=admin)
+    c.close()
+    return o
+
+
+def text_of(o):
+    return "%s %s" % (o.error, o.detail)
+
+
+# values the validator must refuse, and the message must not quote
+BAD_USERS = ("a b", "a\rb", "a\nb", "a\x01b", "a:b", "a\x7fb", "u" * 251)
+BAD_PASSWORDS = ("p\rset x 0 0 1", "p\nflush_all", "p\x01q", "p\x1bq", "p\x7fq", "P" * 251)
+db.server(admin, "inj", "127.0.0.1:1")
+for u in BAD_USERS:
+    try:
+        mapping("inj", user=u)
+        r = "accepted"
+    except Exception as e:      # psycopg2.Error
+        r = e.pgcode
+    t.ok(r == "HV024", "user name %r: refused by the validator (HV024)" % u[:20], r)
+for pw in BAD_PASSWORDS:
+    try:
+        mapping("inj", password=pw)
+        r, text = "accepted", ""
+    except Exception as e:      # psycopg2.Error
+        r, text = e.pgcode, str(e)
+    t.ok(r == "HV024" and pw not in text and pw[1:] not in text,
+         "password %r: refused by the validator (HV024), not quoted" % pw[:20], r, text)
+
+ok_server = LoginServer("stored")
+db.server(admin, "login", ok_server.addr, failure_limit="100")
+for pw in (PW, "x" * 250, " leading and trailing ", "quote'\"\\ and %s %n"):
+    mapping("login", password=pw)
+    del ok_server.logins[:]
+    o = as_role("rt_alice", "SELECT mc_get('k', server => 'login')")
+    data = ("%s %s" % (USER, pw)).encode()
+    want = b"set mcfdw:auth 0 -1 %d\r\n%s\r\n" % (len(data), data)
+    t.ok(o.rows == [(None,)] and ok_server.logins == [want],
+         "password %r: the login is exactly one set of %d bytes" % (pw[:20], len(data)),
+         repr(o), repr(ok_server.logins))
+mapping("login")
+
+log_from = log_size()
+# what the detail says of the answer: its first word, never what follows
+SAYS = {"error": 'answered "ERROR"', "client_error": 'answered "CLIENT_ERROR"',
+        "echo": 'answered "CLIENT_ERROR"', "garbage": "not a memcached reply",
+        "endless": "not a memcached reply", "close": "closed the connection",
+        "stall": "timed out"}
+for mode in ("error", "client_error", "echo", "garbage", "endless", "close", "stall"):
+    ls = LoginServer(mode)
+    db.sql(admin, "DROP SERVER IF EXISTS bad CASCADE")
+    db.server(admin, "bad", ls.addr, failure_limit="100", io_timeout="500ms",
+              connect_timeout="1s")
+    mapping("bad")
+    c = db.connect()
+    db.sql(c, "SET ROLE rt_alice")
+    o = run_bounded(c, "SELECT mc_get('k', server => 'bad')", bound=8, admin=admin)
+    t.ok(not o.overran and o.elapsed < 3 and o.rows is None and o.pgcode is not None and
+         (o.pgcode in ("28P01", "28000") or o.pgcode.startswith("08")) and
+         ls.addr in text_of(o) and PW not in text_of(o) and "Secret" not in text_of(o) and
+         SAYS[mode] in text_of(o),
+         "a login answered %s: %s in %.2f s, the instance named, '%s', no password"
+         % (mode, o.pgcode, o.elapsed or -1, SAYS[mode]), repr(o))
+    o = run_bounded(c, "SELECT string_agg(concat_ws(' ', s.*), ' ') FROM mc_servers s "
+                       "WHERE server = 'bad'", bound=8, admin=admin)
+    t.ok(o.rows and o.rows[0][0] and "Secret" not in o.rows[0][0],
+         "a login answered %s: mc_servers shows the failure, no password" % mode, repr(o))
+    c.close()
+    ls.stop()
+
+# what other sessions see while a login is under way
+ls = LoginServer("stall")
+db.sql(admin, "DROP SERVER IF EXISTS bad CASCADE")
+db.server(admin, "bad", ls.addr, failure_limit="100", io_timeout="0", connect_timeout="0")
+mapping("bad")
+seen = []
+
+
+def watch(elapsed):
+    if elapsed > 0.5 and not seen:
+        seen.append(db.value(admin, "SELECT string_agg(concat_ws(' ', a.*), ' ') FROM pg_stat_activity a"))
+        return True
+    return False
+
+
+c = db.connect()
+db.sql(c, "SET ROLE rt_alice")
+o = run_bounded(c, "SELECT mc_get('k', server => 'bad')", bound=8, admin=admin, during=watch,
+                way_out=lambda: db.sql(admin, "SELECT pg_cancel_backend(%s)", (c.get_backend_pid(),)))
+t.ok(seen and "mc_get" in seen[0] and "Secret" not in seen[0],
+     "pg_stat_activity during a login shows the query, not the password", repr(seen)[:300])
+c.close()
+ls.stop()
+
+t.ok(PW.encode() not in log_since(log_from) and b"Secret" not in log_since(log_from),
+     "the server log since the logins began holds no password")
+
+# ---- 5. privileges -----------------------------------------------------------------
+db.sql(admin, "GRANT USAGE ON FOREIGN DATA WRAPPER mcfdw TO rt_admin")
+for opts in ("tls 'require', tls_ca_file '%s'" % path("ca.crt"),
+             "tls 'require', tls_cert_file '%s', tls_key_file '%s'" % (path("client.crt"), path("client.key")),
+             "tls 'require', tls_key_file '/etc/shadow', tls_cert_file '/etc/passwd'"):
+    o = as_role("rt_admin", "CREATE SERVER rt_s FOREIGN DATA WRAPPER mcfdw OPTIONS (%s)" % opts)
+    t.is_(o.pgcode, "42501", "a role that may create servers: CREATE SERVER (%s) is 42501" % opts[:40])
+o = as_role("rt_admin", "CREATE SERVER rt_own FOREIGN DATA WRAPPER mcfdw OPTIONS (tls 'require')")
+t.is_(o.pgcode, None, "... it may create one with tls 'require'")
+o = as_role("rt_admin", "ALTER SERVER rt_own OPTIONS (ADD tls_ca_file '/etc/passwd')")
+t.is_(o.pgcode, "42501", "... nor ADD tls_ca_file to its own server")
+for opt in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
+    o = as_role("rt_admin", "CREATE USER MAPPING FOR rt_admin SERVER rt_own OPTIONS (%s '/etc/passwd')" % opt)
+    t.is_(o.pgcode, "HV00D", "... nor set %s in a user mapping (not an option there)" % opt)
+db.server(admin, "rt_given", "127.0.0.1:1", tls="verify-full", tls_ca_file=path("ca.crt"))
+db.sql(admin, "ALTER SERVER rt_given OWNER TO rt_admin")
+o = as_role("rt_admin", "ALTER SERVER rt_given OPTIONS (SET tls_ca_file '/etc/passwd')")
+t.is_(o.pgcode, "42501", "a non-superuser owner of a server with tls_ca_file cannot change it")
+db.sql(admin, "DROP SERVER rt_given")
+
+# another role's password: no mcfdw view or function shows it
+plainauth = "plainauth"
+db.server(admin, plainauth, upstream.addr)
+mapping(plainauth)
+o = as_role("rt_alice", "SELECT mc_set('pa', 'x', server => 'plainauth')")
+t.is_(o.rows, [(True,)], "alice logs in to a memcached without -Y (it stores nothing of the login)")
+# EXPLAIN VERBOSE of a foreign-table query on a server with a login
+db.sql(admin, "CREATE FOREIGN TABLE rt_ft (key text, value text) SERVER plainauth")
+db.sql(admin, "GRANT SELECT ON rt_ft TO rt_alice")
+for q in ("SELECT * FROM rt_ft WHERE key = 'a'", "SELECT * FROM rt_ft WHERE key IN ('a', 'b')"):
+    o = as_role("rt_alice", "EXPLAIN (VERBOSE, ANALYZE, COSTS OFF) " + q)
+    text = "\n".join(r[0] for r in o.rows or [])
+    t.ok(o.rows and "Memcached" in text and "Secret" not in text,
+         "EXPLAIN VERBOSE ANALYZE %s: no password" % q, text, repr(o))
+probes = [
+    "SELECT coalesce(string_agg(concat_ws(' ', s.*), ' '), '') FROM mc_servers s",
+    "SELECT coalesce(string_agg(concat_ws(' ', s.*), ' '), '') FROM mc_server_stats s",
+    "SELECT coalesce(string_agg(concat_ws(' ', s.*), ' '), '') FROM mc_stats s",
+    "SELECT coalesce(string_agg(concat_ws(' ', s.*), ' '), '') FROM mc_counters s",
+    "SELECT coalesce(mc_get('mcfdw:auth', 'plainauth'), '') || coalesce(mc_get('mcfdw:auth', 'login'), '')",
+    "SELECT coalesce(string_agg(concat_ws(' ', umoptions), ' '), '') FROM pg_user_mappings",
+]
+for role in ("rt_bob", "rt_alice"):
+    # pg_user_mappings shows a role its own mapping: PostgreSQL's rule
+    for q in probes if role == "rt_bob" else probes[:-1]:
+        o = as_role(role, q)
+        got = repr(o.rows) + text_of(o)
+        t.ok("Secret" not in got and not o.overran,
+             "%s: %s shows no password of rt_alice" % (role, q.split("FROM ")[-1][:40]), got[:300])
+raw = mcrig.mc_command(upstream.port, b"mg mcfdw:auth v", end=(b"\r\n",))
+t.is_(raw, b"EN\r\n", "memcached without -Y holds no item of the login")
 
 admin.close()
 t.done()
