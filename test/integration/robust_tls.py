@@ -104,6 +104,19 @@ for behaviour, codes, what in CASES:
              repr(o), "connections %d, %d, %d" % (before, mid, connections(c, "h")))
 c.close()
 
+# a handshake trickled a byte per 100 ms: connect_timeout bounds it, though
+# every wait ends with a byte
+hs.behaviour = "trickle_handshake"
+db.server(admin, "h", hs.addr, tls="require", io_timeout="500ms", connect_timeout="1s",
+          failure_limit="100")
+c = db.connect()
+o = run_bounded(c, "SELECT mc_get('rt:k', server => 'h')", bound=8, way_out=hs.stop, admin=admin)
+t.ok(not o.overran and o.elapsed < 2.5 and o.pgcode == "08001" and "timed out after 1000 ms" in (o.detail or ""),
+     "a handshake trickled a byte per 100 ms: connect_timeout 1 s ends it (%.2f s)" % (o.elapsed or -1),
+     repr(o))
+c.close()
+hs.stop()
+
 # ---- 2. cancel and statement_timeout mid-record -------------------------------
 stall = [TlsHostile(upstream.port, "split_stall").start() for _ in range(4)]
 db.server(admin, "st1", stall[0].addr, tls="require", io_timeout="0", connect_timeout="2s")

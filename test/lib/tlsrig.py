@@ -137,6 +137,8 @@ class TlsHostile:
       garbage       after the handshake and request, bytes that are not TLS
       alert         a record with the start of a reply, then a fatal alert
                     record (handshake_failure), then silence
+      trickle_handshake  (at accept) the server's handshake messages a
+                    byte per `trickle` seconds
 
     `requests` collects the decrypted request bytes; `accepted` counts
     connections; stop() closes everything.
@@ -203,6 +205,12 @@ class TlsHostile:
                     tls.do_handshake()
                     break
                 except ssl.SSLWantReadError:
+                    if self.behaviour == "trickle_handshake":
+                        for b in out.read():
+                            if self._stop:
+                                return
+                            sock.sendall(bytes([b]))
+                            time.sleep(self.trickle)
                     self._flush(sock, out)
                     data = sock.recv(65536)
                     if not data:
