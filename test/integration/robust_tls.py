@@ -5,7 +5,8 @@
   then silence, close_notify or a reset mid-reply, bytes that are not TLS,
   an alert mid-reply): each call ends in bounded time with an errcode and
   the instance in the detail, the connection is discarded, and the next
-  call makes a new connection that reads the right value.
+  call makes a new connection that reads the right value.  A handshake
+  trickled a byte at a time ends at connect_timeout.
 - Cancel and statement_timeout reach mc_get, a multi-get over four TLS
   instances and a batch write stalled mid-record, within about a second.
 - A TLS server that packs several replies into one record (and one reply
