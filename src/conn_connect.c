@@ -375,6 +375,34 @@ tls_step(McConn *conn)
 }
 
 /*
+ * A login answered with what is neither STORED nor a rejected password.
+ * Only the answer's first word is quoted ("ERROR", "CLIENT_ERROR"): the
+ * rest may echo the request, password included (a proxy, a server without
+ * -Y quoting a bad data chunk), and its bytes may not be text.  Not even
+ * that word when it holds the password.
+ */
+static void
+login_refused(McConn *conn, const char *line)
+{
+	const char *pw = conn->server->cfg.password;
+	char		word[33];
+	size_t		n = 0;
+
+	while (n < sizeof(word) - 1 && line[n] > ' ' && line[n] < 0x7f)
+	{
+		word[n] = line[n];
+		n++;
+	}
+	word[n] = '\0';
+	if (n == 0 || memmem(word, n, pw, strlen(pw)) != NULL)
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
+				  "the server did not accept the login (its answer is not a memcached reply)");
+	else
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
+				  "the server did not accept the login (it answered \"%s\")", word);
+}
+
+/*
  * ASCII authentication (memcached -Y): a classic set whose data is "user
  * password", before any other command; STORED means logged in.  The item
  * is sent already expired (exptime -1): a server without -Y stores nothing
@@ -534,9 +562,7 @@ login_read(McConn *conn)
 		conn->fail_hint = "Check the username and password options of the user mapping.";
 		return MC_CONNECT_FAILED;
 	}
-	conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "log in to",
-			  "the server did not accept the login (it answered \"%.*s\")",
-			  (int) Min(strcspn(line, "\r\n"), 80), line);
+	login_refused(conn, line);
 	return MC_CONNECT_FAILED;
 }
 

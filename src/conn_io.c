@@ -191,13 +191,14 @@ make_wes(McConn *conn, uint32 events)
 /*
  * Wait until the socket is ready for events, the latch is set (interrupts
  * are serviced, so cancel and statement_timeout work) or timeout_ms of
- * inactivity pass.  One WaitEventSet per connection avoids building an epoll
- * set per wait, and the clock is read only when a wait ends without the
- * socket being ready.  Returns false on a timeout (a failure of the
- * instance, kept in conn).
+ * inactivity pass, counted from since (0: from now).  One WaitEventSet per
+ * connection avoids building an epoll set per wait, and the clock is read
+ * only when a wait ends without the socket being ready.  Returns false on a
+ * timeout (a failure of the instance, kept in conn).
  */
-bool
-conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
+static bool
+wait_since(McConn *conn, uint32 events, int timeout_ms, const char *action,
+		   int64 since)
 {
 	int64		deadline = 0;
 	long		timeout = -1;
@@ -208,10 +209,15 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 		 * The clock was read when the request began; until a reply byte
 		 * arrives, that is when this wait began too, near enough.
 		 */
-		int64		start = conn->stamp_fresh ? conn->last_used : mono_usec();
+		int64		start = since != 0 ? since :
+			conn->stamp_fresh ? conn->last_used : mono_usec();
 
 		deadline = start + (int64) timeout_ms * 1000;
 		timeout = timeout_ms;
+		/* a quiet time that began before this wait may be over already */
+		if (since != 0 && (timeout = mono_ms_left(deadline)) <= 0)
+			return conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+							 "timed out after %d ms", timeout_ms);
 	}
 	/* a bound on the whole request (the stats commands) */
 	if (conn->deadline != 0 && (deadline == 0 || conn->deadline < deadline))
@@ -256,6 +262,13 @@ conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
 			}
 		}
 	}
+}
+
+/* wait_since from the start of this wait (or of the request). */
+bool
+conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
+{
+	return wait_since(conn, events, timeout_ms, action, 0);
 }
 
 /*
@@ -535,6 +548,13 @@ conn_fill(McConn *conn, size_t need)
 {
 	size_t		got = 0;
 
+	/*
+	 * Over TLS, io_timeout runs from the last decrypted byte, not the last
+	 * byte on the socket: a server that trickles one record a byte at a
+	 * time wakes every wait and delivers nothing.
+	 */
+	int64		quiet_since = 0;
+
 	if (!conn_reserve(conn, need))
 		return MC_IO_FAILED;
 	while (got < need)
@@ -545,8 +565,10 @@ conn_fill(McConn *conn, size_t need)
 		/* bytes OpenSSL already holds are invisible to epoll: read them first */
 		if (conn->expect_wait && !McConnHasPending(conn))
 		{
-			if (!conn_wait(conn, conn->want_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
-						   conn->server->cfg.io_timeout, "read from"))
+			if (conn->ssl != NULL && quiet_since == 0)
+				quiet_since = conn->stamp_fresh ? conn->last_used : mono_usec();
+			if (!wait_since(conn, conn->want_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
+							conn->server->cfg.io_timeout, "read from", quiet_since))
 				return MC_IO_FAILED;
 		}
 		conn->expect_wait = conn->want_write = false;
@@ -564,6 +586,7 @@ conn_fill(McConn *conn, size_t need)
 			}
 			if (n < 0)
 				return conn_tls_failed(conn, st, "read from");
+			quiet_since = 0;
 		}
 		else
 			n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);

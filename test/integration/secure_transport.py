@@ -1,104 +1,28 @@
 """secure_transport: TLS (memcached -Z) and ASCII authentication (-Y).
 
-Certificates are made here with the openssl command: a CA, a server
-certificate for localhost/127.0.0.1, an expired one, a client certificate,
-and a second CA that signed nothing.  Private memcacheds: four TLS ones, one
+The certificates come from tlsrig (a CA, a server certificate for
+localhost/127.0.0.1, an expired one, a client certificate, and a second CA
+that signed nothing).  Private memcacheds: four TLS ones, one
 that requires client certificates, one with the expired certificate, a
 plaintext one, one with an auth file and one with TLS and an auth file.
 """
 
 import os
-import ssl
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 
 import mcdb
 import mcrig
 from faultproxy import FaultProxy
+from tlsrig import path, start, tls_args, write_file
 
 t = mcrig.TAP()
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUBY = os.environ.get("MCFDW_RUBY", "ruby")
 
-# ---- certificates ---------------------------------------------------------
-rig = os.environ.get("MCFDW_RIG")
-base = os.path.join(rig, "tmp") if rig and os.path.isdir(os.path.join(rig, "tmp")) else None
-D = tempfile.mkdtemp(prefix="mcfdw-tls-", dir=base)
-os.chmod(D, 0o755)          # the backend (postgres) and memcached (nobody) read here
-EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True, cwd=D,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def path(name):
-    return os.path.join(D, name)
-
-
-with open(path("server.ext"), "w") as f:
-    f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-with open(path("client.ext"), "w") as f:
-    f.write("extendedKeyUsage=clientAuth\n")
-openssl("req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-        "-subj", "/CN=mcfdw test CA")
-openssl("req", "-x509", *EC, "-keyout", "other.key", "-out", "other.crt", "-days", "2",
-        "-subj", "/CN=mcfdw other CA")
-openssl("req", "-new", *EC, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
-openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-set_serial", "2", "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
-# -days 0: not after = not before = now, so expired a second later
-openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-set_serial", "3", "-out", "expired.crt", "-days", "0", "-extfile", "server.ext")
-openssl("req", "-new", *EC, "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=mcfdw")
-openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-set_serial", "4", "-out", "client.crt", "-days", "2", "-extfile", "client.ext")
-with open(path("authfile"), "w") as f:
-    f.write("alice:pw-alice\nbob:pw-bob\n")
-for name in os.listdir(D):
-    os.chmod(path(name), 0o644)
-
-
-class TlsMemcached(mcrig.Memcached):
-    """A private memcached whose readiness is checked over TLS (or, with an
-    auth file, by its "unauthenticated" answer)."""
-
-    def __init__(self, args, tls=True):
-        super().__init__(args)
-        self.tls = tls
-
-    def _answers(self):
-        try:
-            raw = socket.create_connection((mcrig.HOST, self.port), timeout=1)
-            if self.tls:
-                ctx = ssl.create_default_context(cafile=path("ca.crt"))
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-                if os.path.exists(path("client.crt")):
-                    ctx.load_cert_chain(path("client.crt"), path("client.key"))
-                raw = ctx.wrap_socket(raw)
-            with raw:
-                raw.sendall(b"version\r\n")
-                return raw.recv(100).startswith((b"VERSION", b"CLIENT_ERROR"))
-        except (OSError, ssl.SSLError):
-            return False
-
-
-def start(args, tls=True):
-    m = TlsMemcached(args, tls)
-    mcrig._started.append(m)
-    return m.start()
-
-
-def tls_args(cert="server.crt", *extra):
-    return ["-Z", "-o", ",".join(["ssl_chain_cert=" + path(cert),
-                                  "ssl_key=" + path("server.key")] + list(extra))]
-
-
+write_file("authfile", "alice:pw-alice\nbob:pw-bob\n")
 tls4 = [start(tls_args()) for _ in range(4)]
 mtls = start(tls_args("server.crt", "ssl_ca_cert=" + path("ca.crt"), "ssl_verify_mode=2"))
 expired = start(tls_args("expired.crt"))
