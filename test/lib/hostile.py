@@ -55,39 +55,18 @@ def _reset(sock):
         pass
 
 
-class HostileProxy:
-    """A proxy in front of a real memcached; faults are armed by attribute.
+class Listener:
+    """A listening socket on HOST whose accepted connections are served by
+    the subclass's _serve(sock), each in a daemon thread; `accepted` counts
+    them, drop_all() closes them, stop() closes the listener too."""
 
-        px = HostileProxy(mc.port).start()
-        px.stray_next = 1          # after the next reply, inject `stray`
-        px.drop_next = 1           # next request: execute, then reset client
-        px.drop_match = b"md "     # ... counting only requests holding these bytes
-        px.p_stray = 0.01 ...      # the soak's random faults (see _pump)
-    """
-
-    def __init__(self, upstream_port):
-        self.upstream_port = upstream_port
-        self.stray = STRAY
-        self.stray_delay = 0.05
-        self.stray_next = 0         # replies still to be followed by a stray
-        self.drop_next = 0          # requests still to be executed then dropped
-        self.drop_match = None      # bytes: only requests holding them count for drop_next
-        self.strays_sent = 0
-        self.drops_done = 0
-        # random faults, per reply chunk (soak)
-        self.p_stray = 0.0
-        self.p_delay = 0.0
-        self.p_drop = 0.0
-        self.p_drop_after_exec = 0.0
-        self.delay = 0.3
-        self.stray_choices = [STRAY]
-        self.rng = random.Random(1)
+    def __init__(self):
         self.accepted = 0
-        self._lock = threading.Lock()
+        self._stop = False
         self._lsock = _listener()
         self.port = self._lsock.getsockname()[1]
-        self._stop = False
         self._conns = set()
+        self._lock = threading.Lock()
 
     @property
     def addr(self):
@@ -106,7 +85,6 @@ class HostileProxy:
         self.drop_all()
 
     def drop_all(self):
-        """Close every client and upstream connection now."""
         with self._lock:
             conns = list(self._conns)
         for s in conns:
@@ -118,6 +96,47 @@ class HostileProxy:
                 s.close()
             except OSError:
                 pass
+
+    def _accept_loop(self):
+        while not self._stop:
+            try:
+                c, _ = self._lsock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with self._lock:
+                self._conns.add(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+
+class HostileProxy(Listener):
+    """A proxy in front of a real memcached; faults are armed by attribute.
+
+        px = HostileProxy(mc.port).start()
+        px.stray_next = 1          # after the next reply, inject `stray`
+        px.drop_next = 1           # next request: execute, then reset client
+        px.drop_match = b"md "     # ... counting only requests holding these bytes
+        px.p_stray = 0.01 ...      # the soak's random faults (see _pump)
+    """
+
+    def __init__(self, upstream_port):
+        super().__init__()
+        self.upstream_port = upstream_port
+        self.stray = STRAY
+        self.stray_delay = 0.05
+        self.stray_next = 0         # replies still to be followed by a stray
+        self.drop_next = 0          # requests still to be executed then dropped
+        self.drop_match = None      # bytes: only requests holding them count for drop_next
+        self.strays_sent = 0
+        self.drops_done = 0
+        # random faults, per reply chunk (soak)
+        self.p_stray = 0.0
+        self.p_delay = 0.0
+        self.p_drop = 0.0
+        self.p_drop_after_exec = 0.0
+        self.delay = 0.3
+        self.stray_choices = [STRAY]
+        self.rng = random.Random(1)
 
     def _take(self, attr):
         with self._lock:
@@ -211,7 +230,7 @@ class HostileProxy:
                     pass
 
 
-class HostileServer:
+class HostileServer(Listener):
     """A fake memcached whose every connection runs one behaviour:
 
       endless_en      after the first request bytes, "EN\\r\\n" forever
@@ -251,56 +270,11 @@ class HostileServer:
     """
 
     def __init__(self, behaviour, trickle=0.1):
+        super().__init__()
         self.behaviour = behaviour
         self.trickle = trickle
         self.sent = 0
-        self.accepted = 0
         self.requests = []
-        self._stop = False
-        self._lsock = _listener()
-        self.port = self._lsock.getsockname()[1]
-        self._conns = set()
-        self._lock = threading.Lock()
-
-    @property
-    def addr(self):
-        return "%s:%d" % (HOST, self.port)
-
-    def start(self):
-        threading.Thread(target=self._accept_loop, daemon=True).start()
-        return self
-
-    def stop(self):
-        self._stop = True
-        try:
-            self._lsock.close()
-        except OSError:
-            pass
-        self.drop_all()
-
-    def drop_all(self):
-        with self._lock:
-            conns = list(self._conns)
-        for s in conns:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            try:
-                s.close()
-            except OSError:
-                pass
-
-    def _accept_loop(self):
-        while not self._stop:
-            try:
-                c, _ = self._lsock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with self._lock:
-                self._conns.add(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
         try:

@@ -20,9 +20,9 @@ import ssl
 import struct
 import subprocess
 import tempfile
-import threading
 import time
 
+import hostile
 import mcrig
 
 _rig = os.environ.get("MCFDW_RIG")
@@ -112,7 +112,7 @@ def tls_args(cert="server.crt", *extra):
                                   "ssl_key=" + path("server.key")] + list(extra))]
 
 
-class TlsHostile:
+class TlsHostile(hostile.Listener):
     """A fake TLS memcached whose records this test writes byte by byte.
 
     The handshake is real (server.crt, through ssl.SSLObject on memory BIOs,
@@ -145,54 +145,13 @@ class TlsHostile:
     """
 
     def __init__(self, upstream_port=None, behaviour="good", record=16384, trickle=0.1):
+        super().__init__()
         self.upstream_port = upstream_port
         self.behaviour = behaviour
         self.record = record
         self.trickle = trickle
-        self.accepted = 0
         self.requests = b""
         self._ctx = server_context()
-        self._stop = False
-        self._lsock = socket.socket()
-        self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._lsock.bind((mcrig.HOST, 0))
-        self._lsock.listen(64)
-        self.port = self._lsock.getsockname()[1]
-        self._conns = set()
-        self._lock = threading.Lock()
-
-    @property
-    def addr(self):
-        return "%s:%d" % (mcrig.HOST, self.port)
-
-    def start(self):
-        threading.Thread(target=self._accept_loop, daemon=True).start()
-        return self
-
-    def stop(self):
-        self._stop = True
-        try:
-            self._lsock.close()
-        except OSError:
-            pass
-        with self._lock:
-            conns = list(self._conns)
-        for s in conns:
-            try:
-                s.close()
-            except OSError:
-                pass
-
-    def _accept_loop(self):
-        while not self._stop:
-            try:
-                c, _ = self._lsock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with self._lock:
-                self._conns.add(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, sock):
         inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
