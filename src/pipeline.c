@@ -46,6 +46,22 @@ connect_step(const McPipeline *p, int s, McConn *conn, TimestampTz now)
 }
 
 /*
+ * The call's deadline for instance s: true when it passed (the instance
+ * handed to expired), else *left is what remains (untouched: no deadline).
+ */
+static bool
+deadline_passed(const McPipeline *p, int s, TimestampTz now, long *left)
+{
+	if (p->deadline == 0)
+		return false;
+	*left = TimestampDifferenceMilliseconds(now, p->deadline);
+	if (*left > 0)
+		return false;
+	p->expired(p->arg, s, true);
+	return true;
+}
+
+/*
  * Connect to the instances that have no socket yet and write every
  * instance's pipeline, then serve whichever socket is ready until no
  * instance waits any more.  Connects proceed together: each is a step
@@ -105,15 +121,8 @@ McPipelineRun(const McPipeline *p)
 					p->connected(p->arg, s, false, now);
 					continue;
 				}
-				if (p->deadline)
-				{
-					left = TimestampDifferenceMilliseconds(now, p->deadline);
-					if (left <= 0)
-					{
-						p->expired(p->arg, s, true);
-						continue;
-					}
-				}
+				if (deadline_passed(p, s, now, &left))
+					continue;
 				if (connect_left > 0 && (left < 0 || connect_left < left))
 					left = connect_left;
 				if (left >= 0 && (timeout < 0 || left < timeout))
@@ -122,15 +131,8 @@ McPipelineRun(const McPipeline *p)
 				pending++;
 				continue;
 			}
-			if (p->deadline)
-			{
-				left = TimestampDifferenceMilliseconds(now, p->deadline);
-				if (left <= 0)
-				{
-					p->expired(p->arg, s, true);
-					continue;
-				}
-			}
+			if (deadline_passed(p, s, now, &left))
+				continue;
 			if (io_timeout > 0)
 			{
 				long		io_left = TimestampDifferenceMilliseconds(now,
