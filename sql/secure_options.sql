@@ -12,6 +12,11 @@ ALTER SERVER sec_ok OPTIONS (SET tls 'disable');
 CREATE SERVER sec_bad FOREIGN DATA WRAPPER mcfdw
   OPTIONS (tls 'require', tls_cert_file '/nonexistent/client.crt');
 CREATE SERVER sec_bad FOREIGN DATA WRAPPER mcfdw OPTIONS (tls 'require', tls_ca_file '');
+-- a host name has no spaces or control characters
+CREATE SERVER sec_bad FOREIGN DATA WRAPPER mcfdw
+  OPTIONS (tls 'verify-full', tls_server_name E'cache\texample');
+CREATE SERVER sec_bad FOREIGN DATA WRAPPER mcfdw
+  OPTIONS (tls 'verify-full', tls_server_name 'cache example');
 -- credentials: user mappings only, both or neither, no characters memcached splits on
 CREATE SERVER sec_bad FOREIGN DATA WRAPPER mcfdw OPTIONS (username 'u', password 'p');
 CREATE USER MAPPING FOR CURRENT_USER SERVER sec_ok OPTIONS (username 'u');

@@ -392,6 +392,23 @@ opt_username(const McOption *opt, const char *value, void *cfg)
 	opt_string(opt, value, cfg);
 }
 
+/*
+ * The host name sent as SNI and checked against the certificate: no
+ * spaces or control characters, which no host name has and which would
+ * otherwise reach messages as they are.
+ */
+static void
+opt_server_name(const McOption *opt, const char *value, void *cfg)
+{
+	for (const char *p = value; *p; p++)
+		if ((unsigned char) *p <= ' ' || (unsigned char) *p == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"%s\" must not contain spaces or control characters",
+							opt->name)));
+	opt_string(opt, value, cfg);
+}
+
 /* The password: never quoted in a message, whatever is wrong with it. */
 static void
 opt_password(const McOption *opt, const char *value, void *cfg)
@@ -460,7 +477,7 @@ static const McOption options_table[] = {
 	{.name = "tls_ca_file", .context = ForeignServerRelationId,
 	 .parse = opt_string, .field = CFG_FIELD(tls_ca_file), .superuser_only = true},
 	{.name = "tls_server_name", .context = ForeignServerRelationId,
-	 .parse = opt_string, .field = CFG_FIELD(tls_server_name)},
+	 .parse = opt_server_name, .field = CFG_FIELD(tls_server_name)},
 	{.name = "tls_cert_file", .context = ForeignServerRelationId,
 	 .parse = opt_string, .field = CFG_FIELD(tls_cert_file), .superuser_only = true},
 	{.name = "tls_key_file", .context = ForeignServerRelationId,
