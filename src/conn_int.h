@@ -171,7 +171,6 @@ extern ssize_t conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *s
 extern ssize_t conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st);
 extern bool conn_tls_still_open(McConn *conn);
 extern void conn_tls_keep_session(McConn *conn);
-extern bool conn_tls_resumed(McConn *conn);
 extern void conn_tls_close(McConn *conn);
 extern void conn_tls_forget(McConn *conn);
 extern const char *conn_tls_why(void);

@@ -332,7 +332,10 @@ conn_tls_handshake(McConn *conn)
 
 /*
  * Keep the connection's TLS session for its next connect (TLS 1.3 sends
- * tickets after the handshake, so this runs after the first reply).
+ * tickets after the handshake, so this runs after the first reply).  A
+ * copy: the connection is closed without close_notify, and OpenSSL marks
+ * the session of a connection freed so as not resumable, which would make
+ * the next connect a full handshake again.
  */
 void
 conn_tls_keep_session(McConn *conn)
@@ -342,17 +345,12 @@ conn_tls_keep_session(McConn *conn)
 	if (conn->ssl == NULL || SSL_get0_session(conn->ssl) == NULL ||
 		!SSL_SESSION_is_resumable(SSL_get0_session(conn->ssl)))
 		return;
-	s = SSL_get1_session(conn->ssl);
+	s = SSL_SESSION_dup(SSL_get0_session(conn->ssl));
+	if (s == NULL)
+		return;					/* out of memory: the next connect is a full one */
 	if (conn->tls_session != NULL)
 		SSL_SESSION_free(conn->tls_session);
 	conn->tls_session = s;
-}
-
-/* Was the connection's last handshake a resumption? */
-bool
-conn_tls_resumed(McConn *conn)
-{
-	return conn->ssl != NULL && SSL_session_reused(conn->ssl);
 }
 
 /*

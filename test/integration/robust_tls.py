@@ -105,6 +105,21 @@ for behaviour, codes, what in CASES:
              repr(o), "connections %d, %d, %d" % (before, mid, connections(c, "h")))
 c.close()
 
+# a reconnect offers the session the server handed out before: the server
+# sees a resumed handshake (no certificate exchange)
+hr = TlsHostile(upstream.port).start()
+db.server(admin, "hr", hr.addr, tls="verify-full", tls_ca_file=path("ca.crt"))
+c = db.connect()
+first = db.value(c, "SELECT mc_get('rt:k', server => 'hr')")
+hr.drop_all()               # the server closes the pooled connection
+time.sleep(0.2)
+second = db.value(c, "SELECT mc_get('rt:k', server => 'hr')")
+t.ok(first == VALUE and second == VALUE and hr.resumed == [False, True],
+     "a reconnect resumes the TLS session of the connection before",
+     repr((first == VALUE, second == VALUE, hr.resumed)))
+c.close()
+hr.stop()
+
 # a handshake trickled a byte per 100 ms: connect_timeout bounds it, though
 # every wait ends with a byte
 hs.behaviour = "trickle_handshake"

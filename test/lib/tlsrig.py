@@ -151,6 +151,7 @@ class TlsHostile(hostile.Listener):
         self.record = record
         self.trickle = trickle
         self.requests = b""
+        self.resumed = []       # per connection: did its handshake resume a session?
         self._ctx = server_context()
 
     def _serve(self, sock):
@@ -176,6 +177,7 @@ class TlsHostile(hostile.Listener):
                         return
                     inc.write(data)
             self._flush(sock, out)
+            self.resumed.append(tls.session_reused)
             sock.settimeout(None)
             if self.upstream_port:
                 upstream = socket.create_connection((mcrig.HOST, self.upstream_port), timeout=5)
