@@ -76,7 +76,7 @@ SHLIB_LINK += -lssl -lcrypto
 SHLIB_LINK += -lz
 
 EXTENSION = mcfdw
-DATA = mcfdw--1.0.sql mcfdw--1.0--1.1.sql
+DATA = mcfdw--1.0.sql mcfdw--1.0--1.1.sql mcfdw--1.1--1.2.sql mcfdw--1.2.sql
 PGFILEDESC = "mcfdw - memcached for SQL"
 
 REGRESS = $(REGRESS_TESTS)
