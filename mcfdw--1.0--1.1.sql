@@ -17,9 +17,11 @@ LANGUAGE C STRICT;
 
 -- Its warning that existing foreign tables may behave differently is moot:
 -- without a handler, no query on them could run.  (The script's settings
--- end with it.)
+-- end with it; the server log is spared it too.)
 SET client_min_messages = error;
+SET log_min_messages = error;
 ALTER FOREIGN DATA WRAPPER mcfdw HANDLER mcfdw_handler;
+RESET log_min_messages;
 RESET client_min_messages;
 
 -- Writes at commit (xact.c, trigger.c) ------------------------------------

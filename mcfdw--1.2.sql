@@ -21,9 +21,8 @@ CREATE FOREIGN DATA WRAPPER mcfdw
   HANDLER mcfdw_handler
   VALIDATOR mcfdw_validator;
 
-CREATE SERVER memcached
-  FOREIGN DATA WRAPPER mcfdw
-  OPTIONS (servers '127.0.0.1:11211');
+-- No foreign server: servers are the user's (CREATE SERVER memcached ...),
+-- so pg_dump dumps them with their options, user mappings and grants.
 
 -- Reads ---------------------------------------------------------------------
 

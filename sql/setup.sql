@@ -7,7 +7,9 @@ CREATE EXTENSION mcfdw;
 
 -- what CREATE EXTENSION made
 SELECT fdwname, fdwvalidator::regproc FROM pg_foreign_data_wrapper WHERE fdwname = 'mcfdw';
-SELECT srvname, srvoptions FROM pg_foreign_server WHERE srvname = 'memcached';
+-- and no server: a call naming none says how to create the default one
+SELECT count(*) AS servers FROM pg_foreign_server;
+SELECT mc_get('k');
 
 CREATE SCHEMA mctest;
 
@@ -41,5 +43,6 @@ $$ SELECT '127.0.0.1:' || current_setting('mcfdw_test.hang_port') $$;
 CREATE FUNCTION mctest.closed_addr() RETURNS text LANGUAGE sql STABLE AS
 $$ SELECT '127.0.0.1:1' $$;
 
-SELECT mctest.point('memcached', 1);
+-- the default server (mcfdw.server), as README's first steps create it
+SELECT mctest.create('memcached', 1);
 SELECT mc_flush_all();

@@ -1,10 +1,17 @@
 --
--- upgrade: a 1.0 installation updated to 1.1 is a fresh 1.1 installation
+-- upgrade: a 1.0 installation updated to the current version is a fresh
+-- installation of it
 --
 \set orig_db :DBNAME
 CREATE DATABASE mcfdw_upgrade;
 \c mcfdw_upgrade
 CREATE EXTENSION mcfdw VERSION '1.0';
+-- 1.0 created the server "memcached"; configured as its README said
+DO $$ BEGIN
+  EXECUTE format('ALTER SERVER memcached OPTIONS (SET servers %L, ADD io_timeout %L)',
+                 '127.0.0.1:' || split_part(current_setting('mcfdw_test.mc_ports'), ',', 1), '5s');
+END $$;
+CREATE USER MAPPING FOR PUBLIC SERVER memcached;
 -- in 1.0 anyone may flush
 CREATE VIEW flush_acl AS
   SELECT a.grantee = 0 AS public, a.privilege_type
@@ -14,6 +21,13 @@ SELECT * FROM flush_acl WHERE public;
 ALTER EXTENSION mcfdw UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'mcfdw';
 SELECT * FROM flush_acl WHERE public;
+-- the server is the user's now (pg_dump dumps it), configured as it was
+SELECT srvname, regexp_replace(array_to_string(srvoptions, ' '), ':[0-9]+', ':PORT') AS options,
+       EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_foreign_server'::regclass
+                  AND d.objid = s.oid AND d.deptype = 'e') AS member,
+       (SELECT count(*) FROM pg_user_mappings m WHERE m.srvid = s.oid) AS mappings
+  FROM pg_foreign_server s;
+SELECT mc_set('up:k', 'updated'), mc_get('up:k');
 -- and mc_counters_reset is not for PUBLIC either
 SELECT count(*) AS public_counters_reset FROM pg_proc p,
        aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
@@ -24,8 +38,11 @@ CREATE TABLE upgraded AS
    WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
 SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' ORDER BY obj;
 DROP VIEW flush_acl;
+DROP SERVER memcached CASCADE;
 DROP EXTENSION mcfdw;
 CREATE EXTENSION mcfdw;
+-- a fresh installation creates no server
+SELECT count(*) AS servers FROM pg_foreign_server;
 SELECT extversion FROM pg_extension WHERE extname = 'mcfdw';
 SELECT count(*) AS public_flush FROM pg_proc p,
        aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
@@ -36,9 +53,11 @@ CREATE TABLE fresh AS
 (SELECT 'only upgraded' AS "where", obj FROM upgraded EXCEPT SELECT 'only upgraded', obj FROM fresh)
 UNION ALL
 (SELECT 'only fresh', obj FROM fresh EXCEPT SELECT 'only fresh', obj FROM upgraded);
+-- and no server is a member of either
+SELECT obj FROM upgraded WHERE obj LIKE 'server %' UNION ALL SELECT obj FROM fresh WHERE obj LIKE 'server %';
 -- and it works
 DO $$ BEGIN
-  EXECUTE format('ALTER SERVER memcached OPTIONS (SET servers %L)',
+  EXECUTE format('CREATE SERVER memcached FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %L)',
                  '127.0.0.1:' || split_part(current_setting('mcfdw_test.mc_ports'), ',', 1));
 END $$;
 SELECT mc_set('up:k', 'v');

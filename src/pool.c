@@ -27,6 +27,7 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -443,8 +444,16 @@ McServerLookup(const char *name)
 				 errhint("Pass a server name or set mcfdw.server.")));
 	if (last_oid == InvalidOid || strcmp(name, last_name) != 0)
 	{
-		Oid			oid = get_foreign_server_oid(name, false);
+		Oid			oid = get_foreign_server_oid(name, true);
 
+		/* mcfdw creates no server: the default one is the user's to create */
+		if (!OidIsValid(oid))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("server \"%s\" does not exist", name),
+					 is_default ?
+					 errhint("Create it with CREATE SERVER %s FOREIGN DATA WRAPPER mcfdw OPTIONS (servers 'host:port'), or set mcfdw.server to the name of another server.",
+							 quote_identifier(name)) : 0));
 		strlcpy(last_name, name, sizeof(last_name));
 		last_oid = oid;
 	}

@@ -541,7 +541,8 @@ class SingleUser:
                     "pgmemcache.default_servers = '%s'\n" % servers)
         out = self.run(["CREATE EXTENSION mcfdw",
                         "CREATE EXTENSION pgmemcache",
-                        "ALTER SERVER memcached OPTIONS (SET servers '%s', ADD distribution 'modula')" % servers,
+                        "CREATE SERVER memcached FOREIGN DATA WRAPPER mcfdw "
+                        "OPTIONS (servers '%s', distribution 'modula')" % servers,
                         "SELECT mc_get('k1') = memcache_get('k1') AS same"])
         if "ERROR" in out or 'same = "t"' not in out:
             self.error = self.first_error(out)

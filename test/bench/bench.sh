@@ -44,13 +44,7 @@ rig_as_pg "$RIG_PGBIN/pg_ctl" -D "$RIG_PGDATA" -l "$RIG/log/postgres.log" \
 rig_setup_extension
 rig_say "server memcached -> $servers, distribution modula; CREATE EXTENSION pgmemcache"
 rig_psql -q -d postgres -v servers="$servers" <<'SQL'
-SELECT format('ALTER SERVER memcached OPTIONS (SET servers %L, %s distribution %L)',
-              :'servers',
-              CASE WHEN EXISTS (SELECT FROM unnest(srvoptions) AS o
-                                WHERE o LIKE 'distribution=%') THEN 'SET' ELSE 'ADD' END,
-              'modula')
-  FROM pg_foreign_server WHERE srvname = 'memcached'
-\gexec
+ALTER SERVER memcached OPTIONS (SET servers :'servers', ADD distribution 'modula');
 CREATE EXTENSION IF NOT EXISTS pgmemcache;
 SQL
 

@@ -32,7 +32,7 @@ with open(HISTORY) as f:
 ports = mcrig.rig_ports()
 db = mcdb.Database("mcfdw_it_dashboard")
 c = db.connect()
-db.sql(c, "ALTER SERVER memcached OPTIONS (SET servers %s)", ("127.0.0.1:%d" % ports[0],))
+db.server(c, "memcached", "127.0.0.1:%d" % ports[0])
 db.server(c, "dash_two", "127.0.0.1:%d,127.0.0.1:1" % ports[1], connect_timeout="300ms")
 db.sql(c, history_sql)
 

@@ -17,7 +17,7 @@ t = mcrig.TAP()
 m = mcrig.start_memcached("-t", "4", "-c", "256")
 db = mcdb.Database("mcfdw_it_lease_stampede")
 c = db.connect()
-db.sql(c, "ALTER SERVER memcached OPTIONS (SET servers %s)", ("127.0.0.1:%d" % m.port,))
+db.server(c, "memcached", "127.0.0.1:%d" % m.port)
 db.sql(c, """
 CREATE SEQUENCE recomputed;
 CREATE FUNCTION expensive(k text) RETURNS text LANGUAGE plpgsql AS $$

@@ -2,6 +2,8 @@
 
 Integration tests share the rig's cluster; each works in its own database so
 servers, roles of the test and pooled connections cannot leak between tests.
+The database has no server until the test creates one: `db.server(c,
+"memcached", ...)` makes the default one (mcfdw.server).
 
     db = mcdb.Database("pool_reuse")      # dropped and created afresh
     c = db.connect()                      # a new backend each call

@@ -1,6 +1,6 @@
 -- demo.sql — what `make run` shows when there is no terminal to open psql on.
--- The rig has created the extension and pointed the foreign server
--- "memcached" at its private memcached.
+-- The rig has created the extension and, as README's first steps do, the
+-- foreign server "memcached" on its private memcached.
 
 -- store a value, read it back as text and as bytes
 SELECT mc_set('demo:greeting', 'hello from PostgreSQL');

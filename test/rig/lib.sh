@@ -196,25 +196,14 @@ rig_psql() {
 	"$RIG_PGBIN/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres "$@"
 }
 
-# Create the extension in the postgres database and point the foreign server
-# "memcached" at the first rig memcached (SET or ADD, whichever applies).
+# Create the extension in the postgres database and the foreign server
+# "memcached" (mcfdw creates none) on the first rig memcached, as README's
+# first steps do.
 rig_setup_extension() {
-	rig_say "CREATE EXTENSION mcfdw; server memcached -> 127.0.0.1:${RIG_MC_PORTS[0]}"
+	rig_say "CREATE EXTENSION mcfdw; CREATE SERVER memcached -> 127.0.0.1:${RIG_MC_PORTS[0]}"
 	rig_psql -q -d postgres -v servers="127.0.0.1:${RIG_MC_PORTS[0]}" <<'SQL'
-CREATE EXTENSION IF NOT EXISTS mcfdw;
-DO $$
-BEGIN
-	IF NOT EXISTS (SELECT FROM pg_foreign_server WHERE srvname = 'memcached') THEN
-		RAISE EXCEPTION 'extension mcfdw did not create the foreign server "memcached"';
-	END IF;
-END
-$$;
-SELECT format('ALTER SERVER memcached OPTIONS (%s servers %L)',
-              CASE WHEN EXISTS (SELECT FROM unnest(srvoptions) AS o
-                                WHERE o LIKE 'servers=%') THEN 'SET' ELSE 'ADD' END,
-              :'servers')
-  FROM pg_foreign_server WHERE srvname = 'memcached'
-\gexec
+CREATE EXTENSION mcfdw;
+CREATE SERVER memcached FOREIGN DATA WRAPPER mcfdw OPTIONS (servers :'servers');
 SQL
 }
 

@@ -254,7 +254,7 @@ if [ $NEED_RIG -eq 1 ]; then
 	header "rig"
 	rig_start 4
 	if ! rig_setup_extension; then
-		fail_one "rig: CREATE EXTENSION mcfdw / ALTER SERVER memcached"
+		fail_one "rig: CREATE EXTENSION mcfdw / CREATE SERVER memcached"
 	fi
 fi
 
