@@ -66,5 +66,23 @@ SELECT mc_delete_on_commit('up:k');
 SELECT mc_get('up:k');
 COMMIT;
 SELECT mc_get('up:k');
+-- 1.1's server is detached by the name it has now, and an update finds
+-- nothing to detach when the user detached it already
+DROP SERVER memcached;
+DROP EXTENSION mcfdw;
+CREATE VIEW servers AS
+  SELECT srvname, EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_foreign_server'::regclass
+                             AND d.objid = s.oid AND d.deptype = 'e') AS member
+    FROM pg_foreign_server s;
+CREATE EXTENSION mcfdw VERSION '1.1';
+ALTER SERVER memcached RENAME TO cache;
+ALTER EXTENSION mcfdw UPDATE;
+SELECT * FROM servers;
+DROP SERVER cache;
+DROP EXTENSION mcfdw;
+CREATE EXTENSION mcfdw VERSION '1.1';
+ALTER EXTENSION mcfdw DROP SERVER memcached;
+ALTER EXTENSION mcfdw UPDATE;
+SELECT * FROM servers;
 \c :orig_db
 DROP DATABASE mcfdw_upgrade WITH (FORCE);
