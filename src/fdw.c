@@ -460,6 +460,7 @@ mcfdw_handler(PG_FUNCTION_ARGS)
 	r->ReScanForeignScan = McReScanForeignScan;
 	r->EndForeignScan = McEndForeignScan;
 	r->ExplainForeignScan = McExplainForeignScan;
+	r->AnalyzeForeignTable = McAnalyzeForeignTable;
 
 	r->AddForeignUpdateTargets = McAddForeignUpdateTargets;
 	r->PlanForeignModify = McPlanForeignModify;
