@@ -280,6 +280,55 @@ SELECT count(*) FROM (
   SELECT key FROM rp_wide WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(3, 4000) g))
   UNION ALL SELECT key FROM rp_full) s;
 
+-- partitions and inheritance children: each a scan of its own, pruned as
+-- any partition
+CREATE TABLE rp_parts (key text, value text, flags integer) PARTITION BY RANGE (key);
+CREATE FOREIGN TABLE rp_part1 PARTITION OF rp_parts FOR VALUES FROM ('1') TO ('2')
+  SERVER rp OPTIONS (key_prefix 'r:');
+CREATE FOREIGN TABLE rp_part2 PARTITION OF rp_parts FOR VALUES FROM ('2') TO ('9')
+  SERVER rp OPTIONS (key_prefix 'r:');
+EXPLAIN (COSTS OFF) SELECT key FROM rp_parts WHERE key IN ('10', '11');
+SELECT key, length(value) FROM rp_parts WHERE key IN ('10', '11') ORDER BY key;
+EXPLAIN (COSTS OFF)
+SELECT count(*) FROM rp_parts WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 6000) g));
+SELECT count(*) FROM rp_parts
+ WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 6000) g)) AND key < '2';
+SELECT count(*) FROM generate_series(1, 6000) g JOIN rp_parts ON rp_parts.key = g::text
+ WHERE rp_parts.key >= '2';
+SELECT count(*) FROM rp_parts;
+-- a partition's bound is not checked against its items (PostgreSQL checks
+-- no constraint of a foreign table): partitions sharing a prefix each read
+-- every key they are given, so a query that does not prune gets each
+-- item once per partition
+SELECT count(*), count(DISTINCT key) FROM rp_parts
+ WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 6000) g));
+DROP TABLE rp_parts;
+CREATE TABLE rp_parent (key text, value text, flags integer);
+INSERT INTO rp_parent VALUES ('1', 'local', 0);
+CREATE FOREIGN TABLE rp_child () INHERITS (rp_parent) SERVER rp OPTIONS (key_prefix 'r:');
+SELECT tableoid::regclass, key, value FROM rp_parent WHERE key = '1' ORDER BY 1;
+SELECT count(*) FROM rp_parent;
+DROP TABLE rp_parent CASCADE;
+-- system columns and whole rows
+SELECT tableoid::regclass, key FROM rp_kv WHERE key = '1';
+SELECT xmin FROM rp_kv WHERE key = '1';
+SELECT rp_kv, row_to_json(rp_kv) FROM rp_kv WHERE key IN ('1', '2') ORDER BY key;
+-- a recursive query: the join rescanned once per iteration, batched or not
+WITH RECURSIVE chain(k, n) AS (
+  SELECT '1'::text, 1
+  UNION ALL
+  SELECT (length(rp_kv.value) + n)::text, n + 1 FROM chain JOIN rp_kv ON rp_kv.key = chain.k
+   WHERE n < 50)
+SELECT count(*), max(n), sum(k::int) FROM chain;
+SET mcfdw.enable_batched_join = off;
+WITH RECURSIVE chain(k, n) AS (
+  SELECT '1'::text, 1
+  UNION ALL
+  SELECT (length(rp_kv.value) + n)::text, n + 1 FROM chain JOIN rp_kv ON rp_kv.key = chain.k
+   WHERE n < 50)
+SELECT count(*), max(n), sum(k::int) FROM chain;
+RESET mcfdw.enable_batched_join;
+
 -- EXPLAIN ANALYZE of the spilling paths
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 SELECT * FROM rp_kv WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 6000) g));
