@@ -412,11 +412,17 @@ mcGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 		if (ri != key && !ri->pseudoconstant)
 			local = lappend(local, ri->clause);
 	}
+	/*
+	 * The key condition is rechecked in an EvalPlanQual recheck: there the
+	 * executor hands the scan the row it returned before (a copy, as no row
+	 * of memcached is locked), which the outer row's new key may not match.
+	 */
 	return make_foreignscan(tlist, local, baserel->relid, exprs,
 							key == NULL ?
 							list_make3(makeInteger((int) info->want), kinds, makeInteger(1)) :
 							list_make2(makeInteger((int) info->want), kinds),
-							NIL, NIL, outer_plan);
+							NIL, key == NULL ? NIL : list_make1(key->clause),
+							outer_plan);
 }
 
 /*
@@ -460,6 +466,7 @@ mcfdw_handler(PG_FUNCTION_ARGS)
 	r->ReScanForeignScan = McReScanForeignScan;
 	r->EndForeignScan = McEndForeignScan;
 	r->ExplainForeignScan = McExplainForeignScan;
+	r->AnalyzeForeignTable = McAnalyzeForeignTable;
 
 	r->AddForeignUpdateTargets = McAddForeignUpdateTargets;
 	r->PlanForeignModify = McPlanForeignModify;

@@ -170,6 +170,8 @@ extern void McReScanForeignScan(ForeignScanState *node);
 extern void McEndForeignScan(ForeignScanState *node);
 extern void McExplainForeignScan(ForeignScanState *node, struct ExplainState *es);
 extern const char *McFieldsText(unsigned want);
+extern bool McAnalyzeForeignTable(Relation rel, AcquireSampleRowsFunc *func,
+								  BlockNumber *totalpages);
 
 /* fdw_fullscan.c: a scan with no key condition, and item counts for planning */
 typedef struct McFullScan McFullScan;
@@ -179,6 +181,8 @@ extern bool McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 extern void McFullScanRewind(McFullScan *fs);
 extern void McFullScanEnd(McFullScan *fs);
 extern void McFullScanExplain(McFullScan *fs, struct ExplainState *es);
+extern double McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
+							   McHitFn fn, void *arg, int *nsampled);
 extern double McFullScanItems(Oid serverid);
 
 /* fdw_modify.c: the modification callbacks */

@@ -12,9 +12,10 @@
  * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
  * to the pipelined multi-get (McMultiGetRun), whose hits fdw_scan.c turns
  * into rows.  The keys are all listed before the first is fetched: a dump
- * holds its instance's connection until its END.  Also owns the per-server
- * item counts ("curr_items" of the stats command), asked with a short bound
- * and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
+ * holds its instance's connection until its END.  ANALYZE's sample is a
+ * bounded random choice among the listed keys, fetched the same way.  Also
+ * owns the per-server item counts ("curr_items" of the stats command),
+ * asked with a short bound and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
  * paths (fdw.c), or touch a connection other than through the connection
  * layer's calls.
  *
@@ -31,6 +32,7 @@
 
 #include "access/tupdesc.h"
 #include "catalog/pg_type.h"
+#include "common/pg_prng.h"
 #include "commands/explain.h"
 #include "executor/tuptable.h"
 #include "mb/pg_wchar.h"
@@ -515,6 +517,58 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 	fs->fetched += n;
 	McMultiGetRun(srv, fs->batch, NULL, n, want, fn, arg);
 	return true;
+}
+
+/*
+ * ANALYZE's sample: every key listed (the dump a full scan makes), at most
+ * n of them kept at random (a reservoir, so memory is bounded by n, not
+ * by the cache), those fetched through the multi-get in batches, each hit
+ * to fn.  Returns how many keys of the table were listed; *nsampled: how
+ * many were fetched.
+ */
+double
+McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
+				 McHitFn fn, void *arg, int *nsampled)
+{
+	MemoryContext old;
+	Datum	   *sample;
+	uint64		seen = 0;
+	int			kept = 0;
+
+	if (!fs->dumped)
+		dump_all(fs, srv);
+	old = MemoryContextSwitchTo(fs->cxt);
+	sample = palloc(sizeof(Datum) * Max(n, 1));
+	while (n > 0 && tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(fs->kslot, 1, &isnull);
+		int			at = -1;
+
+		if (kept < n)
+			at = kept++;
+		else
+		{
+			uint64		j = pg_prng_uint64_range(&pg_global_prng_state, 0, seen);
+
+			if (j < (uint64) n)
+			{
+				at = (int) j;
+				pfree(DatumGetPointer(sample[at]));
+			}
+		}
+		if (at >= 0)
+			sample[at] = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(d)));
+		seen++;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ExecClearTuple(fs->kslot);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < kept; i += MC_FULLSCAN_BATCH)
+		McMultiGetRun(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, fn, arg);
+	fs->fetched += kept;
+	*nsampled = kept;
+	return (double) fs->kept;
 }
 
 /* Fetch the listed keys again from the first (a rescan lists nothing anew). */

@@ -9,8 +9,9 @@
  * table, kept in a tuplestore (which spills past work_mem) until the
  * executor takes it.  Misses give no row.  A scan without a key
  * condition takes its keys batch by batch from fdw_fullscan.c instead, and
- * keeps one batch's rows at a time.  Must not: plan, or touch connections
- * other than through McMultiGetRun.
+ * keeps one batch's rows at a time.  Also owns ANALYZE's sample (rows of a
+ * full scan's random keys, only where full scans are allowed).  Must not:
+ * plan, or touch connections other than through McMultiGetRun.
  *
  * The per-key path allocates nothing of its own: prefixed keys are packed
  * into blocks with the key as given stored just before each (so a hit
@@ -20,6 +21,8 @@
  * stored row reaches the scan slot without a second copy.
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -318,11 +321,25 @@ McIterateForeignScan(ForeignScanState *node)
 {
 	McScan	   *s = node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	MemoryContext old;
+	bool		got;
 
 	if (!s->fetched)
 		fetch(node);
-	while (!tuplestore_gettupleslot(s->ts, true, false, s->mslot))
+
+	/*
+	 * A row read back from disk is allocated in the current context and
+	 * owned by mslot, which frees it at the next read: read it in the
+	 * scan's context, not in the per-tuple one the executor calls us in
+	 * (reset between rows, which freed it first, and mslot's free crashed).
+	 */
+	for (;;)
 	{
+		old = MemoryContextSwitchTo(s->scan_cxt);
+		got = tuplestore_gettupleslot(s->ts, true, false, s->mslot);
+		MemoryContextSwitchTo(old);
+		if (got)
+			break;
 		if (!s->more)
 			return ExecClearTuple(slot);
 		fetch(node);			/* a full scan's next batch */
@@ -372,6 +389,105 @@ McEndForeignScan(ForeignScanState *node)
 		tuplestore_end(s->ts);
 		ExecDropSingleTupleTableSlot(s->mslot);
 	}
+}
+
+/* ANALYZE's sample being taken: the rows, formed from the hits. */
+typedef struct McSample
+{
+	McTable		t;
+	McValueIO	vio;
+	McServer   *srv;
+	TupleDesc	desc;
+	Datum	   *values;
+	bool	   *nulls;
+	HeapTuple  *rows;
+	int			nrows;
+	int			targrows;
+	MemoryContext rows_cxt;		/* ANALYZE's, where the rows go */
+	MemoryContext row_cxt;		/* one row's conversions */
+} McSample;
+
+static void
+sample_hit(void *arg, Datum key, char *base, const McReply *r)
+{
+	McSample   *a = arg;
+	MemoryContext old;
+
+	if (a->nrows >= a->targrows)
+		return;
+	old = MemoryContextSwitchTo(a->row_cxt);
+	McRowFromReply(&a->t, &a->vio, a->srv, McKeyWithoutPrefix(&a->t, key), base, r,
+				   a->values, a->nulls, a->desc->natts);
+	MemoryContextSwitchTo(a->rows_cxt);
+	a->rows[a->nrows++] = heap_form_tuple(a->desc, a->values, a->nulls);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(a->row_cxt);
+}
+
+/*
+ * ANALYZE's rows: only a table that allows full scans lists its keys (the
+ * dump a full scan makes), and of those a random sample of at most
+ * targrows is fetched.  Any other table gives no rows and no statistics,
+ * quietly: listing the cache is what its owner did not allow, and the
+ * planner estimates its scans from their keys, not from statistics.
+ */
+static int
+acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
+			   double *totalrows, double *totaldeadrows)
+{
+	McSample	a = {0};
+	McFullScan *fs;
+	unsigned	want = 0;
+	int			nsampled = 0;
+	double		listed;
+
+	*totalrows = *totaldeadrows = 0;
+	McTableLoad(rel, &a.t);
+	if (!a.t.opts.allow_full_scan)
+	{
+		ereport(elevel,
+				(errmsg("\"%s\": no sample taken: memcached lists keys only for a full scan, and the table does not allow one",
+						RelationGetRelationName(rel))));
+		return 0;
+	}
+	a.desc = RelationGetDescr(rel);
+	if (a.t.attnum[MC_FIELD_VALUE] != 0)
+	{
+		Form_pg_attribute att = TupleDescAttr(a.desc, a.t.attnum[MC_FIELD_VALUE] - 1);
+
+		McValueIOInit(&a.vio, att->atttypid, att->atttypmod);
+	}
+	for (int f = MC_FIELD_VALUE; f < MC_NFIELDS; f++)
+		if (a.t.attnum[f] != 0)
+			want |= McFieldWant((McField) f);
+	a.values = palloc(sizeof(Datum) * a.desc->natts);
+	a.nulls = palloc(sizeof(bool) * a.desc->natts);
+	a.rows = rows;
+	a.targrows = targrows;
+	a.rows_cxt = CurrentMemoryContext;
+	a.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw analyze row",
+									  ALLOCSET_DEFAULT_SIZES);
+	a.srv = McServerGet(a.t.serverid);
+	fs = McFullScanBegin(&a.t);
+	listed = McFullScanSample(fs, a.srv, targrows, McValueFields(a.srv, &a.vio, want),
+							  sample_hit, &a, &nsampled);
+	McFullScanEnd(fs);
+	MemoryContextDelete(a.row_cxt);
+	/* keys listed but gone by the time they were fetched are no rows */
+	*totalrows = nsampled > 0 ? floor(listed * a.nrows / nsampled + 0.5) : 0;
+	ereport(elevel,
+			(errmsg("\"%s\": %.0f keys listed, %d sampled, %d rows",
+					RelationGetRelationName(rel), listed, nsampled, a.nrows)));
+	return a.nrows;
+}
+
+bool
+McAnalyzeForeignTable(Relation rel, AcquireSampleRowsFunc *func,
+					  BlockNumber *totalpages)
+{
+	*func = acquire_sample;
+	*totalpages = 0;
+	return true;
 }
 
 /* The meta flags a scan or batched join asks for, as EXPLAIN shows them. */
