@@ -8,6 +8,9 @@
 #                     with Asserts compiled in (ASSERTS=1)
 #   make unit         build and run the C unit tests only (no servers)
 #   make deps         install the missing Debian packages (test/rig/packages.txt)
+#   make deb          the Debian package postgresql-15-mcfdw (debian/) in dist/
+#   make deb-check    build it, lintian, install it into the system's
+#                     PostgreSQL 15 and use it, remove it (CI, after make test)
 #   make / make install / make installcheck   the usual PGXS targets
 #                     (WERROR=1: warnings are errors; ASSERTS=1: the
 #                     extension's Asserts are compiled in)
@@ -192,3 +195,17 @@ unit: deps
 bench: deps
 	@$(MAKE) --no-print-directory install
 	@$(RIG_ENV) BENCH_QUICK='$(BENCH_QUICK)' test/bench/bench.sh
+
+# `make deb` (test/rig/deb.sh): the source package and postgresql-15-mcfdw's
+# .deb in dist/, built by dpkg-buildpackage (pg_buildext) from a copy of the
+# tree.  `make deb-check` builds it, runs lintian, installs it with dpkg -i
+# into Debian's PostgreSQL 15 (the system's, whatever PG_CONFIG says; root),
+# creates the extension in a fresh cluster and uses it against a private
+# memcached, then removes it and puts back what a `make install` had put
+# there; TAP lines and "N passed, N failed".  .ci/run runs it after make test.
+.PHONY: deb deb-check
+deb: deps
+	@test/rig/deb.sh build
+
+deb-check: deps
+	@test/rig/deb.sh check
