@@ -23,6 +23,15 @@ CREATE TABLE upgraded AS
   SELECT pg_describe_object(classid, objid, 0) AS obj FROM pg_depend
    WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
 SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' ORDER BY obj;
+-- and the same comments (obj_description per member)
+CREATE TABLE upgraded_comments AS
+  SELECT pg_describe_object(classid, objid, 0) AS obj,
+         obj_description(objid, classid::regclass::name) AS description
+    FROM pg_depend
+   WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
+SELECT count(*) FILTER (WHERE description IS NOT NULL) > 70 AS commented,
+       count(*) FILTER (WHERE description IS NULL AND obj !~ '^server ') AS uncommented
+  FROM upgraded_comments;
 DROP VIEW flush_acl;
 DROP EXTENSION mcfdw;
 CREATE EXTENSION mcfdw;
@@ -36,6 +45,15 @@ CREATE TABLE fresh AS
 (SELECT 'only upgraded' AS "where", obj FROM upgraded EXCEPT SELECT 'only upgraded', obj FROM fresh)
 UNION ALL
 (SELECT 'only fresh', obj FROM fresh EXCEPT SELECT 'only fresh', obj FROM upgraded);
+CREATE TABLE fresh_comments AS
+  SELECT pg_describe_object(classid, objid, 0) AS obj,
+         obj_description(objid, classid::regclass::name) AS description
+    FROM pg_depend
+   WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
+(SELECT 'only upgraded' AS "where", * FROM upgraded_comments EXCEPT SELECT 'only upgraded', * FROM fresh_comments)
+UNION ALL
+(SELECT 'only fresh', * FROM fresh_comments EXCEPT SELECT 'only fresh', * FROM upgraded_comments)
+ORDER BY 2, 1;
 -- and it works
 DO $$ BEGIN
   EXECUTE format('ALTER SERVER memcached OPTIONS (SET servers %L)',
