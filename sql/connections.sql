@@ -30,8 +30,15 @@ SELECT mc_disconnect('conn_a');
 -- the next call reconnects
 SELECT mc_get('conn:1', server => 'conn_a');
 SELECT count(*) AS conn_a_open FROM mc_connections WHERE server = 'conn_a';
-SELECT * FROM mc_get_multi(ARRAY['conn:1', 'conn:2', 'conn:3'], 'conn_a') ORDER BY key;
+SELECT count(*) FROM mc_get_multi(ARRAY(SELECT 'conn:' || i FROM generate_series(1, 30) i), 'conn_a');
 SELECT count(*) AS conn_a_open FROM mc_connections WHERE server = 'conn_a';
+
+-- ALTER SERVER makes the session's copy stale (valid false) until the next
+-- use rebuilds it, keeping the sockets of instances still listed
+ALTER SERVER conn_a OPTIONS (ADD io_timeout '900');
+SELECT rig_instance, valid FROM mctest.conns WHERE server = 'conn_a' ORDER BY rig_instance;
+SELECT mc_get('conn:1', server => 'conn_a');
+SELECT rig_instance, valid FROM mctest.conns WHERE server = 'conn_a' ORDER BY rig_instance;
 
 -- all: true, then false
 SELECT mc_disconnect_all();
