@@ -3,9 +3,9 @@
  *
  * Owns: a connection's life (prepared for a request, probed when it sat
  * idle, closed when an interrupted request left it out of step or when
- * asked while no request uses it, discarded with its server), retrying a pooled socket the server closed while idle,
- * and tying each reply to its request (one request, one reply, at most
- * once).  The bytes are conn_io.c's (sends, reads, waits, failures), the
+ * asked while no request uses it, discarded with its server), retrying a
+ * pooled socket the server closed while idle, and tying each reply to its
+ * request (one request, one reply, at most once).  The bytes are conn_io.c's (sends, reads, waits, failures), the
  * connect conn_connect.c's, the backend's sockets as a whole (closing one,
  * the file-descriptor budget, idle_timeout) conn_fd.c's, the stats
  * commands conn_stats.c's, and the multi-get's non-blocking slices
