@@ -22,3 +22,213 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- Connections (connections_sql.c) ---------------------------------------------
+-- This session's open sockets, listed and closed as postgres_fdw's
+-- postgres_fdw_get_connections and postgres_fdw_disconnect[_all] do.  A role
+-- sees and closes those of the servers it has USAGE on, made under the user
+-- mapping it logs in with itself (after SET ROLE, none of another role's); a
+-- superuser every one.  A connection a running request is using stays open.
+
+CREATE FUNCTION mc_connections(
+    OUT server name, OUT instance text, OUT user_name name, OUT tls boolean,
+    OUT valid boolean, OUT in_use boolean, OUT requests bigint,
+    OUT last_used timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_connections'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_connections AS SELECT * FROM mc_connections();
+GRANT SELECT ON mc_connections TO PUBLIC;
+
+CREATE FUNCTION mc_disconnect(server name)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_disconnect'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION mc_disconnect_all()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_disconnect_all'
+LANGUAGE C VOLATILE;
+
+-- Comments ---------------------------------------------------------------------
+-- What \dx+, \df+ and \dv+ say about each object: one line each, from the
+-- README's reference, grouped as above.  Every member of the extension has
+-- one (the comments regress test lists any that has none).
+
+COMMENT ON FOREIGN DATA WRAPPER mcfdw IS
+  'memcached as foreign servers: mc_* functions, foreign tables, rings shared with Dalli and libmemcached';
+COMMENT ON FUNCTION mcfdw_validator(text[], oid) IS
+  'checks the options of mcfdw foreign servers, user mappings, foreign tables and their columns';
+COMMENT ON FUNCTION mcfdw_handler() IS
+  'foreign-data wrapper handler of mcfdw: foreign tables whose rows are memcached items';
+
+-- Reads
+COMMENT ON FUNCTION mc_get(text, name) IS
+  'value of a key as text; NULL on a miss';
+COMMENT ON FUNCTION mc_get_bytea(text, name) IS
+  'value of a key as bytea; NULL on a miss';
+COMMENT ON FUNCTION mc_gets(text, name) IS
+  'value (text), flags and cas token of a key, for mc_cas; NULL on a miss';
+COMMENT ON FUNCTION mc_gets_bytea(text, name) IS
+  'value (bytea), flags and cas token of a key, for mc_cas; NULL on a miss';
+
+-- Writes
+COMMENT ON FUNCTION mc_set(text, text, interval, integer, name) IS
+  'stores a text value under a key (NULL ttl: no expiry); true when stored';
+COMMENT ON FUNCTION mc_set(text, bytea, interval, integer, name) IS
+  'stores a bytea value under a key (NULL ttl: no expiry); true when stored';
+COMMENT ON FUNCTION mc_add(text, text, interval, integer, name) IS
+  'stores a text value only if the key is missing; false if it exists';
+COMMENT ON FUNCTION mc_add(text, bytea, interval, integer, name) IS
+  'stores a bytea value only if the key is missing; false if it exists';
+COMMENT ON FUNCTION mc_replace(text, text, interval, integer, name) IS
+  'stores a text value only if the key exists; false if it is missing';
+COMMENT ON FUNCTION mc_replace(text, bytea, interval, integer, name) IS
+  'stores a bytea value only if the key exists; false if it is missing';
+COMMENT ON FUNCTION mc_append(text, text, name) IS
+  'appends text to the value of a key; false if the key is missing';
+COMMENT ON FUNCTION mc_append(text, bytea, name) IS
+  'appends bytes to the value of a key; false if the key is missing';
+COMMENT ON FUNCTION mc_prepend(text, text, name) IS
+  'prepends text to the value of a key; false if the key is missing';
+COMMENT ON FUNCTION mc_prepend(text, bytea, name) IS
+  'prepends bytes to the value of a key; false if the key is missing';
+COMMENT ON FUNCTION mc_cas(text, text, bigint, interval, integer, name) IS
+  'stores a text value if the item is unchanged since mc_gets gave cas; false if it changed or is gone';
+COMMENT ON FUNCTION mc_cas(text, bytea, bigint, interval, integer, name) IS
+  'stores a bytea value if the item is unchanged since mc_gets gave cas; false if it changed or is gone';
+COMMENT ON FUNCTION mc_delete(text, name) IS
+  'deletes a key now (not undone by ROLLBACK); true if it existed';
+COMMENT ON FUNCTION mc_touch(text, interval, name) IS
+  'gives a key a new ttl (NULL removes the expiry); true if it existed';
+
+-- Counters
+COMMENT ON FUNCTION mc_incr(text, bigint, bigint, interval, name) IS
+  'adds delta to a counter and returns the new value; NULL if the key is missing and no initial is given';
+COMMENT ON FUNCTION mc_decr(text, bigint, bigint, interval, name) IS
+  'subtracts delta from a counter, stopping at 0, and returns the new value; NULL if the key is missing and no initial is given';
+
+-- Whole cache
+COMMENT ON FUNCTION mc_flush_all(name) IS
+  'invalidates every item on every instance of the server, whatever its key_prefix; returns the instances flushed (not granted to PUBLIC)';
+
+-- Multi-get
+COMMENT ON FUNCTION mc_get_multi(text[], name) IS
+  'one row (key, value text, flags) per key found, one pipelined round trip per instance; a miss gives no row';
+COMMENT ON FUNCTION mc_get_multi_bytea(text[], name) IS
+  'one row (key, value bytea, flags) per key found, one pipelined round trip per instance; a miss gives no row';
+
+-- Pool and ring state
+COMMENT ON FUNCTION mc_servers() IS
+  'this session''s view of every server the current user may use, one row per instance: ring place, state, health, connections';
+COMMENT ON VIEW mc_servers IS
+  'this session''s view of every server the current user may use, one row per instance: ring place, state, health, connections';
+
+-- Statistics
+COMMENT ON FUNCTION mc_stats(name, text) IS
+  'memcached''s stats lines (name, value) per instance of the server, or with NULL of every usable server; stats_group: slabs, items, settings, sizes or conns';
+COMMENT ON FUNCTION mc_server_stats(name) IS
+  'the stats of each instance as typed columns (hit_ratio, evictions, ...); an instance that cannot be reached gives one row with error set';
+COMMENT ON FUNCTION mc_slab_stats(name) IS
+  'one row per instance and slab class: stats slabs merged with stats items, with used and wasted bytes';
+COMMENT ON FUNCTION mc_slab_summary(name) IS
+  'one row per instance: slab totals, growth_factor and the size of the slab class ladder';
+COMMENT ON FUNCTION mc_slab_ladder(name) IS
+  'one row per instance and slab class its settings create (chunk size, chunks per page), with or without pages';
+COMMENT ON VIEW mc_stats IS
+  'memcached''s stats lines (name, value) per instance of every server the current user has USAGE on';
+COMMENT ON VIEW mc_server_stats IS
+  'the stats of each instance of every usable server as typed columns; an instance that cannot be reached has error set';
+COMMENT ON VIEW mc_slab_stats IS
+  'one row per instance of every usable server and slab class: stats slabs merged with stats items';
+COMMENT ON VIEW mc_slab_summary IS
+  'one row per instance of every usable server: slab totals, growth_factor, ladder size';
+COMMENT ON VIEW mc_slab_ladder IS
+  'one row per instance of every usable server and slab class its settings create';
+
+-- Writes at commit
+COMMENT ON FUNCTION mc_delete_on_commit(text, name) IS
+  'queues a delete of the key, sent after COMMIT (nothing on ROLLBACK); the last write of a key wins';
+COMMENT ON FUNCTION mc_set_on_commit(text, text, interval, integer, name) IS
+  'queues a set of the key to a text value, sent after COMMIT (nothing on ROLLBACK); the last write of a key wins';
+COMMENT ON FUNCTION mc_set_on_commit(text, bytea, interval, integer, name) IS
+  'queues a set of the key to a bytea value, sent after COMMIT (nothing on ROLLBACK); the last write of a key wins';
+COMMENT ON FUNCTION mc_invalidate() IS
+  'trigger: queues on-commit deletes of the keys its templates (''user:{id}'') build from the changed rows';
+COMMENT ON FUNCTION mc_invalidation_stats() IS
+  'this session''s on-commit writes per server: queued, sent, lost after commit, last error';
+COMMENT ON VIEW mc_invalidation_stats IS
+  'this session''s on-commit writes per server: queued, sent, lost after commit, last error';
+
+-- Counters a dashboard alerts on
+COMMENT ON FUNCTION mc_counters() IS
+  'per server: on-commit writes queued, sent and lost, and calls answered as a miss (degraded); every session''s when mcfdw is preloaded';
+COMMENT ON VIEW mc_counters IS
+  'per server: on-commit writes queued, sent and lost, and calls answered as a miss (degraded); every session''s when mcfdw is preloaded';
+COMMENT ON FUNCTION mc_counters_reset() IS
+  'zeroes the counts of mc_counters (not granted to PUBLIC)';
+
+-- Get-and-touch, absolute expiry
+COMMENT ON FUNCTION mc_gat(text, interval, name) IS
+  'value of a key as text, its ttl reset in the same round trip (NULL removes the expiry); NULL on a miss';
+COMMENT ON FUNCTION mc_gat_bytea(text, interval, name) IS
+  'value of a key as bytea, its ttl reset in the same round trip (NULL removes the expiry); NULL on a miss';
+COMMENT ON FUNCTION mc_gat_until(text, timestamptz, name) IS
+  'mc_gat with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_gat_bytea_until(text, timestamptz, name) IS
+  'mc_gat_bytea with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_set_until(text, text, timestamptz, integer, name) IS
+  'mc_set with an absolute expiry (NULL: none; a past time expires the item at once) in place of a ttl';
+COMMENT ON FUNCTION mc_set_until(text, bytea, timestamptz, integer, name) IS
+  'mc_set with an absolute expiry (NULL: none; a past time expires the item at once) in place of a ttl';
+COMMENT ON FUNCTION mc_add_until(text, text, timestamptz, integer, name) IS
+  'mc_add with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_add_until(text, bytea, timestamptz, integer, name) IS
+  'mc_add with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_replace_until(text, text, timestamptz, integer, name) IS
+  'mc_replace with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_replace_until(text, bytea, timestamptz, integer, name) IS
+  'mc_replace with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_cas_until(text, text, bigint, timestamptz, integer, name) IS
+  'mc_cas with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_cas_until(text, bytea, bigint, timestamptz, integer, name) IS
+  'mc_cas with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_touch_until(text, timestamptz, name) IS
+  'mc_touch with an absolute expiry (NULL: none) in place of a ttl';
+COMMENT ON FUNCTION mc_incr_until(text, bigint, bigint, timestamptz, name) IS
+  'mc_incr with an absolute expiry (NULL: none) for a key it creates, in place of a ttl';
+COMMENT ON FUNCTION mc_decr_until(text, bigint, bigint, timestamptz, name) IS
+  'mc_decr with an absolute expiry (NULL: none) for a key it creates, in place of a ttl';
+
+-- Batch writes
+COMMENT ON FUNCTION mc_set_multi(text[], text[], interval, integer, name) IS
+  'stores many text values, one pipeline per instance; returns how many distinct keys were stored';
+COMMENT ON FUNCTION mc_set_multi(text[], bytea[], interval, integer, name) IS
+  'stores many bytea values, one pipeline per instance; returns how many distinct keys were stored';
+COMMENT ON FUNCTION mc_delete_multi(text[], name) IS
+  'deletes many keys, one pipeline per instance (NULL keys skipped); returns how many distinct keys existed';
+COMMENT ON FUNCTION mc_touch_multi(text[], interval, name) IS
+  'gives many keys a new ttl, one pipeline per instance (NULL keys skipped); returns how many distinct keys existed';
+
+-- Values written by applications, leases, item metadata
+COMMENT ON FUNCTION mc_get_raw(text, name) IS
+  'the bytes and flags of a key as stored, never inflated; NULL on a miss';
+COMMENT ON FUNCTION mc_get_lease(text, interval, interval, name) IS
+  'value (text) of a key, and won: whether this caller got the one right to recompute a missing or expiring value';
+COMMENT ON FUNCTION mc_get_lease_bytea(text, interval, interval, name) IS
+  'value (bytea) of a key, and won: whether this caller got the one right to recompute a missing or expiring value';
+COMMENT ON FUNCTION mc_mark_stale(text, interval, name) IS
+  'marks an item stale instead of deleting it (reads still get it, the first mc_get_lease wins its refresh); true if the key existed';
+COMMENT ON FUNCTION mc_meta(text, name) IS
+  'an item''s size, ttl left, last access, cas, flags and staleness, without its value and without bumping it; NULL on a miss';
+
+-- Connections
+COMMENT ON FUNCTION mc_connections() IS
+  'this session''s open memcached connections the current user may see: server, instance, user mapping, TLS, in use, requests';
+COMMENT ON VIEW mc_connections IS
+  'this session''s open memcached connections the current user may see: server, instance, user mapping, TLS, in use, requests';
+COMMENT ON FUNCTION mc_disconnect(name) IS
+  'closes this session''s connections to the server (not one a running request uses); true if any was closed';
+COMMENT ON FUNCTION mc_disconnect_all() IS
+  'closes this session''s connections to every server (not one a running request uses); true if any was closed';

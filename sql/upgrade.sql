@@ -37,6 +37,15 @@ CREATE TABLE upgraded AS
   SELECT pg_describe_object(classid, objid, 0) AS obj FROM pg_depend
    WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
 SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' ORDER BY obj;
+-- and the same comments (obj_description per member)
+CREATE TABLE upgraded_comments AS
+  SELECT pg_describe_object(classid, objid, 0) AS obj,
+         obj_description(objid, classid::regclass::name) AS description
+    FROM pg_depend
+   WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
+SELECT count(*) FILTER (WHERE description IS NOT NULL) > 70 AS commented,
+       count(*) FILTER (WHERE description IS NULL AND obj !~ '^server ') AS uncommented
+  FROM upgraded_comments;
 DROP VIEW flush_acl;
 DROP SERVER memcached CASCADE;
 DROP EXTENSION mcfdw;
@@ -55,6 +64,15 @@ UNION ALL
 (SELECT 'only fresh', obj FROM fresh EXCEPT SELECT 'only fresh', obj FROM upgraded);
 -- and no server is a member of either
 SELECT obj FROM upgraded WHERE obj LIKE 'server %' UNION ALL SELECT obj FROM fresh WHERE obj LIKE 'server %';
+CREATE TABLE fresh_comments AS
+  SELECT pg_describe_object(classid, objid, 0) AS obj,
+         obj_description(objid, classid::regclass::name) AS description
+    FROM pg_depend
+   WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
+(SELECT 'only upgraded' AS "where", * FROM upgraded_comments EXCEPT SELECT 'only upgraded', * FROM fresh_comments)
+UNION ALL
+(SELECT 'only fresh', * FROM fresh_comments EXCEPT SELECT 'only fresh', * FROM upgraded_comments)
+ORDER BY 2, 1;
 -- and it works
 DO $$ BEGIN
   EXECUTE format('CREATE SERVER memcached FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %L)',

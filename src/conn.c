@@ -2,10 +2,10 @@
  * conn.c — one socket per memcached instance, and the requests on it.
  *
  * Owns: a connection's life (prepared for a request, probed when it sat
- * idle, closed when an interrupted request left it out of step, discarded
- * with its server), retrying a pooled socket the server closed while idle,
- * and tying each reply to its request (one request, one reply, at most
- * once).  The bytes are conn_io.c's (sends, reads, waits, failures), the
+ * idle, closed when an interrupted request left it out of step or when
+ * asked while no request uses it, discarded with its server), retrying a
+ * pooled socket the server closed while idle, and tying each reply to its
+ * request (one request, one reply, at most once).  The bytes are conn_io.c's (sends, reads, waits, failures), the
  * connect conn_connect.c's, the backend's sockets as a whole (closing one,
  * the file-descriptor budget, idle_timeout) conn_fd.c's, the stats
  * commands conn_stats.c's, and the multi-get's non-blocking slices
@@ -45,13 +45,17 @@ McConnOf(McServer *srv, int index)
 	return &srv->conns[index];
 }
 
-/* What the mc_servers view shows of a connection. */
+/* What the mc_servers and mc_connections views show of a connection. */
 void
 McConnGetStats(McConn *conn, McConnStats *out)
 {
 	out->open = (conn->sock != PGINVALID_SOCKET);
 	out->connects = conn->connects;
 	out->requests = conn->total_requests;
+	out->in_use = conn->busy || conn->connecting;
+	out->tls = (conn->ssl != NULL);
+	out->socket_requests = conn->requests;
+	out->idle_usec = Max(mono_usec() - conn->last_used, 0);
 }
 
 /* Release a connection's buffers and socket for good (config change). */
@@ -125,6 +129,43 @@ McConnCloseBusy(McServer *srv)
 	for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
 		if (srv->conns[i].busy)
 			McConnClose(&srv->conns[i]);
+}
+
+/*
+ * Close every socket of srv that no request is using (mc_disconnect), and
+ * the server's multi-get wait set once none is: the descriptors go back to
+ * the budget, and the next call reconnects.  A socket in use (a scan whose
+ * replies are being read called this, from a column type's input function,
+ * say) stays open: closing it would pull the reply from under its reader.
+ * Returns how many were closed; *in_use counts those left open.
+ */
+int
+McConnCloseIdle(McServer *srv, int *in_use)
+{
+	int			closed = 0;
+
+	*in_use = 0;
+	for (int i = 0; srv->conns && i < srv->cfg.nendpoints; i++)
+	{
+		McConn	   *conn = &srv->conns[i];
+
+		if (conn->sock == PGINVALID_SOCKET)
+			continue;
+		if (conn->busy || conn->connecting)
+		{
+			(*in_use)++;
+			continue;
+		}
+		McConnClose(conn);
+		closed++;
+	}
+	if (*in_use == 0 && srv->mwes)
+	{
+		FreeWaitEventSet(srv->mwes);
+		srv->mwes = NULL;
+		srv->sock_gen++;		/* whoever held the set makes a new one */
+	}
+	return closed;
 }
 
 /* Close and free every connection of a dropped server, and its wait set. */

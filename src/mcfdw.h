@@ -107,12 +107,17 @@ typedef struct McInstanceHealth
  */
 typedef struct McConn McConn;
 
-/* What the mc_servers view shows of a connection. */
+/* What the mc_servers and mc_connections views show of a connection. */
 typedef struct McConnStats
 {
 	bool		open;			/* a socket is open */
 	uint64		connects;		/* sockets opened in this backend */
 	uint64		requests;		/* requests sent in this backend */
+	/* of the open socket (mc_connections) */
+	bool		in_use;			/* a request (or its connect) has not finished */
+	bool		tls;			/* TLS on it */
+	uint64		socket_requests;	/* requests sent on it */
+	int64		idle_usec;		/* since its last request began */
 } McConnStats;
 
 /* A foreign server of the mcfdw wrapper, as this backend knows it. */
@@ -248,6 +253,8 @@ extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGetSlow(Oid serverid);
 extern McServer *mc_last_server;
+extern List *McPoolEntries(void);
+extern Oid	McServerRoute(Oid serverid);
 
 /*
  * The entry of an existing server, checked for USAGE.  The last one
@@ -295,6 +302,7 @@ extern McConn *McConnOf(McServer *srv, int index);
 extern McConn *McConnArrayNew(MemoryContext cxt, int n);
 extern void McConnCarryOver(McServer *srv, McConn *conns, int n, const int *from);
 extern void McConnCloseBusy(McServer *srv);
+extern int	McConnCloseIdle(McServer *srv, int *in_use);
 extern void McConnDiscardAll(McServer *srv);
 extern const char *McInstanceName(McServer *srv, int index);
 extern const char *McConnName(McConn *conn);

@@ -6,8 +6,9 @@
  * postgres_fdw keys its connections; rebuilt when the catalog changes,
  * with the USAGE check cached per role), each entry's ring and its
  * instance health record (allocated zeroed here; health.c alone changes
- * it), and the (sub)transaction callbacks that close connections an error
- * or a cancel left out of step.  Must not: touch sockets (the conn_*.c
+ * it), the list of its entries (for mc_connections), and the
+ * (sub)transaction callbacks that close connections an error or a cancel
+ * left out of step.  Must not: touch sockets (the conn_*.c
  * files do), judge health or route keys (health.c does), or know what
  * commands mean (functions.c, multi_get.c do).
  *
@@ -494,6 +495,40 @@ McServerGetSlow(Oid serverid)
 	}
 	mc_last_server = srv;
 	return srv;
+}
+
+/*
+ * Every entry that holds connections (mc_connections, mc_disconnect), in
+ * no particular order, once those of dropped servers and user mappings
+ * are swept (their sockets closed).  The entries stay where they are until
+ * the next sweep, which only McServerGetSlow and this function run.
+ */
+List *
+McPoolEntries(void)
+{
+	HASH_SEQ_STATUS scan;
+	McServer   *srv;
+	List	   *entries = NIL;
+
+	if (server_hash == NULL)
+		return NIL;
+	if (sweep_needed)
+		sweep_dropped_servers();
+	hash_seq_init(&scan, server_hash);
+	while ((srv = hash_seq_search(&scan)) != NULL)
+		if (srv->conns != NULL)
+			entries = lappend(entries, srv);
+	return entries;
+}
+
+/*
+ * The user mapping the current user logs in to serverid with (see
+ * route_of): its entries are the connections it would use itself.
+ */
+Oid
+McServerRoute(Oid serverid)
+{
+	return route_of(serverid, GetUserId());
 }
 
 /*
