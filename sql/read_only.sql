@@ -31,6 +31,7 @@ RESET ROLE;
 
 -- the option's values: role names as search_path takes them; they must exist
 ALTER SERVER ro OPTIONS (ADD writers 'mc_ro_nosuch');
+ALTER SERVER ro OPTIONS (ADD writers 'mc_ro_writers, public');
 ALTER SERVER ro OPTIONS (ADD writers 'mc_ro_writers, "MC_RO_WRITERS"');
 ALTER SERVER ro OPTIONS (ADD writers 'mc_ro_writers,');
 ALTER SERVER ro OPTIONS (ADD writers '"mc_ro_writers');

@@ -463,7 +463,9 @@ check_writers_exist(const McServerConfig *cfg)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("role \"%s\" in option \"writers\" does not exist",
-							(const char *) lfirst(lc))));
+							(const char *) lfirst(lc)),
+					 strcmp((const char *) lfirst(lc), "public") == 0 ?
+					 errhint("Without option \"writers\", every role with USAGE on the server may write.") : 0));
 }
 
 /*
