@@ -158,6 +158,7 @@ SELECT mc_set('zf:ser', 'marshal dump', flags => 1, server => 'zd'),
        mc_set('zf:plain', '{"n": 1}', server => 'zd');
 SELECT k, (mc_get_raw(k, 'zd')).flags FROM unnest(ARRAY['zf:ser', 'zf:serz', 'zf:big', 'zf:plain']) k;
 -- (key, value text, flags integer): the scan lays its rows out by hand
+ALTER SERVER zd OPTIONS (ADD allow_full_scan 'true');
 CREATE FOREIGN TABLE zft (key text, value text, flags integer) SERVER zd
   OPTIONS (key_prefix 'zf:', allow_full_scan 'true');
 CREATE FOREIGN TABLE zfv (key text, value varchar) SERVER zd

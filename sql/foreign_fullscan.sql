@@ -4,6 +4,7 @@
 -- prefixes (lru_crawler metadump) and fetches them in pipelined batches.
 --
 SELECT mctest.create('fs', 1);
+ALTER SERVER fs OPTIONS (ADD allow_full_scan 'true');  -- the owner's consent
 ALTER SERVER fs OPTIONS (ADD key_prefix 'fsapp:');
 SELECT mc_flush_all('fs');
 CREATE FOREIGN TABLE fs_users (key text, value jsonb, flags integer, cas bigint, ttl integer)
@@ -77,8 +78,10 @@ SELECT o.key, (SELECT count(*) FROM fs_other i WHERE i.value > o.value) AS above
 -- prefix keeps MC_PREFIX_FRACTION = 0.1 of them), never asked without
 -- allow_full_scan
 SELECT mctest.create('fs3', 2, 3, 4);
+ALTER SERVER fs3 OPTIONS (ADD allow_full_scan 'true');
 SELECT mc_flush_all('fs3');
 SELECT mctest.create('fs3p', 2, 3, 4);
+ALTER SERVER fs3p OPTIONS (ADD allow_full_scan 'true');
 ALTER SERVER fs3p OPTIONS (ADD key_prefix 'fs3:');
 CREATE FOREIGN TABLE fs_spread (key text, value text) SERVER fs3p OPTIONS (allow_full_scan 'true');
 CREATE FOREIGN TABLE fs_any (key text, value text) SERVER fs3 OPTIONS (allow_full_scan 'true');

@@ -7,7 +7,7 @@
 --
 SELECT mctest.create('rp', 2);
 ALTER SERVER rp OPTIONS (ADD compression 'zlib', ADD compressed_flag '2',
-                         ADD compress_threshold '100');
+                         ADD compress_threshold '100', ADD allow_full_scan 'true');
 SELECT mc_flush_all('rp');
 -- rows of mc_get_multi's shape (laid out by hand), and general rows
 CREATE FOREIGN TABLE rp_kv (key text, value text, flags integer) SERVER rp
@@ -345,6 +345,11 @@ SELECT count(*) FROM pg_stats WHERE tablename IN ('rp_kv', 'rp_wide');
 ALTER FOREIGN TABLE rp_full ALTER COLUMN key SET STATISTICS 10;
 ALTER FOREIGN TABLE rp_full ALTER COLUMN value SET STATISTICS 10;
 ALTER FOREIGN TABLE rp_full ALTER COLUMN flags SET STATISTICS 10;
+-- the table allows full scans, its server not: no key listed, no sample
+ALTER SERVER rp OPTIONS (SET allow_full_scan 'false');
+ANALYZE VERBOSE rp_full;
+SELECT reltuples FROM pg_class WHERE relname = 'rp_full';
+ALTER SERVER rp OPTIONS (SET allow_full_scan 'true');
 -- 3,000 rows sampled (300 times the statistics target) of 4,000 keys
 ANALYZE VERBOSE rp_full;
 SELECT reltuples FROM pg_class WHERE relname = 'rp_full';

@@ -62,7 +62,9 @@ SELECT * FROM user_cache;
 SELECT * FROM user_cache WHERE value->>'name' = 'ada';
 SELECT * FROM user_cache WHERE key = '1' OR value IS NULL;
 CREATE FOREIGN TABLE full_cache (key text, value text) SERVER memcached OPTIONS (allow_full_scan 'true');
+ALTER SERVER memcached OPTIONS (ADD allow_full_scan 'true');
 EXPLAIN (COSTS OFF) SELECT * FROM full_cache;   -- a full scan (foreign_fullscan)
+ALTER SERVER memcached OPTIONS (DROP allow_full_scan);
 DROP FOREIGN TABLE full_cache;
 
 -- prepared statements with generic plans: parameters known when the scan starts

@@ -149,7 +149,10 @@ run_ops(BatchBuild *bb)
 static McServer *
 server_arg(FunctionCallInfo fcinfo, int argno)
 {
-	return McServerLookup(PG_ARGISNULL(argno) ? NULL : NameStr(*PG_GETARG_NAME(argno)));
+	McServer   *srv = McServerLookup(PG_ARGISNULL(argno) ? NULL : NameStr(*PG_GETARG_NAME(argno)));
+
+	McServerCheckWrite(srv);	/* all three functions write */
+	return srv;
 }
 
 /*

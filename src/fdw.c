@@ -13,13 +13,15 @@
  * Costs: a round trip dominates a memcached read, so a scan costs one
  * round trip (MC_ROUNDTRIP_COST) plus a small cost per key; a parameterized
  * path costs that per outer row.  A scan with no key condition runs only
- * with the table option allow_full_scan (fdw_fullscan.c): it lists every
+ * with the option allow_full_scan on the table and, as the server owner's
+ * consent, on its server (fdw_fullscan.c): it lists every
  * item of the server (MC_DUMP_LINE_COST each) and fetches the table's in
  * batches (MC_KEY_COST each, a round trip per batch); it is estimated from
  * the server's item count, a fraction MC_PREFIX_FRACTION of it when a key
  * prefix filters the items.  Without the option such a path carries
  * disable_cost and GetForeignPlan raises an error with a hint if it is
- * chosen anyway; with it, the path carries disable_cost too whenever a
+ * chosen anyway (42501 when only the server's is missing, and then no
+ * item count is asked); with it, the path carries disable_cost too whenever a
  * parameterized path exists, so a full scan is never chosen over a keyed
  * one.  fdw_join.c offers a batched join next to the parameterized
  * paths, and reads what this file learned through McPlannedTable and
@@ -71,6 +73,7 @@ typedef struct McRelInfo
 	double		nkeys;			/* keys of the best restriction key condition; -1: none */
 	double		items;			/* full scan: the items it lists */
 	double		fetched;		/* ... and the keys of the table among them */
+	bool		full_refused;	/* the table allows full scans, the server not */
 } McRelInfo;
 
 /* The table's key column, seen through binary-compatible casts. */
@@ -259,11 +262,16 @@ mcGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	else
 	{
 		/*
-		 * asked of memcached only when a full scan may run, and by a role
-		 * that may read the table: the executor refuses the others later,
-		 * and until then they must not make this backend log in there
+		 * asked of memcached only when a full scan may run (the table and
+		 * its server allow it), and by a role that may read the table: the
+		 * executor refuses the others later, and until then they must not
+		 * make this backend log in there
 		 */
-		info->items = info->t.opts.allow_full_scan && may_select(rte) ?
+		bool		full = info->t.opts.allow_full_scan && may_select(rte);
+
+		info->full_refused = full &&
+			!McServerGet(info->t.serverid)->cfg.allow_full_scan;
+		info->items = full && !info->full_refused ?
 			McFullScanItems(info->t.serverid) : -1;
 		if (info->items < 0)
 			info->items = info->fetched = MC_NOKEY_ROWS;
@@ -352,7 +360,7 @@ mcGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 
 	if (info->nkeys >= 0)
 		batch_cost(info->nkeys, baserel->rows, &startup, &total);
-	else if (info->t.opts.allow_full_scan)
+	else if (info->t.opts.allow_full_scan && !info->full_refused)
 	{
 		/* the whole dump comes before the first fetch */
 		startup = MC_ROUNDTRIP_COST + info->items * MC_DUMP_LINE_COST;
@@ -405,6 +413,8 @@ mcGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 						get_rel_name(foreigntableid)),
 				 errdetail("memcached cannot list its keys cheaply, so mcfdw reads only the keys a query names."),
 				 errhint("Add a condition such as key = 'k', key IN ('a', 'b') or key = ANY($1), or join on the key column.")));
+	if (key == NULL && info->full_refused)
+		McServerCheckFullScan(McServerGet(info->t.serverid), foreigntableid);
 	foreach(lc, scan_clauses)
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);

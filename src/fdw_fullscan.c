@@ -1,7 +1,7 @@
 /*
  * fdw_fullscan.c — a scan of a foreign table with no key condition (table
- * option allow_full_scan 'true'), and the item counts planning estimates
- * such scans from.
+ * option allow_full_scan 'true', and the server's: checked again when the
+ * scan starts), and the item counts planning estimates such scans from.
  *
  * Owns: listing the keys of every live instance of the server with
  * "lru_crawler metadump hash" ("all" on a memcached without the hash walk),
@@ -111,6 +111,7 @@ McFullScanBegin(const McTable *t)
 	McFullScan *fs = palloc0(sizeof(McFullScan));
 	McServer   *srv = McServerGet(t->serverid);
 
+	McServerCheckFullScan(srv, t->relid);
 	fs->t = t;
 	fs->cxt = CurrentMemoryContext;
 	memcpy(fs->prefix, srv->cfg.key_prefix, srv->cfg.key_prefix_len);

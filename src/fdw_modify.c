@@ -113,6 +113,7 @@ McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	m = palloc0(sizeof(McModify));
 	McTableLoad(rel, &m->t);
 	m->srv = McServerGet(m->t.serverid);
+	McServerCheckWrite(m->srv);
 	m->batch_size = m->t.opts.batch_size;
 	if (m->t.attnum[MC_FIELD_VALUE] != 0)
 	{

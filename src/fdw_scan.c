@@ -450,6 +450,14 @@ acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
 						RelationGetRelationName(rel))));
 		return 0;
 	}
+	/* the server's owner consents to listing its keys, as for a full scan */
+	if (!McServerGet(a.t.serverid)->cfg.allow_full_scan)
+	{
+		ereport(elevel,
+				(errmsg("\"%s\": no sample taken: memcached lists keys only for a full scan, and the table's server does not allow one",
+						RelationGetRelationName(rel))));
+		return 0;
+	}
 	a.desc = RelationGetDescr(rel);
 	if (a.t.attnum[MC_FIELD_VALUE] != 0)
 	{

@@ -236,6 +236,7 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 		(a->cas_arg >= 0 && PG_ARGISNULL(a->cas_arg)))
 		PG_RETURN_NULL();
 	srv = McServerLookup(McServerArg(fcinfo, a->server_arg));
+	McServerCheckWrite(srv);
 	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	value = PG_GETARG_VARLENA_PP(1);
 
@@ -393,6 +394,7 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
 	bool		found = false;
 
 	srv = McServerLookup(McServerArg(fcinfo, server_argno));
+	McServerCheckWrite(srv);
 	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	base = McKeyRoundtrip(srv, &k, &conn, cmd, NULL, -1, opts, idempotent, &r);
 	if (base == NULL)
@@ -502,6 +504,7 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errhint("Use mc_%s() to move the counter the other way.",
 						 incr ? "decr" : "incr")));
 	srv = McServerLookup(McServerArg(fcinfo, 4));
+	McServerCheckWrite(srv);
 	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	opts.want = MC_F_VALUE;
 	opts.mode = incr ? 'I' : 'D';
@@ -602,6 +605,7 @@ mc_flush_all(PG_FUNCTION_ARGS)
 	/* a text command: its reply has no opaque; flushing twice is harmless */
 	static const McRequest req = {cmd, sizeof(cmd) - 1, NULL, 0, 0, true};
 
+	McServerCheckWrite(srv);
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
 		McConn	   *conn;

@@ -86,6 +86,10 @@ typedef struct McServerConfig
 	int			compress_threshold; /* deflate writes of this many bytes; 0 = never */
 	int			max_value_size; /* bytes a value may inflate to */
 	uint32		serialized_flag;	/* the bits marking a serialized object; 0 = none */
+	/* what the server's owner lets roles with USAGE do (pool.c checks) */
+	bool		writers_set;	/* option writers given: writes restricted */
+	List	   *writers;		/* ... to these role names (and the owner) */
+	bool		allow_full_scan;	/* tables may list the server's keys */
 } McServerConfig;
 
 /*
@@ -146,6 +150,8 @@ typedef struct McServer
 	uint64		mwes_gen;		/* sock_gen mwes was built for */
 	Latch	   *mwes_latch;
 	Oid			acl_ok_user;	/* last role that passed the USAGE check */
+	Oid			owner;			/* the server's owner: always a writer */
+	Oid			write_ok_user;	/* last role that passed McServerCheckWrite */
 
 	/* the statement last warned about a degraded call (health.c) */
 	TimestampTz warned_stmt;
@@ -271,6 +277,21 @@ McServerGet(Oid serverid)
 		return srv;
 	return McServerGetSlow(serverid);
 }
+
+/*
+ * pool.c: refuse a role that may read a server but not write to it (the
+ * server option writers), before anything is sent or queued.  Every path
+ * that stores, deletes, touches, counts or flushes calls it.
+ */
+extern void McServerCheckWriteSlow(McServer *srv);
+static inline void
+McServerCheckWrite(McServer *srv)
+{
+	if (likely(!srv->cfg.writers_set || srv->write_ok_user == GetUserId()))
+		return;
+	McServerCheckWriteSlow(srv);
+}
+extern void McServerCheckFullScan(McServer *srv, Oid relid);
 
 /* health.c: instance health, routing */
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);

@@ -23,9 +23,11 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/varlena.h"
 
 #include "fdw.h"
 #include "mcfdw.h"
@@ -428,6 +430,45 @@ opt_password(const McOption *opt, const char *value, void *cfg)
 }
 
 /*
+ * The roles that may write (pool.c's McServerCheckWrite): a list of role
+ * names as search_path takes them (unquoted names folded to lower case,
+ * "Quoted" kept).  '' is a valid list: only the owner writes.
+ */
+static void
+opt_writers(const McOption *opt, const char *value, void *arg)
+{
+	McServerConfig *cfg = arg;
+	List	   *names;
+
+	if (!SplitIdentifierString(pstrdup(value), ',', &names))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", opt->name, value),
+				 errdetail("The value must be a comma-separated list of role names.")));
+	cfg->writers_set = true;
+	cfg->writers = names;
+}
+
+/*
+ * The writers must exist when the option is stored (a typo would lock the
+ * role out silently); a role dropped later matches nobody.
+ */
+static void
+check_writers_exist(const McServerConfig *cfg)
+{
+	ListCell   *lc;
+
+	foreach(lc, cfg->writers)
+		if (!OidIsValid(get_role_oid((const char *) lfirst(lc), true)))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("role \"%s\" in option \"writers\" does not exist",
+							(const char *) lfirst(lc)),
+					 strcmp((const char *) lfirst(lc), "public") == 0 ?
+					 errhint("Without option \"writers\", every role with USAGE on the server may write.") : 0));
+}
+
+/*
  * Every option, in the order the "valid options" hint lists them.  Adding
  * an option is one row here (and a parse function when no existing one
  * fits).  Options of user mappings are rows with UserMappingRelationId;
@@ -499,6 +540,9 @@ static const McOption options_table[] = {
 	{.name = "serialized_flag", .context = ForeignServerRelationId,
 	 .default_value = "0", .parse = opt_flag_mask, .field = CFG_FIELD(serialized_flag),
 	 .min = 0},
+	{.name = "writers", .context = ForeignServerRelationId, .parse = opt_writers},
+	{.name = "allow_full_scan", .context = ForeignServerRelationId,
+	 .default_value = "false", .parse = opt_bool, .field = CFG_FIELD(allow_full_scan)},
 	/* foreign tables (fdw.h's McTableOptions) */
 	{.name = "key_prefix", .context = ForeignTableRelationId,
 	 .default_value = "", .parse = opt_table_key_prefix},
@@ -743,7 +787,10 @@ mcfdw_validator(PG_FUNCTION_ARGS)
 		parse_options(options, catalog, &cfg, true);
 	}
 	if (catalog == ForeignServerRelationId)
+	{
 		check_server_config(&cfg);
+		check_writers_exist(&cfg);
+	}
 	else if (catalog == UserMappingRelationId)
 		check_user_mapping(&cfg);
 	MemoryContextSwitchTo(old);

@@ -6,9 +6,11 @@
  * postgres_fdw keys its connections; rebuilt when the catalog changes,
  * with the USAGE check cached per role), each entry's ring and its
  * instance health record (allocated zeroed here; health.c alone changes
- * it), the list of its entries (for mc_connections), and the
- * (sub)transaction callbacks that close connections an error or a cancel
- * left out of step.  Must not: touch sockets (the conn_*.c
+ * it), the list of its entries (for mc_connections), what the server's
+ * owner lets a role with USAGE do beyond reading (write, list keys:
+ * McServerCheckWrite, McServerCheckFullScan), and the (sub)transaction
+ * callbacks that close connections an error or a cancel left out of step.
+ * Must not: touch sockets (the conn_*.c
  * files do), judge health or route keys (health.c does), or know what
  * commands mean (functions.c, multi_get.c do).
  *
@@ -31,6 +33,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
@@ -112,6 +115,7 @@ mapping_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 		{
 			srv->valid = false;
 			srv->acl_ok_user = InvalidOid;
+			srv->write_ok_user = InvalidOid;
 			sweep_needed = true;
 		}
 	}
@@ -141,6 +145,7 @@ server_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 		{
 			srv->valid = false;
 			srv->acl_ok_user = InvalidOid;
+			srv->write_ok_user = InvalidOid;
 			sweep_needed = true;
 		}
 	}
@@ -161,7 +166,10 @@ acl_inval_cb(Datum arg, int cacheid, uint32 hashvalue)
 		return;
 	hash_seq_init(&scan, server_hash);
 	while ((srv = hash_seq_search(&scan)) != NULL)
+	{
 		srv->acl_ok_user = InvalidOid;
+		srv->write_ok_user = InvalidOid;
+	}
 }
 
 /*
@@ -388,6 +396,8 @@ server_rebuild(McServer *srv)
 	srv->hashvalue = GetSysCacheHashValue1(FOREIGNSERVEROID,
 										   ObjectIdGetDatum(srv->serverid));
 	strlcpy(srv->name, fs->servername, sizeof(srv->name));
+	srv->owner = fs->owner;
+	srv->write_ok_user = InvalidOid;
 	srv->valid = true;
 }
 
@@ -552,4 +562,61 @@ McServerPeek(Oid serverid, Oid umid)
 	if (srv == NULL || srv->conns == NULL)
 		return NULL;
 	return srv;
+}
+
+/*
+ * McServerCheckWrite past its shortcut.  With the option writers set, only
+ * superusers, the server's owner and roles with the privileges of a listed
+ * role may write; the others (USAGE alone) read.  The role is the current
+ * effective one, as for USAGE: a SECURITY DEFINER function writes as its
+ * owner, a trigger as the role whose statement fired it.  Listed names are
+ * looked up at each check, so a role dropped since matches nobody.  The
+ * success is kept until a role, membership or server change.
+ */
+void
+McServerCheckWriteSlow(McServer *srv)
+{
+	Oid			userid = GetUserId();
+	ListCell   *lc;
+
+	if (has_privs_of_role(userid, srv->owner))
+	{
+		srv->write_ok_user = userid;
+		return;
+	}
+	foreach(lc, srv->cfg.writers)
+	{
+		Oid			role = get_role_oid((const char *) lfirst(lc), true);
+
+		if (OidIsValid(role) && has_privs_of_role(userid, role))
+		{
+			srv->write_ok_user = userid;
+			return;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to write to memcached server \"%s\"", srv->name),
+			 errdetail("Role \"%s\" may read but not write: it is not the server's owner and has the privileges of no role in the server's option \"writers\".",
+					   GetUserNameFromId(userid, false)),
+			 errhint("The server's owner can add a role to option \"writers\" with ALTER SERVER.")));
+}
+
+/*
+ * A full scan lists every key of the server, whatever prefix it is under:
+ * a foreign table's allow_full_scan (which any role with USAGE can set on
+ * a table it creates) runs one only where the server's owner allowed it
+ * with the server's own allow_full_scan.
+ */
+void
+McServerCheckFullScan(McServer *srv, Oid relid)
+{
+	if (srv->cfg.allow_full_scan)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to list the keys of memcached server \"%s\"", srv->name),
+			 errdetail("Foreign table \"%s\" allows full scans, but its server does not.",
+					   get_rel_name(relid)),
+			 errhint("Add a condition on the key, or ask the server's owner to set the server's option \"allow_full_scan\".")));
 }

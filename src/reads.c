@@ -313,6 +313,7 @@ gat_common(FunctionCallInfo fcinfo, bool as_text, bool until)
 	opts.has_ttl = true;
 	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
 	srv = McServerLookup(McServerArg(fcinfo, 2));
+	McServerCheckWrite(srv);	/* a touch: the item's expiry changes */
 	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	if (!read_value(srv, &k, &opts, true, false, &rr) || !rr.hit)
 		PG_RETURN_NULL();
@@ -400,6 +401,7 @@ lease_common(FunctionCallInfo fcinfo, bool as_text)
 					 errmsg("recache_below must be at most 30 days")));
 	}
 	srv = McServerLookup(McServerArg(fcinfo, 3));
+	McServerCheckWrite(srv);	/* creates the placeholder, takes the win */
 	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
 	if (read_value(srv, &k, &opts, false, false, &rr) && rr.present != 0)
 	{

@@ -144,6 +144,7 @@ queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
 	QueuedWrite *w = NULL;
 	char	   *data;
 
+	McServerCheckWrite(srv);	/* refused now, not lost after commit */
 	(void) McKeyRoute(srv, key, len, buf, &raw, &rawlen, &b64);
 	if (!callbacks_registered)
 	{

@@ -21,7 +21,8 @@ ms = [mcrig.start_memcached("-m", "256") for _ in range(2)]
 db = mcdb.Database("mcfdw_it_fullscan_dump")
 c = db.connect()
 admin = db.connect()
-db.server(c, "big", ",".join(m.addr for m in ms), io_timeout="10s", key_prefix="app:")
+db.server(c, "big", ",".join(m.addr for m in ms), io_timeout="10s", key_prefix="app:",
+          allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE t (key text, value text) SERVER big "
           "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 N = 100000
@@ -103,7 +104,7 @@ t.is_(db.value(c, "SELECT count(*) FROM vt"), 0, "and the next scan lists none o
 # connect hangs costs it at most that, once
 hole = hostile.SynBlackhole()
 if hole.blocks():
-    db.server(c, "hole", hole.addr, connect_timeout="10s")
+    db.server(c, "hole", hole.addr, connect_timeout="10s", allow_full_scan="true")
     db.sql(c, "CREATE FOREIGN TABLE holet (key text) SERVER hole OPTIONS (allow_full_scan 'true')")
     t0 = time.monotonic()
     rows = db.sql(c, "EXPLAIN SELECT * FROM holet")
@@ -173,7 +174,7 @@ t.is_(db.value(c, "SELECT count(*) FROM t"), N + 1, "once it is over, the full s
 
 def hostile_case(behaviour, setup, way, after, want_code, want_text, name, **opts):
     h = hostile.HostileServer(behaviour, trickle=0.05).start()
-    db.server(c, "h", h.addr, **opts)
+    db.server(c, "h", h.addr, allow_full_scan="true", **opts)
     db.sql(c, "CREATE FOREIGN TABLE IF NOT EXISTS ht (key text, value text) SERVER h "
               "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
     if setup:
@@ -208,7 +209,7 @@ hostile_case("dump_busy", None, None, 0, "55006", "BUSY",
 # the interrupted connection is not reused: the next call opens a new one
 # (planning asked for the item count once, on a connection of its own)
 h = hostile.HostileServer("dump_forever").start()
-db.server(c, "h", h.addr)
+db.server(c, "h", h.addr, allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE ht (key text, value text) SERVER h OPTIONS (allow_full_scan 'true')")
 db.sql(c, "SET statement_timeout = '300ms'")
 accepted = []

@@ -51,7 +51,8 @@ def explain(table):
 # every reply 400 ms late: past the planner's bound, well within io_timeout
 px = faultproxy.FaultProxy(m.port, mode="delay").start()
 px.delay = 0.4
-db.server(c, "slow", px.addr, io_timeout="5s", failure_limit="1", retry_delay="60")
+db.server(c, "slow", px.addr, io_timeout="5s", failure_limit="1", retry_delay="60",
+          allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE slowt (key text, value text) SERVER slow "
           "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 t0 = time.monotonic()
@@ -68,7 +69,8 @@ t.is_(value("SELECT mc_get('t:3', server => 'slow')"), "v3",
 t.is_(value("SELECT count(*) FROM slowt"), 20, "and so does its full scan")
 
 # io_timeout shorter than the planner's bound: that timeout is a failure
-db.server(c, "slower", px.addr, io_timeout="100ms", failure_limit="1", retry_delay="60")
+db.server(c, "slower", px.addr, io_timeout="100ms", failure_limit="1", retry_delay="60",
+          allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE slowert (key text, value text) SERVER slower "
           "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 explain("slowert")
@@ -79,7 +81,8 @@ px.stop()
 
 # a dump on a pooled socket the server closed while idle restarts once
 hp = hostile.HostileProxy(m.port).start()
-db.server(c, "idle", hp.addr, io_timeout="5s", failure_limit="1", retry_delay="60")
+db.server(c, "idle", hp.addr, io_timeout="5s", failure_limit="1", retry_delay="60",
+          allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE idlet (key text, value text) SERVER idle "
           "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 t.is_(value("SELECT count(*) FROM idlet"), 20, "a full scan through the proxy")
@@ -97,7 +100,8 @@ t.ok(state != "dead" and failures == 0, "and nothing counted against the instanc
 hp.stop()
 
 # memcached restarted under a pooled socket: the same, with the keys stored anew
-db.server(c, "direct", m.addr, io_timeout="5s", failure_limit="1", retry_delay="60")
+db.server(c, "direct", m.addr, io_timeout="5s", failure_limit="1", retry_delay="60",
+          allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE directt (key text, value text) SERVER direct "
           "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 t.is_(value("SELECT count(*) FROM directt"), 20, "a full scan of the memcached itself")
@@ -112,7 +116,7 @@ t.ok(got == 5 and state != "dead" and failures == 0,
 # the dumps of all instances run together: each instance is sent its dump
 # before the first stalled one's io_timeout ends the scan
 stalls = [hostile.HostileServer("dump_stall").start() for _ in range(2)]
-db.server(c, "two", ",".join(h.addr for h in stalls), io_timeout="1s")
+db.server(c, "two", ",".join(h.addr for h in stalls), io_timeout="1s", allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE twot (key text) SERVER two OPTIONS (allow_full_scan 'true')")
 t0 = time.monotonic()
 got = value("SELECT count(*) FROM twot")
@@ -137,7 +141,7 @@ def degraded(server):
 
 for name, opts in (("deaderr", {}), ("deadmiss", {"on_failure": "miss"}),
                    ("deadfo", {"failover": "on", "on_failure": "miss"})):
-    db.server(c, name, both, failure_limit="1", retry_delay="60", **opts)
+    db.server(c, name, both, failure_limit="1", retry_delay="60", allow_full_scan="true", **opts)
     db.sql(c, "CREATE FOREIGN TABLE %st (key text, value text) SERVER %s "
               "OPTIONS (key_prefix 'd:', allow_full_scan 'true')" % (name, name))
     value("SELECT count(*) FROM %st" % name)     # the refusing instance fails: dead

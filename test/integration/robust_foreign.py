@@ -292,7 +292,7 @@ def dalli(mode, pairs, *extra):
 
 
 db.server(admin, "dalli", mc.addr, key_prefix="app:", compression="zlib",
-          compressed_flag="2", serialized_flag="1")
+          compressed_flag="2", serialized_flag="1", allow_full_scan="true")
 db.sql(admin, "CREATE FOREIGN TABLE dz (key text, value text, flags integer) SERVER dalli "
               "OPTIONS (key_prefix 'dz:', allow_full_scan 'true')")
 db.sql(admin, "CREATE FOREIGN TABLE dm (key text, value text) SERVER dalli "
@@ -321,7 +321,8 @@ check_paths("Dalli compressed Marshal dump, text column", "dm", "z", ("error", "
 check_paths("Dalli Marshal dump, bytea column", "dmb", "s", ("ok", dumps["dm:s"]))
 check_paths("Dalli compressed Marshal dump, bytea column", "dmb", "z", ("ok", dumps["dm:z"]))
 
-db.server(admin, "py", mc.addr, compression="zlib", compressed_flag="8", serialized_flag="1")
+db.server(admin, "py", mc.addr, compression="zlib", compressed_flag="8", serialized_flag="1",
+          allow_full_scan="true")
 db.sql(admin, "CREATE FOREIGN TABLE pz (key text, value text) SERVER py "
               "OPTIONS (key_prefix 'pz:', allow_full_scan 'true')")
 db.sql(admin, "CREATE FOREIGN TABLE pmt (key text, value jsonb) SERVER py "
@@ -393,7 +394,7 @@ t.ok(mcrig.mc_raw_get(mc.port, "owned") is None and mcrig.mc_raw_get(mc.port, "a
 
 # ---- roles: USAGE on the server, SELECT on the table ----------------------
 hide = HostileServer("reorder").start()          # an address that must not leak
-db.server(admin, "sec", hide.addr)
+db.server(admin, "sec", hide.addr, allow_full_scan="true")
 db.sql(admin, "CREATE USER MAPPING FOR PUBLIC SERVER sec OPTIONS (username 'app', password 'hunter2secret')")
 db.sql(admin, "CREATE FOREIGN TABLE fsec (key text, value text) SERVER sec "
               "OPTIONS (allow_full_scan 'true')")

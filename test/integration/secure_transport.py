@@ -213,7 +213,7 @@ def cold(server, query, args):
 
 MULTI = "SELECT key, value FROM mc_get_multi(%s::text[], %s) ORDER BY key"
 db.server(c, "held4", held(tls4), tls="verify-full", tls_ca_file=path("ca.crt"),
-          connect_timeout="5s")
+          connect_timeout="5s", allow_full_scan="true")
 el, r, n = cold("held4", "SELECT mc_set_multi(%s::text[], %s::text[], server => %s)",
                 (COLD_KEYS, ["v-" + k for k in COLD_KEYS], "held4"))
 t.ok(r == ("ok", [(40,)]) and n == 4 and el < 0.9,
@@ -340,7 +340,7 @@ for stmt in [
     db.sql(c, stmt)
 for name, addr, extra in (("auth", auth.addr, {}),
                           ("tlsauth", tlsauth.addr, {"tls": "verify-full", "tls_ca_file": path("ca.crt")})):
-    db.server(c, name, addr, failure_limit=2, **extra)
+    db.server(c, name, addr, failure_limit=2, allow_full_scan="true", **extra)
     db.sql(c, 'GRANT USAGE ON FOREIGN SERVER "%s" TO mcfdw_alice, mcfdw_bob, mcfdw_carol' % name)
     db.sql(c, "CREATE USER MAPPING FOR mcfdw_alice SERVER \"%s\" OPTIONS (username 'alice', password 'pw-alice')" % name)
     db.sql(c, "CREATE USER MAPPING FOR mcfdw_bob SERVER \"%s\" OPTIONS (username 'bob', password 'secret-wrong')" % name)
