@@ -22,7 +22,8 @@ SELECT count(*) AS public_counters_reset FROM pg_proc p,
 CREATE TABLE upgraded AS
   SELECT pg_describe_object(classid, objid, 0) AS obj FROM pg_depend
    WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
-SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' ORDER BY obj;
+-- (a view's row type is listed as a member from PostgreSQL 17 on: not shown)
+SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' AND obj !~ '^type ' ORDER BY obj;
 DROP VIEW flush_acl;
 DROP EXTENSION mcfdw;
 CREATE EXTENSION mcfdw;
