@@ -1,4 +1,4 @@
-# mcfdw — memcached for PostgreSQL 15.
+# mcfdw — memcached for PostgreSQL 15, 17 and 18.
 #
 #   make run          install what is missing, build, install, start a private
 #                     memcached + PostgreSQL, open psql (or run the demo)
@@ -6,6 +6,8 @@
 #                     TESTS=unit,scripts,regress,integration or file paths;
 #                     builds with -Werror, and installs and tests the build
 #                     with Asserts compiled in (ASSERTS=1)
+#   make test PG=17   the pg_regress and integration suites against
+#                     PostgreSQL 17 (or 18), fetched by test/rig/majors.sh
 #   make unit         build and run the C unit tests only (no servers)
 #   make deps         install the missing Debian packages (test/rig/packages.txt)
 #   make deb          the Debian package postgresql-15-mcfdw (debian/) in dist/
@@ -119,6 +121,19 @@ EXTRA_CLEAN = test/unit/bin $(BUILD_FLAGS)
 # Debian's PostgreSQL 15 unless PG_CONFIG is given.
 PG_CONFIG_DEFAULT = /usr/lib/postgresql/15/bin/pg_config
 PG_CONFIG ?= $(if $(wildcard $(PG_CONFIG_DEFAULT)),$(PG_CONFIG_DEFAULT),pg_config)
+
+# PG=17 or PG=18 (or 16, built only): another major, fetched once into a
+# cache outside the tree by test/rig/majors.sh, whose pg_config the build,
+# the install and the rig then use.  `make test PG=17` runs the pg_regress
+# and integration suites against it (the C unit tests and the fuzzer do not
+# depend on the server).
+ifneq ($(filter-out 15,$(PG)),)
+override PG_CONFIG := $(shell test/rig/majors.sh $(PG))
+ifeq ($(PG_CONFIG),)
+$(error test/rig/majors.sh could not provide PostgreSQL $(PG))
+endif
+TESTS ?= regress,integration
+endif
 
 # PGXS only once postgresql-server-dev-15 is there (pg_config alone comes
 # with the client package; pgxs.mk does not).

@@ -121,7 +121,10 @@ BEGIN;
 SAVEPOINT s;
 SELECT mc_delete_on_commit('oc:a');
 ROLLBACK TO SAVEPOINT s;
+-- (terse: the server's hint quotes the setting's name from PostgreSQL 17 on)
+\set VERBOSITY terse
 PREPARE TRANSACTION 'oc_2pc';
+\set VERBOSITY default
 -- a server that is down at commit: the transaction stays committed, one
 -- WARNING per server with the count, the lost writes counted; the other
 -- servers' writes go out

@@ -7,9 +7,13 @@
 SELECT ordinal_position, column_name, data_type
   FROM information_schema.columns WHERE table_name = 'mc_server_stats'
  ORDER BY ordinal_position;
-SELECT relname, relacl FROM pg_class
- WHERE relname IN ('mc_stats', 'mc_server_stats', 'mc_slab_stats', 'mc_slab_summary', 'mc_slab_ladder')
- ORDER BY relname;
+-- PUBLIC may read them, and nothing else (the owner's own privileges are
+-- the defaults, whose letters vary between PostgreSQL majors)
+SELECT c.relname, a.privilege_type
+  FROM pg_class c, aclexplode(c.relacl) a
+ WHERE c.relname IN ('mc_stats', 'mc_server_stats', 'mc_slab_stats', 'mc_slab_summary', 'mc_slab_ladder')
+   AND a.grantee = 0
+ ORDER BY 1, 2;
 
 SELECT mctest.create('sst_a', 2);
 

@@ -36,7 +36,8 @@ SELECT count(*) AS public_counters_reset FROM pg_proc p,
 CREATE TABLE upgraded AS
   SELECT pg_describe_object(classid, objid, 0) AS obj FROM pg_depend
    WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
-SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' ORDER BY obj;
+-- (a view's row type is listed as a member from PostgreSQL 17 on: not shown)
+SELECT obj FROM upgraded WHERE obj ~ 'commit|invalidat' AND obj !~ '^type ' ORDER BY obj;
 -- and the same comments (obj_description per member)
 CREATE TABLE upgraded_comments AS
   SELECT pg_describe_object(classid, objid, 0) AS obj,
@@ -44,7 +45,7 @@ CREATE TABLE upgraded_comments AS
     FROM pg_depend
    WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mcfdw') AND deptype = 'e';
 SELECT count(*) FILTER (WHERE description IS NOT NULL) > 70 AS commented,
-       count(*) FILTER (WHERE description IS NULL AND obj !~ '^server ') AS uncommented
+       count(*) FILTER (WHERE description IS NULL AND obj !~ '^(server|type) ') AS uncommented
   FROM upgraded_comments;
 DROP VIEW flush_acl;
 DROP SERVER memcached CASCADE;

@@ -71,7 +71,7 @@ McConnName(McConn *conn)
  * (a multi-get with failover drops the instance and goes on).  "hard"
  * failures are raised even then.  Always returns false.
  */
-static bool
+static bool pg_attribute_printf(5, 0)
 fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
 	   const char *fmt, va_list ap)
 {
@@ -178,7 +178,7 @@ make_wes(McConn *conn, uint32 events)
 						conn->server->name),
 				 errdetail("Every connection this session holds is in use."),
 				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
-	conn->wes = CreateWaitEventSet(conn_memory(), 3);
+	conn->wes = McCreateWaitEventSet(conn_memory(), 3);
 	AddWaitEventToSet(conn->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	/* a single-user backend has no postmaster to watch */
 	if (IsUnderPostmaster)

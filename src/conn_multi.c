@@ -53,7 +53,7 @@ McServerWaitSet(McServer *srv)
 				 errmsg("out of file descriptors for memcached server \"%s\"", srv->name),
 				 errdetail("Every connection this session holds is in use."),
 				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
-	srv->mwes = CreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
+	srv->mwes = McCreateWaitEventSet(conn_memory(), srv->cfg.nendpoints + 2);
 	AddWaitEventToSet(srv->mwes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	if (IsUnderPostmaster)
 		AddWaitEventToSet(srv->mwes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);

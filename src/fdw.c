@@ -152,7 +152,7 @@ key_condition(PlannerInfo *root, Node *clause, Index relid, AttrNumber keyatt,
 			return -1;
 		*exprs = lappend(*exprs, arr);
 		*kinds = lappend_int(*kinds, MC_KEYEXPR_ARRAY);
-		return Max(estimate_array_length(arr), 1);
+		return Max(McEstimateArrayLength(root, arr), 1);
 	}
 	if (is_orclause(clause))
 	{
@@ -231,14 +231,18 @@ wanted_fields(RelOptInfo *baserel, const McTable *t)
 	return want;
 }
 
-/* May the query's role read the table (any of its columns)? */
+/*
+ * May the query's role read the table (any of its columns)?  The planner
+ * keeps the role to check as (a view owner's, or none for the current
+ * user) in the relation itself.
+ */
 static bool
-may_select(RangeTblEntry *rte)
+may_select(RelOptInfo *baserel, Oid relid)
 {
-	Oid			user = OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	Oid			user = OidIsValid(baserel->userid) ? baserel->userid : GetUserId();
 
-	return pg_class_aclcheck(rte->relid, user, ACL_SELECT) == ACLCHECK_OK ||
-		pg_attribute_aclcheck_all(rte->relid, user, ACL_SELECT, ACLMASK_ANY) == ACLCHECK_OK;
+	return pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(relid, user, ACL_SELECT, ACLMASK_ANY) == ACLCHECK_OK;
 }
 
 static void
@@ -267,7 +271,7 @@ mcGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		 * executor refuses the others later, and until then they must not
 		 * make this backend log in there
 		 */
-		bool		full = info->t.opts.allow_full_scan && may_select(rte);
+		bool		full = info->t.opts.allow_full_scan && may_select(baserel, rte->relid);
 
 		info->full_refused = full &&
 			!McServerGet(info->t.serverid)->cfg.allow_full_scan;
@@ -343,9 +347,8 @@ add_parameterized_paths(PlannerInfo *root, RelOptInfo *baserel, McRelInfo *info)
 		ppi = get_baserel_parampathinfo(root, baserel, outer);
 		batch_cost(n, n, &startup, &total);
 		add_path(baserel, (Path *)
-				 create_foreignscan_path(root, baserel, NULL, clamp_row_est(n),
-										 startup, total, NIL, ppi->ppi_req_outer,
-										 NULL, NIL));
+				 McForeignScanPath(root, baserel, clamp_row_est(n),
+								   startup, total, ppi->ppi_req_outer));
 	}
 	return list_length(done);
 }
@@ -380,9 +383,8 @@ mcGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 		total += disable_cost;
 	}
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
-									 startup, total, NIL, baserel->lateral_relids,
-									 NULL, NIL));
+			 McForeignScanPath(root, baserel, baserel->rows,
+							   startup, total, baserel->lateral_relids));
 }
 
 /*

@@ -54,6 +54,7 @@ static set_join_pathlist_hook_type prev_join_pathlist_hook = NULL;
 #define JP_FILTER		3		/* List of RestrictInfo: filter joined rows */
 #define JP_JOINTYPE		4		/* Integer */
 #define JP_INNER		5		/* Integer: the foreign table's relid (RT index) */
+#define JP_OJRELID		6		/* Integer: the outer join nulling the inner side, or 0 */
 
 static Plan *plan_join(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 					   List *tlist, List *clauses, List *custom_plans);
@@ -282,6 +283,8 @@ mc_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 	cp->custom_private = list_make4(key, keyexpr, match, filter);
 	cp->custom_private = lappend(cp->custom_private, makeInteger((int) jointype));
 	cp->custom_private = lappend(cp->custom_private, makeInteger((int) innerrel->relid));
+	cp->custom_private = lappend(cp->custom_private,
+								 makeInteger(jointype == JOIN_LEFT ? McOuterJoinRelid(extra) : 0));
 	cp->methods = &join_path_methods;
 	add_path(joinrel, &cp->path);
 }
@@ -318,6 +321,8 @@ plan_join(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	CustomScan *cscan = makeNode(CustomScan);
 	List	   *scan_tlist = NIL;
 	List	   *inner_atts = NIL;
+	Index		inner = intVal(list_nth(priv, JP_INNER));
+	int			ojrelid = intVal(list_nth(priv, JP_OJRELID));
 	int			resno = 0;
 	int			nouter;
 	bool		ok;
@@ -338,7 +343,9 @@ plan_join(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 		Var		   *v = lfirst_node(Var, lc);
 
 		scan_tlist = lappend(scan_tlist,
-							 makeTargetEntry((Expr *) copyObject(v), ++resno, NULL, false));
+							 makeTargetEntry((Expr *) McNulledBy((Node *) copyObject(v),
+																 inner, ojrelid),
+											 ++resno, NULL, false));
 		inner_atts = lappend_int(inner_atts, v->varattno);
 	}
 
@@ -347,8 +354,10 @@ plan_join(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	cscan->scan.scanrelid = 0;
 	cscan->flags = best_path->flags;
 	cscan->custom_plans = custom_plans;
+	/* the key expression reads only the outer side */
 	cscan->custom_exprs = lcons(copyObject(list_nth(priv, JP_KEYEXPR)),
-								clauses_of(list_nth(priv, JP_MATCH)));
+								(List *) McNulledBy((Node *) clauses_of(list_nth(priv, JP_MATCH)),
+													inner, ojrelid));
 	cscan->custom_private = list_make5(list_nth(priv, JP_JOINTYPE),
 									   makeInteger((int) want),
 									   makeInteger(nouter),

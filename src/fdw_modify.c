@@ -91,7 +91,7 @@ McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 	rel = table_open(rte->relid, NoLock);
 	McTableLoad(rel, &t);
 	if (bms_is_member(t.attnum[MC_FIELD_KEY] - FirstLowInvalidHeapAttributeNumber,
-					  rte->updatedCols))
+					  McUpdatedCols(root, rte)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot update the key column of foreign table \"%s\"",
@@ -472,7 +472,7 @@ McExecForeignDelete(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 
 		if (!isnull)
 		{
-			HeapTupleHeader th = DatumGetHeapTupleHeader(row);
+			HeapTupleHeader th = McDatumGetTupleHeader(row);
 			HeapTupleData tup;
 
 			tup.t_len = HeapTupleHeaderGetDatumLength(th);

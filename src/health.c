@@ -405,10 +405,10 @@ McInstanceDegraded(McServer *srv, int index)
 	h->degraded++;
 	McCountersAdd(srv->serverid, MC_COUNT_DEGRADED, 1);
 	if (!mc_warn_on_miss ||
-		(srv->warned_stmt == stmt && srv->warned_lxid == MyProc->lxid))
+		(srv->warned_stmt == stmt && srv->warned_lxid == McMyLocalXid()))
 		return;
 	srv->warned_stmt = stmt;
-	srv->warned_lxid = MyProc->lxid;
+	srv->warned_lxid = McMyLocalXid();
 	ereport(WARNING,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("memcached server \"%s\" is unavailable, its keys are treated as misses",

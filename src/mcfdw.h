@@ -12,6 +12,8 @@
 
 #include "postgres.h"
 
+#include "pg_compat.h"
+
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -227,7 +229,7 @@ extern char *McValueInflateInto(McServer *srv, const char *data, size_t len,
 								char **buf, size_t *cap, size_t *outlen,
 								const char *key, size_t keylen);
 extern void McValueRaise(McServer *srv, McZStatus status, const char *key,
-						 size_t keylen) pg_attribute_noreturn();
+						 size_t keylen) McNoReturn();
 extern void McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
 							 const char *key, size_t keylen, const char *bytes_hint);
 /* McValueCheckText's hint for the SQL functions */
@@ -345,9 +347,9 @@ extern const char *McConnFailure(McConn *conn, bool *hard);
 extern int	McConnFailureCode(McConn *conn);
 extern bool McConnFailureCounts(McConn *conn);
 extern bool McConnFailureOwnLimit(McConn *conn);
-extern void McConnRaise(McConn *conn) pg_attribute_noreturn();
+extern void McConnRaise(McConn *conn) McNoReturn();
 extern void McConnReplyError(McConn *conn, const char *base,
-							 const McReply *reply) pg_attribute_noreturn();
+							 const McReply *reply) McNoReturn();
 
 /*
  * conn_connect.c: a connect McConnPrepare started, advanced a step at a

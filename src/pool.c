@@ -494,7 +494,7 @@ McServerGetSlow(Oid serverid)
 	}
 	if (srv->acl_ok_user != userid || !srv->valid)
 	{
-		AclResult	aclresult = pg_foreign_server_aclcheck(serverid, userid, ACL_USAGE);
+		AclResult	aclresult = McServerAclCheck(serverid, userid, ACL_USAGE);
 
 		if (aclresult != ACLCHECK_OK)
 			aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER,

@@ -62,7 +62,7 @@ McUsableServers(void)
 		Form_pg_foreign_server f = (Form_pg_foreign_server) GETSTRUCT(tup);
 
 		if (f->srvfdw == fdwid &&
-			pg_foreign_server_aclcheck(f->oid, GetUserId(), ACL_USAGE) == ACLCHECK_OK)
+			McServerAclCheck(f->oid, GetUserId(), ACL_USAGE) == ACLCHECK_OK)
 			servers = lappend_oid(servers, f->oid);
 	}
 	systable_endscan(scan);

@@ -12,6 +12,7 @@
 
 #include <math.h>
 
+#include "common/int.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 
