@@ -107,14 +107,15 @@ ifeq ($(ASSERTS),1)
 PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
 endif
 
-# The objects remember the flags they were built with: switching between
-# `make test` (WERROR=1 ASSERTS=1) and a plain `make install` rebuilds them,
-# so an assert-enabled object is never installed by a plain build.
+# The objects remember the flags and the PostgreSQL they were built with:
+# switching between `make test` (WERROR=1 ASSERTS=1) and a plain `make
+# install`, or between majors (PG=17), rebuilds them, so an assert-enabled
+# object is never installed by a plain build, nor one major's in another.
 BUILD_FLAGS = .build-flags
 $(OBJS) $(OBJS:.o=.bc): $(BUILD_FLAGS)
 .PHONY: build-flags-check
 $(BUILD_FLAGS): build-flags-check
-	@echo '$(PG_CPPFLAGS)' | cmp -s - $@ || echo '$(PG_CPPFLAGS)' > $@
+	@echo '$(PG_CPPFLAGS) $(PG_CONFIG)' | cmp -s - $@ || echo '$(PG_CPPFLAGS) $(PG_CONFIG)' > $@
 
 EXTRA_CLEAN = test/unit/bin $(BUILD_FLAGS)
 
@@ -133,6 +134,7 @@ ifeq ($(PG_CONFIG),)
 $(error test/rig/majors.sh could not provide PostgreSQL $(PG))
 endif
 TESTS ?= regress,integration
+export PG_CONFIG
 endif
 
 # PGXS only once postgresql-server-dev-15 is there (pg_config alone comes

@@ -244,7 +244,7 @@ wait_since(McConn *conn, uint32 events, int timeout_ms, const char *action,
 		int			rc;
 
 		CHECK_FOR_INTERRUPTS();
-		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		rc = WaitEventSetWait(conn->wes, timeout, &ev, 1, McWaitEvent(false));
 		if (rc > 0 && (ev.events & events))
 			return true;
 		if (rc > 0 && (ev.events & WL_LATCH_SET))

@@ -46,7 +46,7 @@ visible_server(McServer *srv, bool superuser_all)
 
 	if (fs == NULL || superuser_all)
 		return fs;
-	if (pg_foreign_server_aclcheck(srv->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+	if (McServerAclCheck(srv->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
 		return NULL;
 	if (McServerRoute(srv->serverid) != srv->umid)
 		return NULL;

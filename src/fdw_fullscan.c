@@ -464,7 +464,7 @@ dump_all(McFullScan *fs, McServer *srv)
 		{
 			/* a crawl a cancelled scan left running ends when memcached next writes */
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 MC_BUSY_STEP_MS, PG_WAIT_EXTENSION);
+							 MC_BUSY_STEP_MS, McWaitEvent(true));
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}

@@ -41,8 +41,33 @@
 #include "commands/explain_state.h"
 #endif
 
+/*
+ * What pg_stat_activity shows while a backend waits on memcached: from 17
+ * on a named wait event of type Extension ("Memcached", or "MemcachedBusy"
+ * between a full scan's retries of a busy dump), before it the type's
+ * generic event, "Extension".  A name is registered once per backend and
+ * per file that asks.
+ */
+#if PG_VERSION_NUM >= 170000
+#include "utils/wait_event.h"
+
+static inline uint32
+McWaitEvent(bool busy)
+{
+	static uint32 ev[2];
+
+	if (ev[busy] == 0)
+		ev[busy] = WaitEventExtensionNew(busy ? "MemcachedBusy" : "Memcached");
+	return ev[busy];
+}
+#else
+#define McWaitEvent(busy)	PG_WAIT_EXTENSION
+#endif
+
 /* USAGE on a foreign server: 16 folded the per-kind checks into one. */
 #if PG_VERSION_NUM >= 160000
+#include "catalog/pg_foreign_server.h"
+#include "utils/acl.h"
 #define McServerAclCheck(serverid, roleid, mode) \
 	object_aclcheck(ForeignServerRelationId, (serverid), (roleid), (mode))
 #else

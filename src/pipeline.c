@@ -166,7 +166,7 @@ McPipelineRun(const McPipeline *p)
 			continue;
 
 		CHECK_FOR_INTERRUPTS();
-		nev = WaitEventSetWait(wes, timeout, events, n + 2, PG_WAIT_EXTENSION);
+		nev = WaitEventSetWait(wes, timeout, events, n + 2, McWaitEvent(false));
 		now = GetCurrentTimestamp();
 		for (int e = 0; e < nev; e++)
 		{
