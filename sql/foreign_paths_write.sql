@@ -242,6 +242,27 @@ MERGE INTO kv USING mtarget m ON kv.key = m.key WHEN MATCHED THEN DELETE;
 SELECT pg_temp.sqlstate('MERGE INTO kv USING mtarget m ON kv.key = m.key WHEN MATCHED THEN DELETE');
 DROP TABLE mtarget;
 
+-- UPDATE ... FROM, DELETE ... USING, a writable CTE feeding an INSERT
+CREATE TABLE ks (k text, v text);
+INSERT INTO ks VALUES ('j1', 'joined1'), ('j2', 'joined2');
+INSERT INTO kv VALUES ('j1', 'old'), ('j2', 'old');
+UPDATE kv SET value = ks.v FROM ks WHERE kv.key = ks.k RETURNING kv.*;
+DELETE FROM kv USING ks WHERE kv.key = ks.k AND ks.v = 'joined1' RETURNING kv.*;
+WITH u AS (UPDATE kv SET value = 'cte' WHERE key = 'j2' RETURNING *)
+  INSERT INTO kv SELECT key || 'b', value FROM u RETURNING *;
+SELECT key, value FROM kv WHERE key IN ('j1', 'j2', 'j2b') ORDER BY key;
+DROP TABLE ks;
+-- WHERE CURRENT OF: refused by PostgreSQL (a foreign row has no ctid)
+CREATE FOREIGN TABLE kv_all (key text, value text) SERVER memcached
+  OPTIONS (key_prefix 'w:', allow_full_scan 'true');
+BEGIN;
+DECLARE cur CURSOR FOR SELECT * FROM kv_all WHERE key = 'j2';
+FETCH cur;
+UPDATE kv_all SET value = 'x' WHERE CURRENT OF cur;
+ROLLBACK;
+SELECT mc_get('w:j2');
+DROP FOREIGN TABLE kv_all;
+
 -- prepared statements see ALTER FOREIGN TABLE and ALTER SERVER
 SET plan_cache_mode = force_generic_plan;
 PREPARE ins(text, text) AS INSERT INTO kv VALUES ($1, $2);
