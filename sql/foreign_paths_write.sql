@@ -324,5 +324,20 @@ INSERT INTO kv VALUES ('s4', 'after') RETURNING *;
 UPDATE kv SET value = 'after2' WHERE key = 's4' RETURNING *;
 COMMIT;
 SELECT value FROM kv WHERE key = 's4';
+-- a COPY failing in an exception block: the batches before the failure
+-- are written, the rows held with it are not, and the block goes on
+CREATE FOREIGN TABLE kvc (key text CHECK (key <> '1150'), value text DEFAULT 'd')
+  SERVER memcached OPTIONS (key_prefix 'w:', batch_size '100');
+DO $$ BEGIN
+  BEGIN
+    COPY kvc (key) FROM PROGRAM 'seq 1001 1200';
+  EXCEPTION WHEN check_violation THEN
+    RAISE NOTICE 'COPY failed: %', SQLERRM;
+  END;
+  INSERT INTO kvc VALUES ('after', 'x');
+END $$;
+SELECT count(*) FROM kvc WHERE key = ANY(ARRAY(SELECT g::text FROM generate_series(1001, 1200) g));
+SELECT value FROM kvc WHERE key = 'after';
+DROP FOREIGN TABLE kvc;
 
 DROP FOREIGN TABLE kv, kvb;
