@@ -130,6 +130,26 @@ DROP TABLE byval;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) INSERT INTO parted VALUES ('p3', 'e');
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE parted SET value = 'f' WHERE key IN ('p3', 'l2');
+-- COPY into a partitioned table holds no row when a trigger of the tree
+-- could read the foreign partition: a local partition's AFTER trigger
+-- sees the row copied into the foreign one before it
+CREATE TABLE seen (what text);
+CREATE TABLE tparted (key text, value text) PARTITION BY LIST (key);
+CREATE TABLE tparted_local PARTITION OF tparted FOR VALUES IN ('l');
+CREATE FOREIGN TABLE tparted_mc PARTITION OF tparted FOR VALUES IN ('f')
+  SERVER memcached OPTIONS (key_prefix 'tp:');
+CREATE FUNCTION pg_temp.seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO seen VALUES (coalesce(mc_get('tp:f'), 'nothing'));
+  RETURN NULL;
+END $$;
+CREATE TRIGGER seen AFTER INSERT ON tparted_local FOR EACH ROW EXECUTE FUNCTION pg_temp.seen();
+COPY tparted FROM STDIN;
+f	written
+l	local
+\.
+SELECT what FROM seen;
+DROP TABLE tparted, seen;
 -- MERGE into it through the partitioned table: refused by PostgreSQL
 MERGE INTO parted t USING (VALUES ('p1', 'm')) s (key, value) ON t.key = s.key
   WHEN NOT MATCHED THEN INSERT VALUES (s.key, s.value);

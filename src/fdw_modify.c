@@ -41,7 +41,9 @@
 #include "access/sysattr.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
@@ -54,6 +56,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "batch.h"
 #include "fdw.h"
@@ -182,16 +185,43 @@ McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	rinfo->ri_FdwState = m;
 }
 
-/* Does the relation have a trigger that an INSERT fires? */
+/*
+ * Could a trigger see a row COPY holds as if it were written?  COPY into
+ * the table itself: any INSERT trigger of the table.  COPY into a
+ * partitioned table: a trigger on any table of the tree, since the AFTER
+ * triggers of every partition fire before EndForeignInsert.
+ */
 static bool
-has_insert_triggers(ResultRelInfo *rinfo)
+copy_has_triggers(ResultRelInfo *rinfo)
 {
-	TriggerDesc *td = rinfo == NULL ? NULL : rinfo->ri_TrigDesc;
+	TriggerDesc *td = rinfo->ri_TrigDesc;
+	List	   *tree;
+	ListCell   *lc;
 
-	return td != NULL &&
+	if (td != NULL &&
 		(td->trig_insert_before_row || td->trig_insert_after_row ||
 		 td->trig_insert_instead_row || td->trig_insert_before_statement ||
-		 td->trig_insert_after_statement || td->trig_insert_new_table);
+		 td->trig_insert_after_statement || td->trig_insert_new_table))
+		return true;
+	if (rinfo->ri_RootResultRelInfo == NULL)
+		return false;
+	/* COPY holds a lock on the root; the partitions' pg_class rows suffice */
+	tree = find_all_inheritors(RelationGetRelid(rinfo->ri_RootResultRelInfo->ri_RelationDesc),
+							   NoLock, NULL);
+	foreach(lc, tree)
+	{
+		HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		has = false;
+
+		if (HeapTupleIsValid(tp))
+		{
+			has = ((Form_pg_class) GETSTRUCT(tp))->relhastriggers;
+			ReleaseSysCache(tp);
+		}
+		if (has)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -206,7 +236,8 @@ has_insert_triggers(ResultRelInfo *rinfo)
  * right only when a failure fails the statement: not under on_failure
  * 'miss' (a skipped row must not be counted), and only when no trigger
  * could see a held row as written (COPY fires the AFTER triggers before
- * EndForeignInsert).  Otherwise each row is written as it comes.
+ * EndForeignInsert: copy_has_triggers).  Otherwise each row is written as
+ * it comes.
  *
  * An UPDATE that routes rows into a foreign partition it also updates is
  * refused: its scan of that partition could read the moved row and update
@@ -240,8 +271,7 @@ McBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 		m->mtps = &mtstate->ps;
 	}
 	else if (m->batch_size > 1 && !m->srv->cfg.on_failure_miss &&
-			 !has_insert_triggers(rinfo) &&
-			 !has_insert_triggers(rinfo->ri_RootResultRelInfo))
+			 !copy_has_triggers(rinfo))
 	{
 		m->hold = true;
 		m->held = MemoryContextAlloc(mtstate->ps.state->es_query_cxt,
