@@ -41,6 +41,16 @@ COPY kv FROM STDIN WITH (FORMAT csv);
 c4,"csv, quoted"
 \.
 SELECT value FROM kv WHERE key = 'c4';
+-- with a volatile DEFAULT (it could read the table) each row goes as it
+-- comes: the second row's default reads the first row's value
+CREATE FOREIGN TABLE vd (key text, value text DEFAULT coalesce(mc_get('vd:1') || '+', 'none'))
+  SERVER memcached OPTIONS (key_prefix 'vd:', batch_size '100');
+COPY vd (key) FROM STDIN;
+1
+2
+\.
+SELECT mc_get('vd:1'), mc_get('vd:2');
+DROP FOREIGN TABLE vd;
 -- under on_failure 'miss' each row goes as it comes: a row whose instance
 -- cannot be reached is skipped and not counted
 DO $$ BEGIN

@@ -51,6 +51,7 @@
 #include "optimizer/appendinfo.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
@@ -185,19 +186,42 @@ McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	rinfo->ri_FdwState = m;
 }
 
+/* Has the relation a volatile DEFAULT (one that could read the table)? */
+static bool
+has_volatile_default(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Node	   *def;
+
+		if (TupleDescAttr(desc, i)->attisdropped || !TupleDescAttr(desc, i)->atthasdef)
+			continue;
+		def = build_column_default(rel, i + 1);
+		if (def != NULL && contain_volatile_functions_not_nextval(def))
+			return true;
+	}
+	return false;
+}
+
 /*
- * Could a trigger see a row COPY holds as if it were written?  COPY into
- * the table itself: any INSERT trigger of the table.  COPY into a
- * partitioned table: a trigger on any table of the tree, since the AFTER
- * triggers of every partition fire before EndForeignInsert.
+ * Could something see a row COPY holds as if it were written?  COPY into
+ * the table itself: an INSERT trigger of the table, or a volatile DEFAULT
+ * (PostgreSQL's COPY writes local tables row by row for the same reason).
+ * COPY into a partitioned table: also a trigger on any table of the tree,
+ * since the AFTER triggers of every partition fire before
+ * EndForeignInsert, or a volatile DEFAULT of the root.
  */
 static bool
-copy_has_triggers(ResultRelInfo *rinfo)
+copy_may_read_held(ResultRelInfo *rinfo)
 {
 	TriggerDesc *td = rinfo->ri_TrigDesc;
 	List	   *tree;
 	ListCell   *lc;
 
+	if (has_volatile_default(rinfo->ri_RelationDesc))
+		return true;
 	if (td != NULL &&
 		(td->trig_insert_before_row || td->trig_insert_after_row ||
 		 td->trig_insert_instead_row || td->trig_insert_before_statement ||
@@ -205,6 +229,8 @@ copy_has_triggers(ResultRelInfo *rinfo)
 		return true;
 	if (rinfo->ri_RootResultRelInfo == NULL)
 		return false;
+	if (has_volatile_default(rinfo->ri_RootResultRelInfo->ri_RelationDesc))
+		return true;
 	/* COPY holds a lock on the root; the partitions' pg_class rows suffice */
 	tree = find_all_inheritors(RelationGetRelid(rinfo->ri_RootResultRelInfo->ri_RelationDesc),
 							   NoLock, NULL);
@@ -232,12 +258,12 @@ copy_has_triggers(ResultRelInfo *rinfo)
  * PostgreSQL 15's COPY hands a foreign table one row at a time.  So that
  * COPY goes in pipelined batches as INSERT ... SELECT does, the rows are
  * held here and written batch_size at a time, the rest at EndForeignInsert
- * (hold_rows).  A held row is counted before it is written, which is
+ * (hold_row).  A held row is counted before it is written, which is
  * right only when a failure fails the statement: not under on_failure
- * 'miss' (a skipped row must not be counted), and only when no trigger
- * could see a held row as written (COPY fires the AFTER triggers before
- * EndForeignInsert: copy_has_triggers).  Otherwise each row is written as
- * it comes.
+ * 'miss' (a skipped row must not be counted), and only when neither a
+ * trigger (COPY fires the AFTER triggers before EndForeignInsert) nor a
+ * volatile DEFAULT could read a held row as written (copy_may_read_held).
+ * Otherwise each row is written as it comes.
  *
  * An UPDATE that routes rows into a foreign partition it also updates is
  * refused: its scan of that partition could read the moved row and update
@@ -271,7 +297,7 @@ McBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 		m->mtps = &mtstate->ps;
 	}
 	else if (m->batch_size > 1 && !m->srv->cfg.on_failure_miss &&
-			 !copy_has_triggers(rinfo))
+			 !copy_may_read_held(rinfo))
 	{
 		m->hold = true;
 		m->held = MemoryContextAlloc(mtstate->ps.state->es_query_cxt,
