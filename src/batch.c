@@ -295,6 +295,7 @@ encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
 			o.ttl = op->ttl;
 			o.has_client_flags = op->has_flags;
 			o.client_flags = op->flags;
+			o.mode = op->add ? 'E' : 0;
 			n = mc_encode_request(dst, "ms", wkey, wlen, b64, (long) op->valuelen, &o);
 			if (n == 0)
 				return 0;

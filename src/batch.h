@@ -47,6 +47,8 @@ typedef struct McBatchOp
 	bool		has_flags;		/* SET: F<flags> */
 	uint32		flags;
 	bool		once;			/* SET: never sent twice (a SQL caller's rows) */
+	bool		add;			/* SET: only if the key is absent (mode E, "add");
+								 * an existing key is MC_BATCH_MISS */
 	McBatchResult result;		/* out */
 } McBatchOp;
 

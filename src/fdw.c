@@ -489,6 +489,8 @@ mcfdw_handler(PG_FUNCTION_ARGS)
 	r->ExecForeignUpdate = McExecForeignUpdate;
 	r->ExecForeignDelete = McExecForeignDelete;
 	r->EndForeignModify = McEndForeignModify;
+	r->BeginForeignInsert = McBeginForeignInsert;
+	r->EndForeignInsert = McEndForeignInsert;
 	r->ExplainForeignModify = McExplainForeignModify;
 	r->IsForeignRelUpdatable = McIsForeignRelUpdatable;
 	PG_RETURN_POINTER(r);

@@ -213,6 +213,9 @@ extern void McExplainForeignModify(ModifyTableState *mtstate,
 								   ResultRelInfo *rinfo, List *fdw_private,
 								   int subplan_index, struct ExplainState *es);
 extern void McEndForeignModify(EState *estate, ResultRelInfo *rinfo);
+extern void McBeginForeignInsert(ModifyTableState *mtstate,
+								 ResultRelInfo *rinfo);
+extern void McEndForeignInsert(EState *estate, ResultRelInfo *rinfo);
 extern int	McIsForeignRelUpdatable(Relation rel);
 
 #endif							/* MCFDW_FDW_H */

@@ -1,19 +1,28 @@
 /*
- * fdw_modify.c — INSERT, UPDATE and DELETE on a foreign table.
+ * fdw_modify.c — INSERT, COPY, UPDATE and DELETE on a foreign table.
  *
  * Owns: turning rows into writes.  INSERT is a set ("ms", mode S), sent at
  * most once (a reply lost after the request went out is an error saying
- * the rows may or may not have been written); rows come in batches of the table's batch_size (PostgreSQL's batch insert) and
- * each batch is one McBatchWrite (batch.h).  UPDATE and DELETE find their
- * rows with the scan (fdw_scan.c), which a key condition must drive; the
- * row's identity is its key, carried as the junk column "mcfdw_key".
+ * the rows may or may not have been written); rows come in batches of the
+ * table's batch_size (PostgreSQL's batch insert) and each batch is one
+ * McBatchWrite (batch.h).  INSERT ... ON CONFLICT DO NOTHING is an add
+ * (mode E): a row whose key exists is skipped.  COPY FROM, and rows routed
+ * into the table as a partition, come through BeginForeignInsert: COPY's
+ * rows are held and written batch_size at a time (PostgreSQL 15 hands them
+ * over one by one).  UPDATE and DELETE find their rows with the scan
+ * (fdw_scan.c), which a key condition must drive; the row's identity is
+ * its key, carried as the junk column "mcfdw_key".
  * UPDATE is a replace ("ms", mode R: an item that expired since the scan
  * is not brought back) and, when the table has a cas column, a
  * compare-and-swap with the row's cas: the one the scan read, or the one
  * the statement set.  A row whose item changed or vanished since is
  * skipped (not updated, not returned, not counted), as a row a concurrent
- * transaction deleted is.  The key of a row cannot be updated.  DELETE is
- * "md"; an item already gone is a skipped row.
+ * transaction deleted is.  The key of a row cannot be updated, by the
+ * statement, a trigger or a generated column.  DELETE is "md"; an item
+ * already gone is a skipped row.  What PostgreSQL leaves to a wrapper
+ * (CHECK and NOT NULL constraints, a partition's constraint) and a view's
+ * check option are checked before a row is written, since a failed
+ * statement does not undo a write to memcached.
  *
  * Writes follow the server's on_failure.  With 'error' (the default) an
  * instance that cannot be reached fails the statement.  With 'miss' a row
@@ -32,6 +41,9 @@
 #include "access/sysattr.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
@@ -39,11 +51,13 @@
 #include "optimizer/appendinfo.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "batch.h"
 #include "fdw.h"
@@ -57,7 +71,15 @@ typedef struct McModify
 	AttrNumber	key_junk;		/* UPDATE, DELETE: the row's key in the plan's row */
 	AttrNumber	wholerow_junk;	/* DELETE ... RETURNING: the row as the scan read it */
 	int			batch_size;
+	bool		add;			/* ON CONFLICT DO NOTHING: a store only if absent */
+	PlanState  *mtps;			/* ... its ModifyTable, counting skipped rows
+								 * as EXPLAIN ANALYZE's conflicting tuples */
 	MemoryContext cxt;			/* one row's or one batch's work */
+	/* COPY: rows held until batch_size of them go as one batch (hold_rows) */
+	bool		hold;
+	McBatchOp  *held;
+	int			nheld;
+	MemoryContext heldcxt;		/* the held rows' keys and values */
 } McModify;
 
 void
@@ -78,6 +100,12 @@ McAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 							 rtindex, "wholerow");
 }
 
+/*
+ * INSERT: fdw_private says whether stores are adds (ON CONFLICT DO
+ * NOTHING).  ON CONFLICT DO UPDATE needs an arbiter index a foreign table
+ * cannot have, so PostgreSQL refuses it first; it is refused here too.
+ * UPDATE: the key column cannot be set.
+ */
 List *
 McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 					int subplan_index)
@@ -86,6 +114,16 @@ McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 	Relation	rel;
 	McTable		t;
 
+	if (plan->operation == CMD_INSERT)
+	{
+		if (plan->onConflictAction == ONCONFLICT_UPDATE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("ON CONFLICT DO UPDATE is not supported on foreign table \"%s\"",
+							get_rel_name(rte->relid)),
+					 errhint("Use ON CONFLICT DO NOTHING (memcached's add), or UPDATE the rows.")));
+		return list_make1(makeInteger(plan->onConflictAction == ONCONFLICT_NOTHING));
+	}
 	if (plan->operation != CMD_UPDATE)
 		return NIL;
 	rel = table_open(rte->relid, NoLock);
@@ -101,16 +139,13 @@ McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 	return NIL;
 }
 
-void
-McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
-					 List *fdw_private, int subplan_index, int eflags)
+/* The state of one table's writes in one statement, in the query's context. */
+static McModify *
+modify_state(EState *estate, Relation rel)
 {
-	Relation	rel = rinfo->ri_RelationDesc;
-	McModify   *m;
+	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+	McModify   *m = palloc0(sizeof(McModify));
 
-	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
-		return;
-	m = palloc0(sizeof(McModify));
 	McTableLoad(rel, &m->t);
 	m->srv = McServerGet(m->t.serverid);
 	McServerCheckWrite(m->srv);
@@ -122,6 +157,24 @@ McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 
 		McValueIOInit(&m->vio, att->atttypid, att->atttypmod);
 	}
+	m->cxt = AllocSetContextCreate(estate->es_query_cxt, "mcfdw modify",
+								   ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(old);
+	return m;
+}
+
+void
+McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+					 List *fdw_private, int subplan_index, int eflags)
+{
+	McModify   *m;
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	m = modify_state(mtstate->ps.state, rinfo->ri_RelationDesc);
+	if (mtstate->operation == CMD_INSERT && fdw_private != NIL)
+		m->add = intVal(linitial(fdw_private)) != 0;
+	m->mtps = &mtstate->ps;
 	if (mtstate->operation == CMD_UPDATE || mtstate->operation == CMD_DELETE)
 	{
 		List	   *tlist = outerPlanState(mtstate)->plan->targetlist;
@@ -131,8 +184,128 @@ McBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 			elog(ERROR, "could not find junk mcfdw_key column");
 		m->wholerow_junk = ExecFindJunkAttributeInTlist(tlist, "wholerow");
 	}
-	m->cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw modify",
-								   ALLOCSET_DEFAULT_SIZES);
+	rinfo->ri_FdwState = m;
+}
+
+/* Has the relation a volatile DEFAULT (one that could read the table)? */
+static bool
+has_volatile_default(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Node	   *def;
+
+		if (TupleDescAttr(desc, i)->attisdropped || !TupleDescAttr(desc, i)->atthasdef)
+			continue;
+		def = build_column_default(rel, i + 1);
+		if (def != NULL && contain_volatile_functions_not_nextval(def))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Could something see a row COPY holds as if it were written?  COPY into
+ * the table itself: an INSERT trigger of the table, or a volatile DEFAULT
+ * (PostgreSQL's COPY writes local tables row by row for the same reason).
+ * COPY into a partitioned table: also a trigger on any table of the tree,
+ * since the AFTER triggers of every partition fire before
+ * EndForeignInsert, or a volatile DEFAULT of the root.
+ */
+static bool
+copy_may_read_held(ResultRelInfo *rinfo)
+{
+	TriggerDesc *td = rinfo->ri_TrigDesc;
+	List	   *tree;
+	ListCell   *lc;
+
+	if (has_volatile_default(rinfo->ri_RelationDesc))
+		return true;
+	if (td != NULL &&
+		(td->trig_insert_before_row || td->trig_insert_after_row ||
+		 td->trig_insert_instead_row || td->trig_insert_before_statement ||
+		 td->trig_insert_after_statement || td->trig_insert_new_table))
+		return true;
+	if (rinfo->ri_RootResultRelInfo == NULL)
+		return false;
+	if (has_volatile_default(rinfo->ri_RootResultRelInfo->ri_RelationDesc))
+		return true;
+	/* COPY holds a lock on the root; the partitions' pg_class rows suffice */
+	tree = find_all_inheritors(RelationGetRelid(rinfo->ri_RootResultRelInfo->ri_RelationDesc),
+							   NoLock, NULL);
+	foreach(lc, tree)
+	{
+		HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		has = false;
+
+		if (HeapTupleIsValid(tp))
+		{
+			has = ((Form_pg_class) GETSTRUCT(tp))->relhastriggers;
+			ReleaseSysCache(tp);
+		}
+		if (has)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Rows that do not come from a ModifyTable plan: COPY FROM into the table
+ * or into a partitioned table it is a partition of (no plan), and rows an
+ * INSERT or UPDATE routes into it as a partition (the plan's).
+ *
+ * PostgreSQL 15's COPY hands a foreign table one row at a time.  So that
+ * COPY goes in pipelined batches as INSERT ... SELECT does, the rows are
+ * held here and written batch_size at a time, the rest at EndForeignInsert
+ * (hold_row).  A held row is counted before it is written, which is
+ * right only when a failure fails the statement: not under on_failure
+ * 'miss' (a skipped row must not be counted), and only when neither a
+ * trigger (COPY fires the AFTER triggers before EndForeignInsert) nor a
+ * volatile DEFAULT could read a held row as written (copy_may_read_held).
+ * Otherwise each row is written as it comes.
+ *
+ * An UPDATE that routes rows into a foreign partition it also updates is
+ * refused: its scan of that partition could read the moved row and update
+ * it a second time.
+ */
+void
+McBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	ModifyTable *plan = (ModifyTable *) mtstate->ps.plan;
+	Relation	rel = rinfo->ri_RelationDesc;
+	McModify   *m;
+
+	if (plan != NULL && plan->operation == CMD_UPDATE &&
+		(rinfo->ri_FdwState != NULL || rinfo->ri_usesFdwDirectModify))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot move a row into foreign table \"%s\", which the same UPDATE updates",
+						RelationGetRelationName(rel)),
+				 errhint("Move the row with a DELETE and an INSERT, or restrict the UPDATE so that it does not update that partition.")));
+	Assert(rinfo->ri_FdwState == NULL);
+	m = modify_state(mtstate->ps.state, rel);
+	if (plan != NULL)
+	{
+		if (plan->onConflictAction == ONCONFLICT_UPDATE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("ON CONFLICT DO UPDATE is not supported on foreign table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errhint("Use ON CONFLICT DO NOTHING (memcached's add), or UPDATE the rows.")));
+		m->add = plan->onConflictAction == ONCONFLICT_NOTHING;
+		m->mtps = &mtstate->ps;
+	}
+	else if (m->batch_size > 1 && !m->srv->cfg.on_failure_miss &&
+			 !copy_may_read_held(rinfo))
+	{
+		m->hold = true;
+		m->held = MemoryContextAlloc(mtstate->ps.state->es_query_cxt,
+									 sizeof(McBatchOp) * m->batch_size);
+		m->heldcxt = AllocSetContextCreate(mtstate->ps.state->es_query_cxt,
+										   "mcfdw held rows", ALLOCSET_DEFAULT_SIZES);
+	}
 	rinfo->ri_FdwState = m;
 }
 
@@ -199,6 +372,7 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 	memset(op, 0, sizeof(*op));
 	op->kind = MC_BATCH_SET;
 	op->once = true;			/* a lost reply is an error, never a second send */
+	op->add = m->add;
 	if (!field_value(m, slot, MC_FIELD_KEY, &d))
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
@@ -230,15 +404,22 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 }
 
 /*
- * Was op's row written?  A failed op is a skipped row under on_failure
- * 'miss' (McBatchWrite counted its instance degraded); otherwise, and for a
- * set memcached refused, an error.
+ * Was op's row written?  An add whose key exists is a skipped row (ON
+ * CONFLICT DO NOTHING), and so is a failed op under on_failure 'miss'
+ * (McBatchWrite counted its instance degraded); otherwise, and for a set
+ * memcached refused, an error.
  */
 static bool
 op_written(McModify *m, const McBatchOp *op)
 {
 	if (op->result == MC_BATCH_DONE)
 		return true;
+	if (op->result == MC_BATCH_MISS && op->add)
+	{
+		/* ON CONFLICT DO NOTHING: the key exists */
+		InstrCountTuples2(m->mtps, 1);
+		return false;
+	}
 	if (op->result == MC_BATCH_FAILED && m->srv->cfg.on_failure_miss)
 		return false;
 	ereport(ERROR,
@@ -273,21 +454,108 @@ write_sets(McModify *m, McBatchOp *ops, int n, TupleTableSlot **slots)
 	return done;
 }
 
+/*
+ * What PostgreSQL checks of a local table's new row but leaves to the
+ * wrapper for a foreign one, checked before the row is written, since a
+ * write to memcached is not undone when the statement fails: NOT NULL and
+ * CHECK constraints, the partition constraint of a partition (a row
+ * inserted into the partition directly, or an UPDATE that would move it
+ * out: PostgreSQL cannot move a row out of a foreign partition), and a
+ * view's WITH CHECK OPTION (PostgreSQL checks it too, after the write).
+ */
+static void
+check_row(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot, bool update)
+{
+	Relation	rel = rinfo->ri_RelationDesc;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	if (constr != NULL && (constr->has_not_null || constr->num_check > 0))
+		ExecConstraints(rinfo, slot, estate);
+	if (rel->rd_rel->relispartition &&
+		!ExecPartitionCheck(rinfo, slot, estate, !update))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("cannot move a row out of foreign partition \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("The updated row violates the partition constraint, and PostgreSQL cannot move a row out of a foreign partition."),
+				 errhint("DELETE the row and INSERT its new version through the partitioned table.")));
+	if (rinfo->ri_WithCheckOptions != NIL)
+		ExecWithCheckOptions(WCO_VIEW_CHECK, rinfo, slot, estate);
+}
+
+/* Write the held rows of a COPY as one batch (all written, or an error). */
+static void
+flush_held(McModify *m)
+{
+	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+
+	write_sets(m, m->held, m->nheld, NULL);
+	m->nheld = 0;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(m->cxt);
+	MemoryContextReset(m->heldcxt);
+}
+
+/*
+ * A COPY's row, held for the next batch: its key and value are copied,
+ * as the slot is reused for the next row.
+ */
+static void
+hold_row(McModify *m, TupleTableSlot *slot)
+{
+	MemoryContext old = MemoryContextSwitchTo(m->heldcxt);
+	McBatchOp  *op = &m->held[m->nheld];
+
+	row_op(m, slot, op);
+	op->key = pnstrdup(op->key, op->keylen);
+	if (op->valuelen > 0)
+	{
+		char	   *v = palloc(op->valuelen);
+
+		memcpy(v, op->value, op->valuelen);
+		op->value = v;
+	}
+	MemoryContextSwitchTo(old);
+	if (++m->nheld == m->batch_size)
+		flush_held(m);
+}
+
 TupleTableSlot *
 McExecForeignInsert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 					TupleTableSlot *planSlot)
 {
 	McModify   *m = rinfo->ri_FdwState;
-	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+	MemoryContext old;
 	McBatchOp	op;
-
 	int			done;
 
+	check_row(estate, rinfo, slot, false);
+	if (m->hold)
+	{
+		hold_row(m, slot);
+		return slot;
+	}
+	old = MemoryContextSwitchTo(m->cxt);
 	row_op(m, slot, &op);
 	done = write_sets(m, &op, 1, NULL);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(m->cxt);
 	return done == 1 ? slot : NULL;
+}
+
+void
+McEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
+{
+	McModify   *m = rinfo->ri_FdwState;
+
+	if (m == NULL)
+		return;
+	if (m->nheld > 0)
+		flush_held(m);
+	MemoryContextDelete(m->cxt);
+	if (m->heldcxt != NULL)
+		MemoryContextDelete(m->heldcxt);
+	rinfo->ri_FdwState = NULL;
 }
 
 TupleTableSlot **
@@ -300,7 +568,10 @@ McExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 	McBatchOp  *ops = palloc(sizeof(McBatchOp) * *numSlots);
 
 	for (int i = 0; i < *numSlots; i++)
+	{
+		check_row(estate, rinfo, slots[i], false);
 		row_op(m, slots[i], &ops[i]);
+	}
 	/* PostgreSQL counts the first *numSlots slots as inserted */
 	*numSlots = write_sets(m, ops, *numSlots, slots);
 	MemoryContextSwitchTo(old);
@@ -394,6 +665,31 @@ replace_one(McModify *m, const McBatchOp *op, bool has_cas, uint64 cas,
 	return r.type;
 }
 
+/*
+ * The row's key must stay the one it was read under: the plan refuses an
+ * UPDATE that sets the key column, but a BEFORE ROW trigger or a generated
+ * key column can still change it, and the replace would then write
+ * another item.
+ */
+static void
+check_same_key(McModify *m, TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	bool		isnull;
+	Datum		old = ExecGetJunkAttribute(planSlot, m->key_junk, &isnull);
+	Datum		now;
+
+	if (isnull)
+		elog(ERROR, "the mcfdw_key junk column is NULL");
+	if (!field_value(m, slot, MC_FIELD_KEY, &now) ||
+		!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, old, now)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot change the key of a row of foreign table \"%s\"",
+						get_rel_name(m->t.relid)),
+				 errdetail("A trigger or a generated column changed the key of the updated row."),
+				 errhint("INSERT the row under its new key and DELETE the old one.")));
+}
+
 TupleTableSlot *
 McExecForeignUpdate(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 					TupleTableSlot *planSlot)
@@ -408,6 +704,8 @@ McExecForeignUpdate(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 	bool		got_cas;
 	McReplyType t;
 
+	check_row(estate, rinfo, slot, true);
+	check_same_key(m, slot, planSlot);
 	row_op(m, slot, &op);
 	has_cas = field_value(m, slot, MC_FIELD_CAS, &d);
 	if (has_cas)
@@ -508,6 +806,7 @@ McEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 
 	if (m != NULL)
 		MemoryContextDelete(m->cxt);
+	rinfo->ri_FdwState = NULL;
 }
 
 int
