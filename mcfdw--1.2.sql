@@ -510,3 +510,17 @@ CREATE FUNCTION mc_meta(key text, server name DEFAULT NULL,
 RETURNS record
 AS 'MODULE_PATHNAME', 'mc_meta'
 LANGUAGE C VOLATILE;
+
+-- mc_invalidate cannot serve TRUNCATE (no rows to build keys from): such a
+-- trigger is refused when it is created, by this event trigger, which runs
+-- for every CREATE TRIGGER of the database (mc_invalidate itself, which
+-- PostgreSQL does not load at CREATE TRIGGER, refuses it again at its first
+-- firing, for one created while event triggers were off).
+CREATE FUNCTION mc_check_trigger()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'mc_check_trigger'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER mcfdw_check_trigger ON ddl_command_end
+  WHEN TAG IN ('CREATE TRIGGER')
+  EXECUTE FUNCTION mc_check_trigger();
