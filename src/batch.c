@@ -546,10 +546,24 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 				return true;
 			case MC_REPLY_ERROR:
 			case MC_REPLY_CLIENT_ERROR:
+				/* a server that needs a login, or knows no meta command */
+				if (McConnForeignReply(conn, base, r.header_len, MC_FOREIGN_META))
+				{
+					McInstanceFailed(b->srv, conn, b->isoft);
+					drop_instance(b, bi, s, false);
+					return false;
+				}
+				/* FALLTHROUGH */
 			case MC_REPLY_SERVER_ERROR:
 				error_reply(b, bi, s, base, &r);
 				return false;
 			default:
+				if (McConnForeignReply(conn, base, len - off, MC_FOREIGN_UNPARSED))
+				{
+					McInstanceFailed(b->srv, conn, b->isoft);
+					drop_instance(b, bi, s, false);
+					return false;
+				}
 				McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
 							   "read from", "the reply is not valid meta protocol");
 				drop_instance(b, bi, s, false);
