@@ -649,14 +649,55 @@ next_segment:
 	}
 }
 
-/* McPipeline's view of an instance: its connection while it waits for "MN". */
+/*
+ * An interrupt the caller holds: a soft batch runs after commit, inside
+ * the commit's HOLD_INTERRUPTS, where CHECK_FOR_INTERRUPTS does nothing
+ * and a terminate or a cancel would wait out the whole budget, locks held.
+ * Their signal still sets the latch, which ends the pipeline's wait, and
+ * the batch gives up then (as PostgreSQL's wait for synchronous
+ * replication does).  NULL when none is pending, or when
+ * CHECK_FOR_INTERRUPTS would act on it itself.
+ */
+const char *
+McBatchHeldInterrupt(void)
+{
+	bool		held = InterruptHoldoffCount > 0 || CritSectionCount > 0;
+
+	if (ProcDiePending && held)
+		return "the session is being terminated";
+	if (QueryCancelPending && (held || QueryCancelHoldoffCount > 0))
+		return "the statement was canceled";
+	return NULL;
+}
+
+/*
+ * McPipeline's view of an instance: its connection while it waits for
+ * "MN".  Asked at every wake-up of the wait, so this is where a soft
+ * batch gives up on a held interrupt: the instance's unanswered ops fail
+ * (not its fault: nothing is counted against its health) and its socket,
+ * left mid-request, is closed.
+ */
 static McConn *
 bw_waiting(void *arg, int s, TimestampTz *last_progress)
 {
-	BwInstance *bi = &((BwBatch *) arg)->inst[s];
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+	const char *why;
 
 	*last_progress = bi->last_progress;
-	return bi->active ? bi->conn : NULL;
+	if (!bi->active)
+		return NULL;
+	if (b->soft && (why = McBatchHeldInterrupt()) != NULL)
+	{
+		note_error(b, "instance %s: the send was given up: %s",
+				   McInstanceName(b->srv, s), why);
+		McConnClose(bi->conn);
+		settle_rest(b, bi, MC_BATCH_FAILED);
+		bi->conn = NULL;
+		bi->active = false;
+		return NULL;
+	}
+	return bi->conn;
 }
 
 /*
