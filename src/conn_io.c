@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -233,12 +234,17 @@ McConnForeignReply(McConn *conn, const char *base, size_t len, int how)
 
 	if (line_is(base, len, "CLIENT_ERROR unauthenticated"))
 	{
-		char	   *role = GetUserNameFromId(GetUserId(), true);
+		/* the catalog is off limits after commit (the on-commit writes) */
+		char	   *role = IsTransactionState() ?
+			GetUserNameFromId(GetUserId(), true) : NULL;
 
-		if (cfg->username == NULL)
+		if (cfg->username == NULL && role != NULL)
 			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
 					  "the server requires a login (memcached -Y), and no user mapping of role \"%s\" gives a username and password for it",
-					  role ? role : "?");
+					  role);
+		else if (cfg->username == NULL)
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server requires a login (memcached -Y), and no user mapping of the role gives a username and password for it");
 		else
 			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
 					  "the server answered \"CLIENT_ERROR unauthenticated\" after the login of user \"%s\"",
@@ -246,7 +252,7 @@ McConnForeignReply(McConn *conn, const char *base, size_t len, int how)
 		conn->fail_nocount = true;
 		conn->in_doubt = false;	/* refused unread */
 		conn->fail_hint = cfg->username == NULL ?
-			"Create a user mapping for this role with the options username and password: CREATE USER MAPPING FOR role SERVER server OPTIONS (username '...', password '...')." :
+			"Create a user mapping for the role and the server with the options username and password: CREATE USER MAPPING ... OPTIONS (username '...', password '...')." :
 			"Check the username and password options of the user mapping.";
 		return true;
 	}

@@ -135,6 +135,15 @@ t.ok(r[0] == "error" and r[2] == "28000",
 r = attempt(u, "SELECT state, failures FROM mc_servers WHERE server = 'needs_login'")
 t.ok(r[0] == "ok" and r[1][0][0] != "dead" and r[1][0][1] == 0,
      "mc_servers: the instance is not dead, no failure counted", repr(r))
+# after commit (interrupts held, the catalog off limits): a WARNING that says so
+del u.notices[:]
+db.sql(u, "BEGIN")
+db.sql(u, "SELECT mc_delete_on_commit('k', server => 'needs_login')")
+db.sql(u, "COMMIT")
+warned = [n for n in u.notices if "requires a login" in n]
+lost = db.value(u, "SELECT lost FROM mc_invalidation_stats() WHERE server = 'needs_login'")
+t.ok(warned and lost == 1, "an on-commit write to it: a WARNING saying the server requires a login, "
+     "the write counted lost", repr((u.notices, lost)))
 db.sql(c, "CREATE USER MAPPING FOR fc_app SERVER needs_login "
           "OPTIONS (username 'alice', password 'pw-alice')")
 u.close()
