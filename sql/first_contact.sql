@@ -30,6 +30,11 @@ CREATE TRIGGER fc_trunc AFTER TRUNCATE ON fc_t
   FOR EACH STATEMENT EXECUTE FUNCTION mc_invalidate('fc:{id}');
 CREATE TRIGGER fc_trunc AFTER INSERT OR TRUNCATE ON fc_t
   FOR EACH STATEMENT EXECUTE FUNCTION public.mc_invalidate('fc:{id}');
+-- under another name too: the function is recognised by what it runs
+CREATE FUNCTION fc_alias() RETURNS trigger AS '$libdir/mcfdw', 'mc_invalidate' LANGUAGE C;
+CREATE TRIGGER fc_trunc AFTER TRUNCATE ON fc_t
+  FOR EACH STATEMENT EXECUTE FUNCTION fc_alias('fc:{id}');
+DROP FUNCTION fc_alias();
 SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'fc_t'::regclass;
 -- other events and other functions are not its business
 CREATE TRIGGER fc_rows AFTER INSERT OR UPDATE OR DELETE ON fc_t

@@ -31,6 +31,7 @@
 #include "utils/syscache.h"
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -364,19 +365,29 @@ mc_invalidate(PG_FUNCTION_ARGS)
 	return PointerGetDatum(NULL);
 }
 
-/* Is function fn mc_invalidate, this library's (under whatever name or schema)? */
+/*
+ * Is function fn mc_invalidate, this library's (under whatever name or
+ * schema)?  Only a C function whose link symbol is mc_invalidate is looked
+ * up (fmgr_info loads its library): no other library is loaded here.
+ */
 static bool
 is_mc_invalidate(Oid fn)
 {
 	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
-	bool		c;
+	bool		ours = false;
 	FmgrInfo	fi;
 
 	if (!HeapTupleIsValid(tup))
 		return false;
-	c = ((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId;
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+
+		ours = !isnull && strcmp(TextDatumGetCString(src), "mc_invalidate") == 0;
+	}
 	ReleaseSysCache(tup);
-	if (!c)
+	if (!ours)
 		return false;
 	fmgr_info(fn, &fi);
 	return fi.fn_addr == mc_invalidate;
