@@ -172,14 +172,28 @@ McConnRaise(McConn *conn)
 
 /*
  * The first line of a reply, for a message: at most 40 bytes, up to its
- * line end, anything unprintable as '?'.  Empty when it holds the
- * password (a peer echoing the login), which no message may show.
+ * line end, anything unprintable as '?'.  Empty when it holds any part of
+ * the password of 6 bytes or more (a peer echoing the login, whole or cut),
+ * which no message may show.
  */
 static void
 quote_line(McConn *conn, const char *base, size_t len, char *out, size_t outlen)
 {
 	const char *pw = conn->server->cfg.password;
 	size_t		n = 0;
+
+	if (pw != NULL)
+	{
+		size_t		plen = strlen(pw);
+		size_t		win = Min(plen, 6);
+
+		for (size_t i = 0; win > 0 && i + win <= plen; i++)
+			if (memmem(base, Min(len, 44), pw + i, win) != NULL)
+			{
+				out[0] = '\0';
+				return;
+			}
+	}
 
 	while (n < len && n < 40 && n < outlen - 4 && base[n] != '\r' && base[n] != '\n')
 	{
@@ -193,8 +207,6 @@ quote_line(McConn *conn, const char *base, size_t len, char *out, size_t outlen)
 		n += 3;
 	}
 	out[n] = '\0';
-	if (pw != NULL && pw[0] != '\0' && memmem(base, Min(len, 44), pw, strlen(pw)) != NULL)
-		out[0] = '\0';
 }
 
 /* Does the reply's first line begin with word, followed by nothing or a line end? */

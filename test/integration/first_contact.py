@@ -200,6 +200,34 @@ p.close()
 t.ok(r[0] == "error" and "pw-secret-fc" not in r[1],
      "a peer echoing the login: the password in no message", repr(r))
 echo.stop()
+db.sql(c, "DROP USER MAPPING FOR CURRENT_USER SERVER peer")
+
+# one that accepts the login, then answers with a piece of it: not quoted either
+def replay():
+    seen = {}
+
+    def answer(line):
+        if line.startswith(b"set "):
+            return b""
+        if line.startswith(b"alice "):
+            seen["login"] = line
+            return b"STORED\r\n"
+        return b"-ERR " + seen.get("login", b"?")[8:] + b"\r\n"
+    return answer
+
+
+echo = Answering(replay()).start()
+db.server(c, "peer", echo.addr, failure_limit=100)
+db.sql(c, "CREATE USER MAPPING FOR CURRENT_USER SERVER peer "
+          "OPTIONS (username 'alice', password 'pw-secret-fc')")
+for name, query in wrong:
+    p = db.connect()
+    r = attempt(p, query)
+    p.close()
+    t.ok(r[0] == "error" and r[2] == "08P01" and "secret" not in r[1] and "-ERR" not in r[1],
+         "%s against a peer replaying part of the login after accepting it: the password, "
+         "whole or cut, in no message" % name, repr(r))
+echo.stop()
 
 # ---- a commit that waits for a server that never answers ---------------------
 db.server(c, "hung", "127.0.0.1:%d" % mcrig.hang_port(), connect_timeout=5000, io_timeout=5000)
