@@ -538,6 +538,20 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'mc_disconnect_all'
 LANGUAGE C VOLATILE;
 
+-- mc_invalidate cannot serve TRUNCATE (no rows to build keys from): such a
+-- trigger is refused when it is created, by this event trigger, which runs
+-- for every CREATE TRIGGER of the database (mc_invalidate itself, which
+-- PostgreSQL does not load at CREATE TRIGGER, refuses it again at its first
+-- firing, for one created while event triggers were off).
+CREATE FUNCTION mc_check_trigger()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'mc_check_trigger'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER mcfdw_check_trigger ON ddl_command_end
+  WHEN TAG IN ('CREATE TRIGGER')
+  EXECUTE FUNCTION mc_check_trigger();
+
 -- Comments ---------------------------------------------------------------------
 -- What \dx+, \df+ and \dv+ say about each object: one line each, from the
 -- README's reference, grouped as above.  Every member of the extension has
@@ -719,3 +733,9 @@ COMMENT ON FUNCTION mc_disconnect(name) IS
   'closes this session''s connections to the server (not one a running request uses); true if any was closed';
 COMMENT ON FUNCTION mc_disconnect_all() IS
   'closes this session''s connections to every server (not one a running request uses); true if any was closed';
+
+-- The TRUNCATE check of mc_invalidate triggers
+COMMENT ON FUNCTION mc_check_trigger() IS
+  'event trigger function: refuses an mc_invalidate trigger on TRUNCATE at CREATE TRIGGER';
+COMMENT ON EVENT TRIGGER mcfdw_check_trigger IS
+  'refuses CREATE TRIGGER ... TRUNCATE ... mc_invalidate: a TRUNCATE has no rows to build keys from';

@@ -399,6 +399,48 @@ fill_requests(BwBatch *b, BwInstance *bi)
 }
 
 /*
+ * A set of the instance's pipeline was over the server's item size limit.
+ * The error carries no opaque, and the sets that went through said
+ * nothing, so the refused one is any unanswered set; but the limit is on
+ * the item's size, so the largest of them (key and value) is over it too:
+ * that one is named.  The key is the routed one, printable bytes only.
+ */
+static void
+too_large(BwBatch *b, BwInstance *bi, int s, const char *line)
+{
+	const McBatchOp *big = NULL;
+	char		key[MC_KEY_MAX + 1];
+	size_t		n;
+
+	for (int i = bi->next_match; i < bi->next_send; i++)
+	{
+		const McBatchOp *op = &b->ops[bi->ops[i]];
+
+		if (op->kind == MC_BATCH_SET &&
+			(big == NULL || op->keylen + op->valuelen > big->keylen + big->valuelen))
+			big = op;
+	}
+	if (big == NULL)
+		return;
+	n = Min(big->keylen, MC_KEY_MAX);
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char ch = (unsigned char) big->key[i];
+
+		key[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char) ch;
+	}
+	key[n] = '\0';
+	McConnClose(bi->conn);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("value of key \"%s\" is too large for memcached server \"%s\"",
+					key, b->srv->name),
+			 errdetail_internal("Instance %s replied: %s (the value is %zu bytes).",
+								McInstanceName(b->srv, s), line, big->valuelen),
+			 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
+}
+
+/*
  * An error reply ends the instance's part: the failing op cannot be told
  * (errors carry no opaque), so every unanswered op of it fails.  The server
  * did answer: nothing is failed over, and only a soft caller goes on.
@@ -409,13 +451,16 @@ error_reply(BwBatch *b, BwInstance *bi, int s, const char *base, const McReply *
 	size_t		len = r->header_len >= 2 ? Min(r->header_len - 2, 200) : 0;
 	char		line[201];
 
-	if (!b->soft)
-		McConnReplyError(bi->conn, base, r);
 	memcpy(line, base, len);
 	line[len] = '\0';
 	for (char *p = line; *p; p++)
 		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
 			*p = '?';
+	if (!b->soft && r->type == MC_REPLY_SERVER_ERROR &&
+		strstr(line, "object too large") != NULL)
+		too_large(b, bi, s, line);
+	if (!b->soft)
+		McConnReplyError(bi->conn, base, r);
 	note_error(b, "instance %s replied: %s", McInstanceName(b->srv, s), line);
 	McConnClose(bi->conn);
 	settle_rest(b, bi, MC_BATCH_FAILED);
@@ -502,10 +547,24 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 				return true;
 			case MC_REPLY_ERROR:
 			case MC_REPLY_CLIENT_ERROR:
+				/* a server that needs a login, or knows no meta command */
+				if (McConnForeignReply(conn, base, r.header_len, MC_FOREIGN_META))
+				{
+					McInstanceFailed(b->srv, conn, b->isoft);
+					drop_instance(b, bi, s, false);
+					return false;
+				}
+				/* FALLTHROUGH */
 			case MC_REPLY_SERVER_ERROR:
 				error_reply(b, bi, s, base, &r);
 				return false;
 			default:
+				if (McConnForeignReply(conn, base, len - off, MC_FOREIGN_UNPARSED))
+				{
+					McInstanceFailed(b->srv, conn, b->isoft);
+					drop_instance(b, bi, s, false);
+					return false;
+				}
 				McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
 							   "read from", "the reply is not valid meta protocol");
 				drop_instance(b, bi, s, false);
@@ -591,14 +650,55 @@ next_segment:
 	}
 }
 
-/* McPipeline's view of an instance: its connection while it waits for "MN". */
+/*
+ * An interrupt the caller holds: a soft batch runs after commit, inside
+ * the commit's HOLD_INTERRUPTS, where CHECK_FOR_INTERRUPTS does nothing
+ * and a terminate or a cancel would wait out the whole budget, locks held.
+ * Their signal still sets the latch, which ends the pipeline's wait, and
+ * the batch gives up then (as PostgreSQL's wait for synchronous
+ * replication does).  NULL when none is pending, or when
+ * CHECK_FOR_INTERRUPTS would act on it itself.
+ */
+const char *
+McBatchHeldInterrupt(void)
+{
+	bool		held = InterruptHoldoffCount > 0 || CritSectionCount > 0;
+
+	if (ProcDiePending && held)
+		return "the session is being terminated";
+	if (QueryCancelPending && (held || QueryCancelHoldoffCount > 0))
+		return "the statement was canceled";
+	return NULL;
+}
+
+/*
+ * McPipeline's view of an instance: its connection while it waits for
+ * "MN".  Asked at every wake-up of the wait, so this is where a soft
+ * batch gives up on a held interrupt: the instance's unanswered ops fail
+ * (not its fault: nothing is counted against its health) and its socket,
+ * left mid-request, is closed.
+ */
 static McConn *
 bw_waiting(void *arg, int s, TimestampTz *last_progress)
 {
-	BwInstance *bi = &((BwBatch *) arg)->inst[s];
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+	const char *why;
 
 	*last_progress = bi->last_progress;
-	return bi->active ? bi->conn : NULL;
+	if (!bi->active)
+		return NULL;
+	if (b->soft && (why = McBatchHeldInterrupt()) != NULL)
+	{
+		note_error(b, "instance %s: the send was given up: %s",
+				   McInstanceName(b->srv, s), why);
+		McConnClose(bi->conn);
+		settle_rest(b, bi, MC_BATCH_FAILED);
+		bi->conn = NULL;
+		bi->active = false;
+		return NULL;
+	}
+	return bi->conn;
 }
 
 /*

@@ -58,11 +58,19 @@ typedef struct McBatchOp
  * call, whatever the server's own timeouts (0 among them): ops not sent by
  * then fail.  With soft set an instance failure, a server error reply or a
  * timeout never raises: the op fails, and errbuf (errlen bytes, may be 0)
- * gets the first failure's message.  A cancel is still raised.  Without
+ * gets the first failure's message.  A cancel is still raised; with
+ * interrupts held (after commit) a pending terminate or cancel gives the
+ * send up instead, its ops failed (McBatchHeldInterrupt).  Without
  * soft the first failure is raised, as the single-key functions raise it.
  */
 extern int	McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 						 bool soft, char *errbuf, size_t errlen);
+
+/*
+ * A terminate or cancel pending while interrupts are held (after commit):
+ * why a soft batch gave up, or NULL.
+ */
+extern const char *McBatchHeldInterrupt(void);
 
 /*
  * Provided by other files for batch.c and xact.c (declared here until the

@@ -303,8 +303,10 @@ conn_read_reply(McConn *conn, McReply *reply, McIoStatus *st)
 
 		if (t == MC_REPLY_BAD)
 		{
-			conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
-					  "the reply is not valid meta protocol");
+			if (!McConnForeignReply(conn, base, conn->rend - conn->rstart,
+									MC_FOREIGN_META | MC_FOREIGN_UNPARSED))
+				conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+						  "the reply is not valid meta protocol");
 			*st = MC_IO_FAILED;
 			return NULL;
 		}
@@ -363,8 +365,12 @@ conn_check_reply(McConn *conn, const McRequest *req, const char *base,
 				conn->in_doubt = false; /* refused before reading the request */
 				return MC_IO_FAILED;
 			}
-			return MC_IO_OK;
+			/* FALLTHROUGH */
 		case MC_REPLY_CLIENT_ERROR:
+			/* a server that needs a login, or knows no meta command */
+			if (McConnForeignReply(conn, base, r->header_len, MC_FOREIGN_META))
+				return MC_IO_FAILED;
+			return MC_IO_OK;
 		case MC_REPLY_SERVER_ERROR:
 			return MC_IO_OK;
 		case MC_REPLY_EN:
@@ -461,6 +467,7 @@ void
 McConnConsume(McConn *conn, size_t n)
 {
 	Assert(n <= conn->rend - conn->rstart);
+	conn->replied |= (n > 0);
 	conn->rstart += n;
 	if (conn->rstart == conn->rend)
 		conn_reset_rbuf(conn);

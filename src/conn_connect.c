@@ -244,6 +244,7 @@ conn_connect_start(McConn *conn)
 	conn->connecting = (conn->connect_step != STEP_DONE);
 	conn->connect_started = start;	/* connect_timeout covers the lookup */
 	conn->login_sent = 0;
+	conn->replied = false;
 
 	if (conn->rbuf == NULL)
 	{

@@ -44,6 +44,8 @@ struct McConn
 	bool		retryable;		/* socket was pooled: see closed_while_idle in conn_io.c */
 	bool		in_doubt;		/* a non-idempotent request was (maybe) sent */
 	size_t		rgot;			/* reply bytes received for this request */
+	bool		replied;		/* a reply was consumed on this socket: the
+								 * peer spoke memcached (McConnForeignReply) */
 	int64		last_used;		/* mono_usec() at the start of the current request */
 	bool		stamp_fresh;	/* ... and nothing has arrived since */
 	int64		deadline;		/* mono_usec() no wait of this request passes; 0 = none */

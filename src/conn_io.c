@@ -6,9 +6,11 @@
  * sending a whole request, reading reply bytes into the read buffer
  * (always NUL-terminated, capped by max_reply_size), and the failure
  * record: a failing instance is reported (the cause kept in the
- * connection, the socket closed), raised by health.c through McConnRaise.
- * Must not: parse replies, tie them to requests (conn.c does), or judge
- * instances.
+ * connection, the socket closed), raised by health.c through McConnRaise;
+ * and, for every reader of replies, the replies that say the peer is not a
+ * memcached this can use (a login it requires, no meta protocol, not
+ * memcached at all: McConnForeignReply).  Must not: parse replies
+ * otherwise, tie them to requests (conn.c does), or judge instances.
  */
 #include "postgres.h"
 
@@ -16,6 +18,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -165,6 +168,129 @@ McConnRaise(McConn *conn)
 			 errdetail("Instance %s: %s.", McConnName(conn), conn->fail_why),
 			 conn->fail_hint ? errhint("%s", conn->fail_hint) : 0));
 	pg_unreachable();
+}
+
+/*
+ * The first line of a reply, for a message: at most 40 bytes, up to its
+ * line end, anything unprintable as '?'.  Empty when it holds any part of
+ * the password of 6 bytes or more (a peer echoing the login, whole or cut),
+ * which no message may show.
+ */
+static void
+quote_line(McConn *conn, const char *base, size_t len, char *out, size_t outlen)
+{
+	const char *pw = conn->server->cfg.password;
+	size_t		n = 0;
+
+	if (pw != NULL)
+	{
+		size_t		plen = strlen(pw);
+		size_t		win = Min(plen, 6);
+
+		for (size_t i = 0; win > 0 && i + win <= plen; i++)
+			if (memmem(base, Min(len, 44), pw + i, win) != NULL)
+			{
+				out[0] = '\0';
+				return;
+			}
+	}
+
+	while (n < len && n < 40 && n < outlen - 4 && base[n] != '\r' && base[n] != '\n')
+	{
+		unsigned char ch = (unsigned char) base[n];
+
+		out[n++] = (ch < 0x20 || ch >= 0x7f) ? '?' : (char) ch;
+	}
+	if (n == 40 && len > 40 && base[n] != '\r' && base[n] != '\n')
+	{
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+}
+
+/* Does the reply's first line begin with word, followed by nothing or a line end? */
+static bool
+line_is(const char *base, size_t len, const char *word)
+{
+	size_t		w = strlen(word);
+
+	return len >= w && memcmp(base, word, w) == 0 &&
+		(len == w || base[w] == '\r' || base[w] == '\n');
+}
+
+/*
+ * A reply that says the peer is not a memcached this can use, whatever
+ * request it answers (single-key, pipelined, stats, dump): recognised
+ * here, once, for every reader.  Returns true with the failure kept in
+ * the connection (closed), for the caller to hand to health.c as any
+ * failure of the instance; false when the reply is none of these.
+ *
+ *  - "CLIENT_ERROR unauthenticated": memcached -Y, and no login was sent
+ *    (the user mapping gives no username and password).  28000, raised
+ *    even in a soft call, and not the instance's fault (not counted).
+ *  - "ERROR" to a meta command (how): the server does not know the meta
+ *    commands, a memcached before 1.6 or something else.  "ERROR Too many
+ *    open connections" is memcached's refusal at its -c limit, left to
+ *    the caller.
+ *  - a reply the caller could not parse (how), when it is the first bytes
+ *    the socket received: what answered is not memcached at all (an HTTP
+ *    or redis server on the port).  Later, the stream is merely out of
+ *    step, the caller's own message.
+ */
+bool
+McConnForeignReply(McConn *conn, const char *base, size_t len, int how)
+{
+	McServerConfig *cfg = &conn->server->cfg;
+	char		quoted[48];
+
+	if (line_is(base, len, "CLIENT_ERROR unauthenticated"))
+	{
+		/* the catalog is off limits after commit (the on-commit writes) */
+		char	   *role = IsTransactionState() ?
+			GetUserNameFromId(GetUserId(), true) : NULL;
+
+		if (cfg->username == NULL && role != NULL)
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server requires a login (memcached -Y), and no user mapping of role \"%s\" gives a username and password for it",
+					  role);
+		else if (cfg->username == NULL)
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server requires a login (memcached -Y), and no user mapping of the role gives a username and password for it");
+		else
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server answered \"CLIENT_ERROR unauthenticated\" after the login of user \"%s\"",
+					  cfg->username);
+		conn->fail_nocount = true;
+		conn->in_doubt = false;	/* refused unread */
+		conn->fail_hint = cfg->username == NULL ?
+			"Create a user mapping for the role and the server with the options username and password: CREATE USER MAPPING ... OPTIONS (username '...', password '...')." :
+			"Check the username and password options of the user mapping.";
+		return true;
+	}
+	if ((how & MC_FOREIGN_META) &&
+		(line_is(base, len, "ERROR") || (len > 6 && memcmp(base, "ERROR ", 6) == 0)) &&
+		!(len >= 31 && memcmp(base, "ERROR Too many open connections", 31) == 0))
+	{
+		quote_line(conn, base, len, quoted, sizeof(quoted));
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				  "the server does not know the meta protocol's commands (it answered \"%s\"): memcached 1.6 or later is required",
+				  quoted);
+		conn->in_doubt = false;	/* an unknown command runs nothing */
+		conn->fail_hint = "Check that the option \"servers\" names memcached's port, and that memcached is version 1.6 or later.";
+		return true;
+	}
+	if ((how & MC_FOREIGN_UNPARSED) && !conn->replied &&
+		base == conn->rbuf + conn->rstart)
+	{
+		quote_line(conn, base, len, quoted, sizeof(quoted));
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				  "what answered is not memcached 1.6 or later (its first reply%s%s%s is not meta protocol)",
+				  quoted[0] ? ", \"" : "", quoted, quoted[0] ? "\"," : "");
+		conn->fail_hint = "Check that the option \"servers\" names memcached's port, and that memcached is version 1.6 or later.";
+		return true;
+	}
+	return false;
 }
 
 /* The connection's own wait set, made at its first wait. */

@@ -71,6 +71,9 @@ McConnLinesRead(McConn *conn, const char *cmd, size_t max_line,
 		linelen = nl - base;
 		if (linelen > 0 && base[linelen - 1] == '\r')
 			linelen--;
+		/* a server that needs a login answers every command so */
+		if (base[0] == 'C' && McConnForeignReply(conn, base, have, 0))
+			return MC_LINES_FAILED;
 		v = cb(arg, base, linelen);
 		McConnConsume(conn, nl + 1 - base);
 		if (v == MC_LINE_DONE)

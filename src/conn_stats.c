@@ -93,6 +93,10 @@ McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 				McConnEnd(conn);
 				return true;
 			}
+			else if (McConnForeignReply(conn, base, t == MC_REPLY_BAD ?
+										conn->rend - conn->rstart : r.header_len,
+										t == MC_REPLY_BAD ? MC_FOREIGN_UNPARSED : 0))
+				return false;	/* needs a login, or is not memcached */
 			else if (t == MC_REPLY_BAD)
 				return conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
 								 "the reply is not valid meta protocol");

@@ -51,6 +51,10 @@ parse_endpoint(char *entry, McEndpoint *ep)
 	char	   *weight = NULL;
 	long		v;
 
+	/* "a:1 b:2" is two entries written with the wrong separator */
+	for (const char *p = entry; *p; p++)
+		if (isspace((unsigned char) *p))
+			bad_endpoint(orig, "Entries are separated by commas, and this one contains a space.");
 	if (*entry == '[')
 	{
 		host = entry + 1;

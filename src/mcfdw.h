@@ -348,6 +348,10 @@ extern int	McConnFailureCode(McConn *conn);
 extern bool McConnFailureCounts(McConn *conn);
 extern bool McConnFailureOwnLimit(McConn *conn);
 extern void McConnRaise(McConn *conn) McNoReturn();
+/* What McConnForeignReply may conclude from a reply (flags). */
+#define MC_FOREIGN_META		0x1	/* it answers a meta command */
+#define MC_FOREIGN_UNPARSED	0x2	/* the caller could not parse it */
+extern bool McConnForeignReply(McConn *conn, const char *base, size_t len, int how);
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) McNoReturn();
 

@@ -519,6 +519,14 @@ handle_replies(MgBatch *b, MgInstance *mi)
 								"a miss reply does not match any outstanding request"))
 				return false;
 		}
+		else if ((t == MC_REPLY_BAD || t == MC_REPLY_ERROR || t == MC_REPLY_CLIENT_ERROR) &&
+				 McConnForeignReply(conn, base, t == MC_REPLY_BAD ? len - off : r.header_len,
+									MC_FOREIGN_META | MC_FOREIGN_UNPARSED))
+		{
+			/* a server that needs a login, knows no meta command, or is not memcached */
+			if (!McInstanceFailed(b->srv, conn, b->soft))
+				return false;
+		}
 		else if (t == MC_REPLY_BAD || t == MC_REPLY_HD)
 		{
 			/* an HD where a value was asked for would be a row without its value */

@@ -411,7 +411,12 @@ opt_server_name(const McOption *opt, const char *value, void *cfg)
 	opt_string(opt, value, cfg);
 }
 
-/* The password: never quoted in a message, whatever is wrong with it. */
+/*
+ * The password: never quoted in a message, whatever is wrong with it.
+ * memcached (1.6.18) splits the login's "user password" at every run of
+ * spaces and takes the second word: a password with a space can never
+ * log in, so it is refused here rather than at every connect.
+ */
 static void
 opt_password(const McOption *opt, const char *value, void *cfg)
 {
@@ -421,6 +426,11 @@ opt_password(const McOption *opt, const char *value, void *cfg)
 					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 					 errmsg("option \"%s\" must not contain control characters",
 							opt->name)));
+	if (strchr(value, ' ') != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" must not contain spaces", opt->name),
+				 errdetail("memcached's login splits the user name and the password at spaces, so it can never accept such a password.")));
 	if (strlen(value) > MC_AUTH_FIELD_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),

@@ -5,7 +5,9 @@
  * Owns: the key templates of a trigger (parsed at its first firing in a
  * statement and cached in fn_extra, so a row costs no parsing), building a
  * row's keys from OLD and NEW (row triggers) or from the transition tables
- * (statement triggers), and handing them to the on-commit queue.  Must not:
+ * (statement triggers), and handing them to the on-commit queue; and
+ * mc_check_trigger, the event trigger that refuses an mc_invalidate
+ * trigger on TRUNCATE when it is created.  Must not:
  * send anything (xact.c does, after commit) or check keys itself (the queue
  * checks them as mc_delete would).
  *
@@ -20,9 +22,16 @@
 #include "postgres.h"
 
 #include "access/tupdesc.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
+#include "commands/event_trigger.h"
 #include "commands/trigger.h"
+#include "parser/parse_func.h"
+#include "utils/syscache.h"
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -31,6 +40,7 @@
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(mc_invalidate);
+PG_FUNCTION_INFO_V1(mc_check_trigger);
 
 /* A literal run (attnum 0) or a column reference. */
 typedef struct TmplPart
@@ -323,11 +333,14 @@ mc_invalidate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("trigger \"%s\" must be an AFTER trigger to run mc_invalidate",
 						td->tg_trigger->tgname)));
+	/* refused at CREATE TRIGGER too, unless event triggers were off then */
 	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("mc_invalidate cannot be fired by TRUNCATE"),
-				 errhint("A truncated table has no rows to build keys from; flush the cache instead.")));
+				 errdetail("Trigger \"%s\" on \"%s\" runs it on TRUNCATE.",
+						   td->tg_trigger->tgname, RelationGetRelationName(td->tg_relation)),
+				 errhint("A truncated table has no rows to build keys from: drop the trigger or recreate it without TRUNCATE, and flush the cache when the table is truncated.")));
 	c = trigger_cache(fcinfo, td);
 	if (TRIGGER_FIRED_FOR_ROW(td->tg_event))
 	{
@@ -350,4 +363,68 @@ mc_invalidate(PG_FUNCTION_ARGS)
 		queue_table(c, td->tg_newtable, RelationGetDescr(td->tg_relation));
 	}
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * Is function fn mc_invalidate, this library's (under whatever name or
+ * schema)?  Only a C function whose link symbol is mc_invalidate is looked
+ * up (fmgr_info loads its library): no other library is loaded here.
+ */
+static bool
+is_mc_invalidate(Oid fn)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	bool		ours = false;
+	FmgrInfo	fi;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+
+		ours = !isnull && strcmp(TextDatumGetCString(src), "mc_invalidate") == 0;
+	}
+	ReleaseSysCache(tup);
+	if (!ours)
+		return false;
+	fmgr_info(fn, &fi);
+	return fi.fn_addr == mc_invalidate;
+}
+
+/*
+ * mc_check_trigger(): the event trigger mcfdw_check_trigger, at the end of
+ * each CREATE TRIGGER.  PostgreSQL loads no trigger function's library at
+ * CREATE TRIGGER, so mc_invalidate cannot see its own creation; an event
+ * trigger function is called then, and loads this library.  A trigger that
+ * runs mc_invalidate on TRUNCATE is refused here (the error rolls the
+ * CREATE TRIGGER back) rather than at the first TRUNCATE of the table.
+ */
+Datum
+mc_check_trigger(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *ev;
+	CreateTrigStmt *stmt;
+	Oid			fn;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("mc_check_trigger was not called by the event trigger manager")));
+	ev = (EventTriggerData *) fcinfo->context;
+	if (!IsA(ev->parsetree, CreateTrigStmt))
+		PG_RETURN_VOID();
+	stmt = (CreateTrigStmt *) ev->parsetree;
+	if ((stmt->events & TRIGGER_TYPE_TRUNCATE) == 0)
+		PG_RETURN_VOID();
+	fn = LookupFuncName(stmt->funcname, 0, NULL, true);
+	if (!OidIsValid(fn) || !is_mc_invalidate(fn))
+		PG_RETURN_VOID();
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+			 errmsg("trigger \"%s\" cannot run mc_invalidate on TRUNCATE", stmt->trigname),
+			 errdetail("A truncated table has no rows to build keys from."),
+			 errhint("Create the trigger for INSERT, UPDATE or DELETE only, and flush the cache when the table is truncated.")));
+	PG_RETURN_VOID();
 }

@@ -42,7 +42,9 @@ PG_FUNCTION_INFO_V1(mc_invalidation_stats);
 /*
  * After commit a server's writes get at most connect_timeout + io_timeout,
  * each capped here, and a timeout of 0 ("wait forever") counts as the cap:
- * the commit holds its locks and cannot be cancelled while it waits.
+ * the commit holds its locks while it waits, with interrupts held, so only
+ * a terminate or a cancel (which give the send up, McBatchHeldInterrupt)
+ * end the wait sooner.
  */
 #define MC_COMMIT_WAIT_MAX_MS	5000
 
@@ -89,6 +91,7 @@ typedef struct ServerCounts
 static HTAB *counts_hash = NULL;
 static ServerCounts *last_counts = NULL;
 
+static void count_rest_lost(const char *why);
 static void xact_cb(XactEvent event, void *arg);
 static void subxact_cb(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg);
@@ -349,6 +352,17 @@ send_queue(void)
 		}
 		send_server(serverid, umid, ops, nops, end);
 		start = end;
+		/* a terminate or cancel ended the wait: the other servers are not tried */
+		if (start < nqueue && McBatchHeldInterrupt() != NULL)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("queued memcached writes to other servers were not sent after commit: %s",
+							McBatchHeldInterrupt()),
+					 errhint("The transaction is committed.  Cached values of the queued keys may be stale until they expire.")));
+			count_rest_lost(McBatchHeldInterrupt());
+			break;
+		}
 	}
 }
 
@@ -415,6 +429,16 @@ send_queue_after_commit(void)
 		FreeErrorData(ed);
 	}
 	PG_END_TRY();
+
+	/*
+	 * A cancel that came during the send gave the send up; the transaction
+	 * is committed, so it cancels nothing else (an error now would report a
+	 * committed COMMIT as failed).  Consumed, as the wait for synchronous
+	 * replication consumes it.  A terminate stays pending: the backend
+	 * exits once interrupts are resumed.
+	 */
+	if (QueryCancelPending && McBatchHeldInterrupt() != NULL && !ProcDiePending)
+		QueryCancelPending = false;
 }
 
 /* The queue's memory goes with TopTransactionContext; forget it. */

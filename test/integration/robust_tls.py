@@ -304,7 +304,7 @@ class LoginServer:
             c.close()
 
 
-PW = "Pw-Secret-4242 with spaces"
+PW = "Pw-Secret-4242:with'punctuation\"!"
 USER = "robust_user"
 for stmt in ("DROP ROLE IF EXISTS rt_alice", "DROP ROLE IF EXISTS rt_bob",
              "DROP ROLE IF EXISTS rt_admin", "CREATE ROLE rt_alice", "CREATE ROLE rt_bob",
@@ -333,7 +333,9 @@ def text_of(o):
 
 # values the validator must refuse, and the message must not quote
 BAD_USERS = ("a b", "a\rb", "a\nb", "a\x01b", "a:b", "a\x7fb", "u" * 251)
-BAD_PASSWORDS = ("p\rset x 0 0 1", "p\nflush_all", "p\x01q", "p\x1bq", "p\x7fq", "P" * 251)
+BAD_PASSWORDS = ("p\rset x 0 0 1", "p\nflush_all", "p\x01q", "p\x1bq", "p\x7fq", "P" * 251,
+                 # memcached splits the login at spaces: it could never accept these
+                 "Pw-Secret-4242 with spaces", " leading and trailing ")
 db.server(admin, "inj", "127.0.0.1:1")
 for u in BAD_USERS:
     try:
@@ -353,7 +355,7 @@ for pw in BAD_PASSWORDS:
 
 ok_server = LoginServer("stored")
 db.server(admin, "login", ok_server.addr, failure_limit="100")
-for pw in (PW, "x" * 250, " leading and trailing ", "quote'\"\\ and %s %n"):
+for pw in (PW, "x" * 250, "quote'\"\\and%s%n"):
     mapping("login", password=pw)
     del ok_server.logins[:]
     o = as_role("rt_alice", "SELECT mc_get('k', server => 'login')")
