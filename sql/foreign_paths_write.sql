@@ -285,6 +285,7 @@ DROP TABLE ks;
 -- WHERE CURRENT OF: refused by PostgreSQL (a foreign row has no ctid)
 CREATE FOREIGN TABLE kv_all (key text, value text) SERVER memcached
   OPTIONS (key_prefix 'w:', allow_full_scan 'true');
+ALTER SERVER memcached OPTIONS (ADD allow_full_scan 'true');
 BEGIN;
 DECLARE cur CURSOR FOR SELECT * FROM kv_all WHERE key = 'j2';
 FETCH cur;
@@ -292,6 +293,7 @@ UPDATE kv_all SET value = 'x' WHERE CURRENT OF cur;
 ROLLBACK;
 SELECT mc_get('w:j2');
 DROP FOREIGN TABLE kv_all;
+ALTER SERVER memcached OPTIONS (DROP allow_full_scan);
 
 -- prepared statements see ALTER FOREIGN TABLE and ALTER SERVER
 SET plan_cache_mode = force_generic_plan;

@@ -161,6 +161,20 @@ EXPLAIN (COSTS OFF, ANALYZE, TIMING OFF, SUMMARY OFF) DELETE FROM ro_cache WHERE
 -- a refused write leaves nothing half-done
 INSERT INTO ro_cache SELECT g::text, 'x' FROM generate_series(1, 10) g;
 SELECT count(*) FROM ro_cache WHERE key IN ('1', '2', 'c');
+-- COPY and a row routed into a foreign partition come through the same check
+COPY ro_cache FROM STDIN;
+d	4
+\.
+RESET ROLE;
+CREATE TABLE ro_parted (key text, value text) PARTITION BY LIST (key);
+CREATE FOREIGN TABLE ro_part_d PARTITION OF ro_parted FOR VALUES IN ('d')
+  SERVER ro OPTIONS (key_prefix 'ro:ft:');
+GRANT ALL ON ro_parted, ro_part_d TO mc_ro_reader;
+SET ROLE mc_ro_reader;
+INSERT INTO ro_parted VALUES ('d', '4');
+SELECT count(*) FROM ro_cache WHERE key = 'd';
+RESET ROLE;
+DROP TABLE ro_parted;
 SET ROLE mc_ro_writer;
 INSERT INTO ro_cache VALUES ('c', '3');
 UPDATE ro_cache SET value = 'x' WHERE key = 'a';
