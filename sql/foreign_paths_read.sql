@@ -243,7 +243,10 @@ SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 2;
-SET force_parallel_mode = on;
+-- (force_parallel_mode is debug_parallel_query from PostgreSQL 16 on)
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+                  'on', false) AS parallel_mode;
 EXPLAIN (COSTS OFF)
 SELECT count(*) FROM rp_kv WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 4000) g));
 SELECT count(*) FROM rp_kv WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 4000) g));
@@ -260,11 +263,15 @@ SELECT count(*) FROM rp_full JOIN rp_expect e ON e.v = rp_full.value;
 EXPLAIN (COSTS OFF)
 SELECT count(*) FROM rp_expect e WHERE e.v IN (SELECT value FROM rp_full);
 SELECT count(*) FROM rp_expect e WHERE e.v IN (SELECT value FROM rp_full);
-SET force_parallel_mode = regress;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+                  'regress', false) AS parallel_mode;
 SELECT count(*) FROM rp_kv WHERE key = ANY (ARRAY (SELECT g::text FROM generate_series(1, 4000) g));
 SELECT count(*), sum(length(value)) FROM rp_expect e JOIN rp_kv ON rp_kv.key = e.k;
 SELECT count(*) FROM rp_full;
-RESET force_parallel_mode;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+                  'off', false) AS parallel_mode;
 RESET max_parallel_workers_per_gather;
 RESET min_parallel_table_scan_size;
 RESET parallel_tuple_cost;

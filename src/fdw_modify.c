@@ -129,7 +129,7 @@ McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 	rel = table_open(rte->relid, NoLock);
 	McTableLoad(rel, &t);
 	if (bms_is_member(t.attnum[MC_FIELD_KEY] - FirstLowInvalidHeapAttributeNumber,
-					  McUpdatedCols(root, rte)))
+					  McUpdatedCols(root, resultRelation, rte)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot update the key column of foreign table \"%s\"",

@@ -120,15 +120,18 @@ McWaitEvent(bool busy)
 #endif
 
 /*
- * The columns an UPDATE assigns: 16 moved the permission fields of range
- * table entries into RTEPermissionInfo.
+ * The columns an UPDATE of result relation rti assigns: 16 moved the
+ * permission fields of range table entries into RTEPermissionInfo, which
+ * an inheritance child or partition has none of; the planner collects
+ * them for its relation.
  */
 #if PG_VERSION_NUM >= 160000
-#include "parser/parse_relation.h"
-#define McUpdatedCols(root, rte) \
-	(getRTEPermissionInfo((root)->parse->rteperminfos, (rte))->updatedCols)
+#include "optimizer/inherit.h"
+#include "optimizer/pathnode.h"
+#define McUpdatedCols(root, rti, rte) \
+	get_rel_all_updated_cols((root), find_base_rel((root), (rti)))
 #else
-#define McUpdatedCols(root, rte)	((rte)->updatedCols)
+#define McUpdatedCols(root, rti, rte)	((rte)->updatedCols)
 #endif
 
 /*

@@ -338,6 +338,7 @@ send_queue(void)
 			if (end + 1 < nqueue && same_key(w, &queue[order[end + 1]]))
 				continue;
 			op = &ops[nops++];
+			memset(op, 0, sizeof(*op));	/* every field, the ones added later too */
 			op->kind = w->kind;
 			op->key = w->key;
 			op->keylen = w->keylen;
@@ -347,7 +348,6 @@ send_queue(void)
 			op->ttl = w->ttl;
 			op->has_flags = w->has_flags;
 			op->flags = w->flags;
-			op->once = false;
 			op->result = MC_BATCH_FAILED;
 		}
 		send_server(serverid, umid, ops, nops, end);

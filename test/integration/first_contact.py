@@ -95,7 +95,8 @@ def redis(line):
 
 
 # ---- a memcached with -Y and a role without a user mapping ------------------
-db.server(c, "needs_login", auth.addr, failure_limit=1, retry_delay=60)
+db.server(c, "needs_login", auth.addr, failure_limit=1, retry_delay=60,
+          allow_full_scan="true")
 db.sql(c, "CREATE FOREIGN TABLE fc_ft (key text, value text) SERVER needs_login")
 db.sql(c, "CREATE FOREIGN TABLE fc_full (key text, value text) SERVER needs_login "
           "OPTIONS (allow_full_scan 'true')")
