@@ -128,7 +128,13 @@ McPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 		return NIL;
 	rel = table_open(rte->relid, NoLock);
 	McTableLoad(rel, &t);
-	if (bms_is_member(t.attnum[MC_FIELD_KEY] - FirstLowInvalidHeapAttributeNumber,
+	/*
+	 * A generated key column is recomputed, not assigned: whether its value
+	 * changes is known per row, and checked there (the planner of 16 and
+	 * later lists it among the updated columns, 15's does not).
+	 */
+	if (!TupleDescAttr(RelationGetDescr(rel), t.attnum[MC_FIELD_KEY] - 1)->attgenerated &&
+		bms_is_member(t.attnum[MC_FIELD_KEY] - FirstLowInvalidHeapAttributeNumber,
 					  McUpdatedCols(root, resultRelation, rte)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
