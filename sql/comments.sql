@@ -30,7 +30,7 @@ DROP FUNCTION mc_uncommented_probe();
 SELECT p.oid::regprocedure AS function, obj_description(p.oid, 'pg_proc') AS description
   FROM pg_proc p
  WHERE p.proname IN ('mc_get', 'mc_delete_on_commit', 'mc_connections', 'mc_disconnect')
- ORDER BY 1::text COLLATE "C";
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT c.relname AS view, obj_description(c.oid, 'pg_class') AS description
   FROM pg_class c WHERE c.relname IN ('mc_servers', 'mc_connections') ORDER BY 1;
 SELECT obj_description(oid, 'pg_foreign_data_wrapper') AS wrapper
