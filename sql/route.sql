@@ -96,6 +96,13 @@ SELECT mctest.route_err($$SELECT mc_get(repeat('x', 300), 'rt_ketama')$$) AS mc_
 SELECT mctest.route_err($$SELECT * FROM mc_route(ARRAY[repeat(chr(233), 100)], 'rt_ketama')$$) AS too_long_base64;
 SELECT mctest.route_err($$SELECT mc_get(repeat(chr(233), 100), 'rt_ketama')$$) AS mc_get_too_long_base64;
 
+-- README's example
+CREATE SERVER rt_rails FOREIGN DATA WRAPPER mcfdw
+  OPTIONS (servers '10.0.0.1:11211, 10.0.0.2:11211', distribution 'dalli',
+           key_prefix 'app:', long_keys 'dalli');
+SELECT left(key, 12) AS key, instance, host, port, left(wire_key, 24) AS wire_key, base64, dead, failover_instance
+  FROM mc_route(ARRAY['user:1', 'user:4', 'with space', repeat('x', 300)], 'rt_rails');
+
 -- invalid keys, unknown servers
 SELECT mctest.route_err($$SELECT * FROM mc_route(ARRAY['ok', ''], 'rt_ketama')$$) AS empty_key;
 SELECT mctest.route_err($$SELECT mc_get('', 'rt_ketama')$$) AS mc_get_empty_key;
