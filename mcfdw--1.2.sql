@@ -552,6 +552,20 @@ CREATE EVENT TRIGGER mcfdw_check_trigger ON ddl_command_end
   WHEN TAG IN ('CREATE TRIGGER')
   EXECUTE FUNCTION mc_check_trigger();
 
+-- Where keys go (route_sql.c) -------------------------------------------------
+-- Routing only, nothing is sent: each key's instance on the ring (1-based, as
+-- mc_servers.instance), its wire form, and where a read would go now given
+-- the instances' health (NULL when it would reach none).  A NULL element
+-- gives a row of NULLs; a bad key is refused as mc_get refuses it.
+
+CREATE FUNCTION mc_route(keys text[], server name DEFAULT NULL,
+    OUT key text, OUT instance integer, OUT host text, OUT port integer,
+    OUT wire_key text, OUT base64 boolean, OUT dead boolean,
+    OUT failover_instance integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_route'
+LANGUAGE C VOLATILE;
+
 -- Comments ---------------------------------------------------------------------
 -- What \dx+, \df+ and \dv+ say about each object: one line each, from the
 -- README's reference, grouped as above.  Every member of the extension has
@@ -739,3 +753,7 @@ COMMENT ON FUNCTION mc_check_trigger() IS
   'event trigger function: refuses an mc_invalidate trigger on TRUNCATE at CREATE TRIGGER';
 COMMENT ON EVENT TRIGGER mcfdw_check_trigger IS
   'refuses CREATE TRIGGER ... TRUNCATE ... mc_invalidate: a TRUNCATE has no rows to build keys from';
+
+-- Where keys go
+COMMENT ON FUNCTION mc_route(text[], name) IS
+  'where each key goes, without contacting memcached: its instance on the ring, host, port, the key as sent (prefix, digest, base64), whether that instance is marked dead, and the instance a read would go to now';

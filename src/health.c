@@ -277,6 +277,16 @@ live_ring(McServer *srv, const bool *alive)
 	return srv->live;
 }
 
+/* McServerPickWith's choice, or -1 when no instance is available. */
+static inline int
+pick_with(McServer *srv, const char *key, size_t len, const bool *alive)
+{
+	if (alive != NULL && srv->cfg.failover && mc_dist_is_ketama(srv->cfg.distribution))
+		return mc_ring_lookup(live_ring(srv, alive),
+							  mc_ring_key_hash(srv->ring, key, len));
+	return mc_ring_pick(srv->ring, key, len, alive, srv->cfg.failover);
+}
+
 /*
  * Choose the instance for a key (as routed: prefix included, before base64)
  * given a health map from McServerAliveMap.
@@ -284,13 +294,7 @@ live_ring(McServer *srv, const bool *alive)
 int
 McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 {
-	int			idx;
-
-	if (alive != NULL && srv->cfg.failover && mc_dist_is_ketama(srv->cfg.distribution))
-		idx = mc_ring_lookup(live_ring(srv, alive),
-							 mc_ring_key_hash(srv->ring, key, len));
-	else
-		idx = mc_ring_pick(srv->ring, key, len, alive, srv->cfg.failover);
+	int			idx = pick_with(srv, key, len, alive);
 
 	if (idx < 0)
 		ereport(ERROR,
@@ -299,6 +303,23 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 						srv->name),
 				 errdetail("Every server has failed %d times in a row and is waiting out its retry delay.",
 						   srv->cfg.failure_limit)));
+	return idx;
+}
+
+/*
+ * The instance a read of key would try first now, given alive from
+ * McServerAliveMap (NULL: all alive), or -1 when it would reach none: its
+ * instance is dead and failover is off (the read fails, or is a miss with
+ * on_failure 'miss'), or failover finds no live instance.  McRoundtripKey's
+ * choice, reported instead of raised, for mc_route: nothing is contacted.
+ */
+int
+McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
+{
+	int			idx = pick_with(srv, key, len, alive);
+
+	if (idx >= 0 && alive != NULL && !alive[idx])
+		return -1;
 	return idx;
 }
 

@@ -312,6 +312,8 @@ extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
 								McStatLineFn cb, void *arg);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
+extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
+							const bool *alive);
 extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
 								  const McRequest *req, McReply *reply,
 								  McConn **connp);
