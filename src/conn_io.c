@@ -43,7 +43,8 @@ conn_memory(void)
 }
 
 /*
- * Name of an instance ("host:port", "[v6]:port") for messages and views.
+ * Name of an instance ("host:port", "[v6]:port", a Unix socket's path) for
+ * messages and views.
  * Only called on error and reporting paths, so the allocation does not
  * matter.
  */
@@ -52,6 +53,8 @@ McInstanceName(McServer *srv, int index)
 {
 	McEndpoint *ep = &srv->cfg.endpoints[index];
 
+	if (ep->port == 0)
+		return pstrdup(ep->host);
 	if (strchr(ep->host, ':'))
 		return psprintf("[%s]:%d", ep->host, ep->port);
 	return psprintf("%s:%d", ep->host, ep->port);
