@@ -2,7 +2,7 @@
 server's "servers" option, as "/path" or "/path:weight".
 
 - One socket server: get, set, multi-get, batch writes and deletes, a
-  foreign table's scan and INSERT, on-commit deletes, an ASCII login
+  foreign table's scan (by key and full) and INSERT, on-commit deletes, an ASCII login
   (memcached -Y); mc_servers and mc_server_stats show the path as the host
   (and instance) and a NULL port.
 - Pooling: one socket per backend, reused across calls and statements
@@ -169,14 +169,15 @@ def spread(insts):
     return [int(mcrig.stats(m.port)["curr_items"]) for m in insts]
 
 
-def ring_case(label, dist, insts, specs_str, client):
+def ring_case(label, dist, insts, specs_str, client, behaviors=None):
+    behaviors = behaviors if behaviors is not None else {"ketama": True}
     db.server(c, "ring", ",".join(specs_str), distribution=dist)
     clientkeys.flush(insts)
     if client == "dalli":
         stored = int(clientkeys.dalli("write", specs_str, keys))
         want = {k: "dalli:" + k.hex() for k in keys}
     else:
-        cl = pylibmc.Client(specs_str, behaviors={"ketama": True})
+        cl = pylibmc.Client(specs_str, behaviors=behaviors)
         stored = sum(1 for k in keys if cl.set(k, b"py:" + k))
         want = {k: "py:" + k.decode() for k in keys}
     sp = spread(insts)
@@ -194,7 +195,7 @@ def ring_case(label, dist, insts, specs_str, client):
             hx, v = line.split("\t", 1)
             found[bytes.fromhex(hx)] = v
     else:
-        cl = pylibmc.Client(specs_str, behaviors={"ketama": True})
+        cl = pylibmc.Client(specs_str, behaviors=behaviors)
         found = {k: v.decode() for k, v in cl.get_multi(keys).items()}
     bad = [k for k in keys if found.get(k) != "pg:" + k.decode()]
     t.ok(n == NKEYS and not bad, "%s: the client reads all %d keys mcfdw wrote" % (label, NKEYS),
@@ -205,14 +206,18 @@ def ring_case(label, dist, insts, specs_str, client):
 # types"): its ring is of sockets only, and a Unix socket server has no
 # weight in pylibmc's server strings
 c3s = mcrig.start_memcached("-t", "1", path=os.path.join(sd, "c.sock"))
-for label, dist, insts, sp, client in [
+for label, dist, insts, sp, client, *beh in [
         ("dalli, 2 sockets + 1 TCP", "dalli", [a, b, tcp], specs, "dalli"),
         ("dalli, sockets weighted 3:1 + TCP", "dalli", [a, b, tcp],
          [a.path + ":3", b.path, tcp.addr], "dalli"),
         ("pylibmc ketama, 3 sockets", "ketama", [a, b, c3s], [a.path, b.path, c3s.path],
-         "pylibmc")]:
+         "pylibmc"),
+        ("pylibmc ketama_weighted, 3 sockets", "ketama_weighted", [a, b, c3s],
+         [a.path, b.path, c3s.path], "pylibmc", {"ketama_weighted": True}),
+        ("pylibmc modula (default), 3 sockets", "modula", [a, b, c3s],
+         [a.path, b.path, c3s.path], "pylibmc", {})]:
     try:
-        ring_case(label, dist, insts, sp, client)
+        ring_case(label, dist, insts, sp, client, *beh)
     except Exception as e:  # noqa: BLE001 - one broken case must not hide the others
         t.ok(False, label, repr(e))
 db.sql(c, "DROP SERVER ring")
@@ -319,6 +324,15 @@ for bad, why in [(a.path + ":0", "weight"), ("/tmp/a b.sock", "space"),
     r = attempt(c, "CREATE SERVER sbad FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s)", (bad,))
     t.ok(r[0] == "error" and r[2] == "HV024" and why in r[1],
          "servers %r refused (%s)" % (bad[:40], why), r)
+
+# a full scan lists the socket memcached's keys (lru_crawler metadump)
+db.sql(c, "ALTER SERVER s1 OPTIONS (ADD allow_full_scan 'on')")
+db.sql(c, "CREATE FOREIGN TABLE kvall (key text, value text) SERVER s1 "
+          "OPTIONS (key_prefix 'kv:', allow_full_scan 'true')")
+db.sql(c, "INSERT INTO kvall VALUES ('f1', 'v1'), ('f2', 'v2'), ('f3', 'v3')")   # the rings flushed a
+r = attempt(c, "SELECT key, value FROM kvall ORDER BY key")
+t.is_(r[1] if r[0] == "ok" else r, [("f1", "v1"), ("f2", "v2"), ("f3", "v3")],
+      "a full scan of a foreign table through a socket")
 
 # the socket memcached that served the first calls is still fine
 r = attempt(c, "SELECT mc_set('end', 'ok', server => 's1'), mc_get('end', server => 's1')")
