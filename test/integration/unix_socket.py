@@ -6,7 +6,7 @@ server's "servers" option, as "/path" or "/path:weight".
   (memcached -Y); mc_servers and mc_server_stats show the path as the host
   (and instance) and a NULL port.
 - Pooling: one socket per backend, reused across calls and statements
-  (memcached's total_connections).
+  (memcached's total_connections), replaced after a restart.
 - Rings route keys as the real clients do: two socket instances and one
   TCP instance as Ruby Dalli (which names a socket server by its path,
   weights after a colon), three socket instances as pylibmc on
@@ -128,6 +128,13 @@ db.sql(c2, "SELECT mc_set_multi(ARRAY['p1','p2'], ARRAY['a','b'], server => 's1'
 t.is_(st.get("total_connections") - before, 1,
       "one socket serves 300 calls, five statements, a multi-get and a batch")
 c2.close()
+
+# a pooled socket whose memcached restarted is replaced on first use
+db.sql(c, "SELECT mc_get('p1', server => 's1')")
+a.restart()
+r = attempt(c, "SELECT mc_set('after', 'restart', server => 's1'), mc_get('after', server => 's1')")
+t.is_(r[1] if r[0] == "ok" else r, [(True, "restart")],
+      "after the socket memcached restarted, the next call reconnects")
 
 # --------------------------------------------------------------- login (-Y)
 authfile = os.path.join(sd, "authfile")
