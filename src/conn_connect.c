@@ -3,8 +3,9 @@
  *
  * Owns: resolving host names without blocking the backend (glibc's
  * getaddrinfo_a, abandoned lookups reaped later), starting a non-blocking
- * TCP connect, and finishing it in steps that never wait: the TCP connect,
- * the TLS handshake (conn_tls.c's steps) and the ASCII login (memcached
+ * TCP or Unix-socket connect (a socket path needs no lookup; ENOENT and
+ * EACCES get their own causes), and finishing it in steps that never
+ * wait: the TCP connect, the TLS handshake (conn_tls.c's steps) and the ASCII login (memcached
  * -Y) with the user mapping's credentials, each saying which way its
  * socket must be ready and until when (connect_timeout over all of it,
  * io_timeout per wait).  The single-key path waits for the steps on the
@@ -20,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +179,65 @@ conn_resolve(const char *host, int port, int64 deadline,
 }
 
 /*
+ * The address of a Unix socket entry (port 0): its path, which
+ * endpoints.c bounded by sun_path.  An addrinfo like getaddrinfo's, freed
+ * by address_free, so the connect below is the same for both.
+ */
+static struct addrinfo *
+unix_address(const char *path)
+{
+	struct addrinfo *ai = palloc0(sizeof(struct addrinfo) + sizeof(struct sockaddr_un));
+	struct sockaddr_un *sun = (struct sockaddr_un *) (ai + 1);
+
+	StaticAssertStmt(MC_SOCKET_PATH_MAX < sizeof(sun->sun_path),
+					 "a socket path must fit sun_path");
+	sun->sun_family = AF_UNIX;
+	strlcpy(sun->sun_path, path, sizeof(sun->sun_path));
+	ai->ai_family = AF_UNIX;
+	ai->ai_socktype = SOCK_STREAM;
+	ai->ai_addr = (struct sockaddr *) sun;
+	ai->ai_addrlen = sizeof(struct sockaddr_un);
+	return ai;
+}
+
+/* Free what conn_resolve or unix_address made. */
+static void
+address_free(struct addrinfo *res)
+{
+	if (res->ai_family == AF_UNIX)
+		pfree(res);
+	else
+		freeaddrinfo(res);
+}
+
+/*
+ * A Unix socket's connect failed (errno): the causes an administrator
+ * meets first get words of their own (the instance's name, in every
+ * message, is the path).  Returns false.
+ */
+static bool
+unix_connect_failed(McConn *conn)
+{
+	int			err = errno;
+
+	if (err == ENOENT)
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "the Unix socket does not exist (is memcached running, with -s and this path?)");
+	if (err == EACCES || err == EPERM)
+		return conn_fail(conn, false, ERRCODE_INSUFFICIENT_PRIVILEGE,
+						 "connect to", "permission denied on the Unix socket: the PostgreSQL server's operating-system user needs write permission on the socket (memcached -a) and search permission on its directories");
+	if (err == ECONNREFUSED)
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "nothing listens on the Unix socket (a stale socket file?)");
+	if (err == EAGAIN)
+		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 "connect to", "the listen queue of the Unix socket is full");
+	errno = err;
+	return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+					 "connect to", "%m");
+}
+
+/*
  * Start a non-blocking TCP connection.  Host names are resolved here, at
  * connect time, so DNS changes are picked up by the next reconnect; the
  * lookup and the connect together get connect_timeout, and both can be
@@ -197,9 +258,16 @@ conn_connect_start(McConn *conn)
 	int			timeout = srv->cfg.connect_timeout;
 	bool		timed_out;
 
-	rc = conn_resolve(ep->host, ep->port,
-					  timeout > 0 ? start + (int64) timeout * 1000 : 0,
-					  &res, &timed_out);
+	if (ep->port == 0)
+	{
+		res = unix_address(ep->host);
+		rc = 0;
+		timed_out = false;
+	}
+	else
+		rc = conn_resolve(ep->host, ep->port,
+						  timeout > 0 ? start + (int64) timeout * 1000 : 0,
+						  &res, &timed_out);
 	if (timed_out)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "could not resolve host name: timed out after %d ms",
@@ -211,7 +279,7 @@ conn_connect_start(McConn *conn)
 
 	if (!conn_fd_room(conn) || !AcquireExternalFD())
 	{
-		freeaddrinfo(res);
+		address_free(res);
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("could not connect to memcached server \"%s\"", srv->name),
@@ -224,7 +292,7 @@ conn_connect_start(McConn *conn)
 		int			save = errno;
 
 		ReleaseExternalFD();
-		freeaddrinfo(res);
+		address_free(res);
 		errno = save;
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "could not create socket: %m");
@@ -232,9 +300,12 @@ conn_connect_start(McConn *conn)
 	conn->sock = sock;
 	srv->sock_gen++;
 	conn_fd_opened(conn);
-	(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (ep->port != 0)
+		(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	rc = connect(sock, res->ai_addr, res->ai_addrlen);
-	freeaddrinfo(res);
+	address_free(res);
+	if (rc < 0 && ep->port == 0)
+		return unix_connect_failed(conn);	/* never in progress */
 	if (rc < 0 && errno != EINPROGRESS)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "%m");

@@ -43,7 +43,8 @@ conn_memory(void)
 }
 
 /*
- * Name of an instance ("host:port", "[v6]:port") for messages and views.
+ * Name of an instance ("host:port", "[v6]:port", a Unix socket's path) for
+ * messages and views.
  * Only called on error and reporting paths, so the allocation does not
  * matter.
  */
@@ -52,6 +53,8 @@ McInstanceName(McServer *srv, int index)
 {
 	McEndpoint *ep = &srv->cfg.endpoints[index];
 
+	if (ep->port == 0)
+		return pstrdup(ep->host);
 	if (strchr(ep->host, ':'))
 		return psprintf("[%s]:%d", ep->host, ep->port);
 	return psprintf("%s:%d", ep->host, ep->port);
@@ -430,6 +433,23 @@ conn_io_failed(McConn *conn, int err, const char *action)
 	if (closed_while_idle(conn, err))
 		return MC_IO_RETRY;
 	errno = err;
+	if ((err == 0 || err == ECONNRESET || err == EPIPE) && !conn->replied &&
+		conn->rgot == 0 && !conn->connecting)
+	{
+		/*
+		 * A fresh socket closed at the first meta commands, unanswered: what
+		 * a proxy without the meta protocol does (twemproxy closes the
+		 * client's connection at any command it does not know; a reset
+		 * when more requests were still unread, seen by a read or a send).
+		 */
+		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
+				  "the server %s the connection before answering its first request: twemproxy (nutcracker) and other proxies that do not speak memcached's meta protocol do this, and are not supported",
+				  err == 0 ? "closed" : "reset");
+		conn->fail_hint = conn->server->cfg.tls == MC_TLS_DISABLE ?
+			"Connect to memcached directly, not through such a proxy.  If the server expects TLS (memcached -Z), set the server option \"tls\"." :
+			"Connect to memcached directly, not through such a proxy.";
+		return MC_IO_FAILED;
+	}
 	if (err == 0)
 		conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action,
 				  "the server closed the connection");

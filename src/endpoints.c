@@ -1,10 +1,12 @@
 /*
- * endpoints.c — the "servers" option: "host:port[:weight], ..." parsed into
- * the endpoints of an McServerConfig.
+ * endpoints.c — the "servers" option: "host:port[:weight], ..." and
+ * "/socket/path[:weight]" entries parsed into the endpoints of an
+ * McServerConfig.
  *
  * Owns: what a server-list entry may look like (host names restricted to
  * the characters DNS names and IP literals use, bracketed IPv6, port and
- * weight ranges, no duplicates, at most MC_MAX_ENDPOINTS).  Must not: resolve
+ * weight ranges, Unix socket paths (port 0), no duplicates, at most
+ * MC_MAX_ENDPOINTS).  Must not: resolve
  * names or open connections (conn_connect.c does).  options.c's option
  * table calls it for the "servers" option.
  */
@@ -26,6 +28,17 @@ bad_endpoint(const char *entry, const char *why)
 					 "IPv6 addresses go in brackets, as in [::1]:11211.")));
 }
 
+/* Reject a Unix socket entry with a message that quotes it. */
+static void
+bad_socket(const char *entry, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+			 errmsg("invalid entry \"%s\" in option \"servers\"", entry),
+			 errdetail("%s", why),
+			 errhint("A Unix socket entry is an absolute path, optionally followed by a colon and a weight, as in /run/memcached/memcached.sock:2.")));
+}
+
 /* Parse a decimal field of an endpoint, bounded; -1 if it is not a number. */
 static long
 parse_endpoint_number(const char *s, long min, long max)
@@ -35,6 +48,43 @@ parse_endpoint_number(const char *s, long min, long max)
 	if (!mc_parse_u64(s, strlen(s), (uint64_t) max, &v) || v < (uint64_t) min)
 		return -1;
 	return (long) v;
+}
+
+/*
+ * Parse one "/path[:weight]" entry: a Unix socket (memcached -s), port 0.
+ * The path is restricted to letters, digits, dots, hyphens, underscores and
+ * slashes (no colon: it separates the weight, as Dalli reads it), and must
+ * fit a sockaddr_un.
+ */
+static void
+parse_socket(char *entry, const char *orig, McEndpoint *ep)
+{
+	char	   *weight = strchr(entry, ':');
+	long		v;
+
+	if (weight)
+		*weight++ = '\0';
+	for (const char *p = entry; *p; p++)
+		if (!isalnum((unsigned char) *p) && *p != '.' && *p != '-' &&
+			*p != '_' && *p != '/')
+			bad_socket(orig, "A socket path may contain only letters, digits, dots, hyphens, underscores and slashes.");
+	if (strlen(entry) > MC_SOCKET_PATH_MAX)
+		bad_socket(orig, psprintf("A socket path may be at most %d bytes long.",
+								  MC_SOCKET_PATH_MAX));
+	if (entry[strlen(entry) - 1] == '/')
+		bad_socket(orig, "The path names a directory, not a socket.");
+	strlcpy(ep->host, entry, sizeof(ep->host));
+	ep->port = 0;
+	ep->weight = 1;
+	if (weight)
+	{
+		if (strchr(weight, ':'))
+			bad_socket(orig, "A Unix socket has no port: only a weight may follow the path.");
+		v = parse_endpoint_number(weight, 1, 10000);
+		if (v < 0)
+			bad_socket(orig, "The weight must be a number between 1 and 10000.");
+		ep->weight = (uint32) v;
+	}
 }
 
 /*
@@ -54,7 +104,13 @@ parse_endpoint(char *entry, McEndpoint *ep)
 	/* "a:1 b:2" is two entries written with the wrong separator */
 	for (const char *p = entry; *p; p++)
 		if (isspace((unsigned char) *p))
-			bad_endpoint(orig, "Entries are separated by commas, and this one contains a space.");
+			(*entry == '/' ? bad_socket : bad_endpoint)
+				(orig, "Entries are separated by commas, and this one contains a space.");
+	if (*entry == '/')
+	{
+		parse_socket(entry, orig, ep);
+		return;
+	}
 	if (*entry == '[')
 	{
 		host = entry + 1;
@@ -155,8 +211,14 @@ McParseServers(const char *value, McServerConfig *cfg)
 							MC_MAX_ENDPOINTS)));
 		parse_endpoint(tok, &eps[n]);
 		for (int i = 0; i < n; i++)
-			if (eps[i].port == eps[n].port &&
-				pg_strcasecmp(eps[i].host, eps[n].host) == 0)
+			if (eps[i].port == eps[n].port && eps[n].port == 0 &&
+				strcmp(eps[i].host, eps[n].host) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("socket \"%s\" is listed twice in option \"servers\"",
+								eps[n].host)));
+			else if (eps[i].port == eps[n].port && eps[n].port != 0 &&
+					 pg_strcasecmp(eps[i].host, eps[n].host) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("server \"%s:%d\" is listed twice in option \"servers\"",

@@ -34,14 +34,15 @@
 #define MC_MAX_ENDPOINTS			256
 #define MC_MAX_KEY_PREFIX			128
 #define MC_HOST_MAX					255
+#define MC_SOCKET_PATH_MAX			107	/* a sockaddr_un's sun_path, less its NUL */
 #define MC_AUTH_FIELD_MAX			250	/* bytes of a user name or a password */
 #define MC_MIN_MAX_VALUE_SIZE		1024
 
 /* One memcached instance named in the "servers" option. */
 typedef struct McEndpoint
 {
-	char		host[MC_HOST_MAX + 1];
-	int			port;
+	char		host[MC_HOST_MAX + 1];	/* or a Unix socket's path ('/'...) */
+	int			port;			/* 0 for a Unix socket */
 	uint32		weight;
 } McEndpoint;
 

@@ -666,6 +666,16 @@ check_server_config(McServerConfig *cfg)
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("options \"tls_cert_file\" and \"tls_key_file\" must be given together")));
 
+	/* memcached encrypts its TCP listeners only (-Z); a socket stays local */
+	for (int i = 0; cfg->tls != MC_TLS_DISABLE && i < cfg->nendpoints; i++)
+		if (cfg->endpoints[i].port == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"tls\" cannot be used with a Unix socket"),
+					 errdetail("Option \"servers\" names the Unix socket \"%s\"; memcached's TLS (-Z) covers its TCP ports only.",
+							   cfg->endpoints[i].host),
+					 errhint("Set option \"tls\" to \"disable\", or list the server's TCP port instead.")));
+
 	/* the bit is the client family's choice: 2 in Dalli, 8 in pylibmc */
 	if (cfg->compression && cfg->compressed_flag == 0)
 		ereport(ERROR,

@@ -240,7 +240,10 @@ ketama_weighted_points(uint32_t weight, uint64_t total_weight, int live)
  * Emit the points of one server.  Point names: Dalli "host:port:i" (SHA-1,
  * first four bytes big-endian); libmemcached "host-i" on port 11211 and
  * "host:port-i" otherwise, hashed with the key hash (unweighted) or MD5
- * yielding four little-endian words per name (weighted).  The name prefix
+ * yielding four little-endian words per name (weighted).  A Unix socket
+ * (port 0) is named by its path: Dalli "path:i" (Server#name is the path
+ * alone), libmemcached "path:0-i" (its socket servers have port 0), as the
+ * installed clients route.  The name prefix
  * is hashed once and its hash state copied per point, so no name buffer of
  * host length is needed.
  */
@@ -263,8 +266,11 @@ emit_points(McDist dist, bool weighted, const McRingNode *node,
 
 		mc_sha1_init(&base);
 		mc_sha1_update(&base, node->host, hostlen);
-		mc_sha1_update(&base, ":", 1);
-		mc_sha1_update(&base, port, portlen);
+		if (node->port != 0)
+		{
+			mc_sha1_update(&base, ":", 1);
+			mc_sha1_update(&base, port, portlen);
+		}
 		mc_sha1_update(&base, ":", 1);
 		for (i = 0; i < count; i++)
 		{
@@ -382,7 +388,9 @@ validate(McDist dist, const McRingNode *nodes, int n, McAllocFn alloc,
 			*errmsg = "server host must not be empty";
 			return false;
 		}
-		if (nodes[i].port < 1 || nodes[i].port > 65535)
+		if (nodes[i].port == 0 && nodes[i].host[0] == '/')
+			;					/* a Unix socket */
+		else if (nodes[i].port < 1 || nodes[i].port > 65535)
 		{
 			*errmsg = "server port must be between 1 and 65535";
 			return false;

@@ -78,8 +78,10 @@ extern bool mc_dist_is_ketama(McDist dist);
 /* One configured memcached server, in configuration order. */
 typedef struct McRingNode
 {
-	const char *host;			/* as configured, without IPv6 brackets */
-	int			port;			/* 1..65535; part of the point names */
+	const char *host;			/* as configured, without IPv6 brackets; a Unix
+								 * socket's path (starting with '/') */
+	int			port;			/* 1..65535; 0 for a Unix socket; part of the
+								 * point names */
 	uint32_t	weight;			/* >= 1 */
 } McRingNode;
 

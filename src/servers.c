@@ -100,6 +100,7 @@ mc_servers(PG_FUNCTION_ARGS)
 			values[0] = DirectFunctionCall1(namein, CStringGetDatum(srv->name));
 			values[1] = CStringGetTextDatum(ep->host);
 			values[2] = Int32GetDatum(ep->port);
+			nulls[2] = (ep->port == 0); /* a Unix socket: host is its path */
 			values[3] = Int32GetDatum((int32) ep->weight);
 			values[4] = CStringGetTextDatum(mc_dist_name(srv->cfg.distribution));
 			values[5] = Int32GetDatum(srv->ring->points_per_server ?

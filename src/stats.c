@@ -376,6 +376,7 @@ server_stats_instance(StatsCall *call, McServer *srv, int index)
 	row->values[1] = call->instance;
 	row->values[2] = CStringGetTextDatum(srv->cfg.endpoints[index].host);
 	row->values[3] = Int32GetDatum(srv->cfg.endpoints[index].port);
+	row->nulls[3] = (srv->cfg.endpoints[index].port == 0);	/* a Unix socket */
 
 	if (McStatLines(srv, index, "stats\r\n", server_line, row, &err))
 	{

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-__all__ = ["TAP", "free_port", "start_memcached", "Memcached", "stats",
+__all__ = ["TAP", "free_port", "start_memcached", "Memcached", "stats", "socket_dir",
            "mc_command", "mc_raw_get", "rig_ports", "hang_port", "pg_connect", "wait_for",
            "wait_port"]
 
@@ -89,6 +89,31 @@ def hang_port():
     return int(os.environ["MCFDW_HANG_PORT"])
 
 
+def socket_dir():
+    """A fresh directory for Unix sockets that the rig's PostgreSQL (the
+    postgres user) and its memcacheds (nobody, when root) can both use:
+    under the rig's tmp dir (mode 1777), itself mode 0777."""
+    rig = os.environ.get("MCFDW_RIG")
+    rig_tmp = os.path.join(rig, "tmp") if rig else None
+    d = tempfile.mkdtemp(prefix="sock-", dir=rig_tmp if rig_tmp and os.path.isdir(rig_tmp) else None)
+    os.chmod(d, 0o777)
+    return d
+
+
+def _connect(where, timeout):
+    """A socket to a memcached: a TCP port (int) on HOST, or a Unix socket's path (str)."""
+    if isinstance(where, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(where)
+        except OSError:
+            s.close()
+            raise
+        return s
+    return socket.create_connection((HOST, where), timeout=timeout)
+
+
 def wait_for(pred, timeout=10.0, interval=0.02, what="condition"):
     """Poll pred() until it returns something true; return it, or raise."""
     deadline = time.monotonic() + timeout
@@ -122,7 +147,8 @@ def _reply_complete(buf, end):
 
 
 def mc_command(port, command, end=(b"END\r\n",), timeout=5.0):
-    """Send one raw text-protocol command and return the raw reply.
+    """Send one raw text-protocol command and return the raw reply.  port is
+    a TCP port, or a Unix socket's path (a str).
 
     Reads until the reply ends with one of `end` or with an error line, or
     the server closes.  For stats and simple commands, not for values that
@@ -132,7 +158,7 @@ def mc_command(port, command, end=(b"END\r\n",), timeout=5.0):
         command = command.encode()
     if not command.endswith(b"\r\n"):
         command += b"\r\n"
-    with socket.create_connection((HOST, port), timeout=timeout) as s:
+    with _connect(port, timeout) as s:
         s.sendall(command)
         buf = b""
         while not _reply_complete(buf, end):
@@ -166,27 +192,34 @@ _started = []
 
 
 class Memcached:
-    """A private memcached on a free port; see start_memcached()."""
+    """A private memcached on a free port, or on a Unix socket (path, which
+    then is self.port too: mc_command and stats take either); see
+    start_memcached()."""
 
-    def __init__(self, args, port=None):
+    def __init__(self, args, port=None, path=None):
         self.args = list(args)
-        self.port = port or free_port()
+        self.path = path
+        self.port = path or port or free_port()
         self.proc = None
         self.pidfile = None
         rig = os.environ.get("MCFDW_RIG")
         rig_tmp = os.path.join(rig, "tmp") if rig else None
         self.log = tempfile.NamedTemporaryFile(
-            prefix="memcached-%d-" % self.port, suffix=".log",
+            prefix="memcached-%s-" % (os.path.basename(path) if path else self.port), suffix=".log",
             dir=rig_tmp if rig_tmp and os.path.isdir(rig_tmp) else None, delete=False)
 
     @property
     def addr(self):
-        """"127.0.0.1:PORT", the form a servers option takes."""
-        return "%s:%d" % (HOST, self.port)
+        """"127.0.0.1:PORT" (or the socket's path), the form a servers option takes."""
+        return self.path if self.path else "%s:%d" % (HOST, self.port)
 
     def start(self, timeout=10.0):
         binary = os.environ.get("MCFDW_MEMCACHED", "/usr/bin/memcached")
-        cmd = [binary, "-l", HOST, "-p", str(self.port), "-U", "0", "-m", "64"]
+        if self.path:
+            # -s turns TCP off; -a 0777 lets the postgres user connect
+            cmd = [binary, "-s", self.path, "-a", "0777", "-m", "64"]
+        else:
+            cmd = [binary, "-l", HOST, "-p", str(self.port), "-U", "0", "-m", "64"]
         if os.geteuid() == 0:
             cmd += ["-u", "nobody"]
         cmd += self.args            # later flags win, e.g. -m 8
@@ -195,18 +228,20 @@ class Memcached:
         self._record_pid()
         try:
             wait_for(lambda: self.proc.poll() is not None or self._answers(),
-                     timeout, what="memcached on port %d" % self.port)
+                     timeout, what="memcached on %s" % self.port)
         except TimeoutError:
             self.stop()
             raise
         if self.proc.poll() is not None:
-            raise RuntimeError("memcached on port %d exited: %s"
+            raise RuntimeError("memcached on %s exited: %s"
                                % (self.port, self._log_text()))
         return self
 
     def _answers(self):
         try:
-            return mc_command(self.port, b"version", end=(b"\r\n",), timeout=1).startswith(b"VERSION")
+            # a -Y memcached answers "CLIENT_ERROR unauthenticated" before a login
+            return mc_command(self.port, b"version", end=(b"\r\n",), timeout=1).startswith(
+                (b"VERSION", b"CLIENT_ERROR unauthenticated"))
         except OSError:
             return False
 
@@ -256,10 +291,12 @@ class Memcached:
         self.stop()
 
 
-def start_memcached(*extra_args, port=None):
+def start_memcached(*extra_args, port=None, path=None):
     """Start a private memcached (extra args are appended to the defaults
-    `-l 127.0.0.1 -p PORT -U 0 -m 64 [-u nobody]`); it is stopped at exit."""
-    m = Memcached(extra_args, port)
+    `-l 127.0.0.1 -p PORT -U 0 -m 64 [-u nobody]`, or `-s PATH -a 0777 -m 64
+    [-u nobody]` with path, a Unix socket, e.g. in socket_dir()); it is
+    stopped at exit."""
+    m = Memcached(extra_args, port, path)
     _started.append(m)
     return m.start()
 

@@ -394,6 +394,44 @@ point_counts(void)
 		}
 		tap_ok(a0 && a1, "ketama point names: \"localhost-0\" on 11211, \"localhost:11212-99\" otherwise");
 	}
+
+	/*
+	 * A Unix socket (port 0) is named by its path: Dalli "path:i",
+	 * libmemcached "path:0-i" (both checked against the installed clients;
+	 * test/integration/unix_socket.py routes through them).
+	 */
+	{
+		McRingNode	socks[2] = {{"/run/mc/a.sock", 0, 1}, {"/run/mc/b.sock", 0, 1}};
+		unsigned char d[MC_SHA1_DIGEST_LEN];
+		uint32_t	p,
+					sv;
+		int			k0 = 0,
+					d0 = 0,
+					dport = 0;
+
+		r = mc_ring_build(MC_DIST_KETAMA, socks, 2, arena_alloc, &a, &err);
+		for (p = 0; r != NULL && p < r->npoints; p++)
+			if (r->points[p].value == mc_oat("/run/mc/b.sock:0-7", 18) && r->points[p].server == 1)
+				k0 = 1;
+		tap_ok(r != NULL && k0, "ketama socket point names: \"/run/mc/b.sock:0-7\"");
+		r = mc_ring_build(MC_DIST_DALLI, socks, 2, arena_alloc, &a, &err);
+		mc_sha1("/run/mc/a.sock:5", 16, d);
+		sv = ((uint32_t) d[0] << 24) | ((uint32_t) d[1] << 16) |
+			((uint32_t) d[2] << 8) | (uint32_t) d[3];
+		mc_sha1("/run/mc/a.sock:0:5", 18, d);
+		for (p = 0; r != NULL && p < r->npoints; p++)
+		{
+			if (r->points[p].value == sv && r->points[p].server == 0)
+				d0 = 1;
+			if (r->points[p].value == (((uint32_t) d[0] << 24) | ((uint32_t) d[1] << 16) |
+									   ((uint32_t) d[2] << 8) | (uint32_t) d[3]))
+				dport = 1;
+		}
+		tap_ok(r != NULL && d0 && !dport, "dalli socket point names: \"/run/mc/a.sock:5\", no port");
+		socks[1].host = "relative.sock";
+		r = mc_ring_build(MC_DIST_DALLI, socks, 2, arena_alloc, &a, &err);
+		tap_ok(r == NULL, "port 0 without a path rejected");
+	}
 	arena_free(&a);
 }
 
