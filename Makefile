@@ -184,6 +184,17 @@ test: deps
 unit: deps
 	@$(RIG_ENV) MCFDW_TESTS=unit test/rig/test.sh
 
+# `make sqlsmith QUERIES=200000 [SEED=n]`: test/integration/sqlsmith_crash.py
+# (random SQL from SQLsmith, no backend may crash) for many more queries than
+# the 3000 of `make test`, on the same rig and assert-enabled build; its time
+# limit grows with QUERIES.  See docs/testing.md, "Random SQL".
+QUERIES ?= 100000
+.PHONY: sqlsmith
+sqlsmith: deps
+	@$(RIG_ENV) MCFDW_BUILD=1 MCFDW_TESTS=test/integration/sqlsmith_crash.py \
+	MCFDW_SQLSMITH_QUERIES='$(QUERIES)' $(if $(SEED),MCFDW_SQLSMITH_SEED='$(SEED)') \
+	MCFDW_LIMIT_INTEGRATION=$$(( $(QUERIES) / 20 + 300 )) test/rig/test.sh
+
 # `make bench` (test/bench/): the same kind of rig as `make test`, plus
 # pgmemcache; mcfdw side by side with pgmemcache and a raw C client, one
 # table at the end, the CSV in test/bench/results/.  Not part of `make test`.
