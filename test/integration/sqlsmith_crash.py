@@ -8,11 +8,11 @@ shape (text, bytea, jsonb, integer, array, composite and timestamptz
 values; flags, cas and ttl columns; key prefixes; full scans allowed; on
 the dead server), views that carry key conditions and joins on the key, a
 local table with mc_invalidate triggers, a partitioned table with a
-foreign partition, and keys stored in each.  SQLsmith then runs a fixed number of queries with a fixed seed as
-that role (each in a transaction it rolls back; its own statement_timeout
-of 1 s), and the part of the server log written meanwhile must show no
-backend ended by a signal or an exit code, and the cluster must still
-answer.  The queries executed without error are counted too, so the test
+foreign partition, and keys stored in each.  SQLsmith then runs a fixed
+number of queries with a fixed seed as that role (each in a transaction it
+rolls back; its own statement_timeout of 1 s), and the part of the server
+log written meanwhile must show no backend ended by a signal or an exit
+code, and the cluster must still answer.  The queries executed without error are counted too, so the test
 cannot pass on a run that never reached a table.  Last, each crash SQLsmith
 found (FOUND, the smallest statement that reproduced it) runs again alone.
 
