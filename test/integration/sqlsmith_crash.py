@@ -294,6 +294,7 @@ if setup_ok:
     t.diag("crashes: %d" % sum(1 for f in found if CRASH.search(f)))
     t.ok(not found, "no backend crashed (server log during the run)", *found[:400])
     try:
+        wait_up()       # after a crash, the restart is let in
         alive = mcrig.pg_connect()
         up = alive.cursor()
         up.execute("SELECT 1")
