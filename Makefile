@@ -186,7 +186,7 @@ unit: deps
 
 # `make sqlsmith QUERIES=200000 [SEED=n]`: test/integration/sqlsmith_crash.py
 # (random SQL from SQLsmith, no backend may crash) for many more queries than
-# the 3000 of `make test`, on the same rig and assert-enabled build; its time
+# the 10000 of `make test`, on the same rig and assert-enabled build; its time
 # limit grows with QUERIES.  See docs/testing.md, "Random SQL".
 QUERIES ?= 100000
 .PHONY: sqlsmith
