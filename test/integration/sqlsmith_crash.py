@@ -6,7 +6,8 @@ keeps its keys apart) and a dead one on the hang port with on_failure
 'miss'; an unprivileged role with USAGE on both; foreign tables of every
 shape (text, bytea, jsonb, integer, array, composite and timestamptz
 values; flags, cas and ttl columns; key prefixes; full scans allowed; on
-the dead server), views that carry key conditions and joins on the key, a
+the dead server; on a server with zlib compression, with a bad zlib
+stream, a serialized value and one inflating past max_value_size), views that carry key conditions and joins on the key, a
 local table with mc_invalidate triggers, a partitioned table with a
 foreign partition, and keys stored in each.  SQLsmith then runs a fixed
 number of queries with a fixed seed as that role (each in a transaction it
@@ -59,8 +60,12 @@ ALTER SERVER memcached
 CREATE SERVER dead FOREIGN DATA WRAPPER mcfdw
   OPTIONS (servers '{dead}', on_failure 'miss', io_timeout '50ms',
            connect_timeout '50ms', retry_delay '1s');
+-- values as Dalli writes them: zlib over 16 bytes (flag 2), serialized (1)
+CREATE SERVER zipped FOREIGN DATA WRAPPER mcfdw
+  OPTIONS (servers '{live}', key_prefix 'sqlsmith:', compression 'zlib', compressed_flag '2',
+           serialized_flag '1', compress_threshold '16', max_value_size '64kB');
 CREATE ROLE {role} LOGIN;
-GRANT USAGE ON FOREIGN SERVER memcached, dead TO {role};
+GRANT USAGE ON FOREIGN SERVER memcached, dead, zipped TO {role};
 -- its thousands of errors stay out of the server log (crashes are logged
 -- by the postmaster, whatever the role's settings)
 ALTER ROLE {role} SET log_min_messages = 'fatal';
@@ -83,6 +88,10 @@ CREATE FOREIGN TABLE ft_pair (key text, value pair, flags bigint) SERVER memcach
   OPTIONS (key_prefix 'r:', allow_full_scan 'true');
 CREATE FOREIGN TABLE ft_ts (key varchar(8), value timestamptz, ttl bigint, cas bigint) SERVER memcached
   OPTIONS (key_prefix 't:', allow_full_scan 'true', ttl '3600');
+CREATE FOREIGN TABLE ft_zip (key text, value text, flags integer) SERVER zipped
+  OPTIONS (key_prefix 'z:', allow_full_scan 'true');
+CREATE FOREIGN TABLE ft_zip_bytea (key text, value bytea, flags integer) SERVER zipped
+  OPTIONS (key_prefix 'zb:');
 CREATE FOREIGN TABLE ft_dead (key text, value text, flags integer, cas bigint)
   SERVER dead;
 CREATE FOREIGN TABLE ft_dead_full (key text, value jsonb)
@@ -107,6 +116,8 @@ CREATE VIEW v_bytea AS SELECT * FROM ft_bytea WHERE key = ANY(ARRAY['k1', 'k5', 
 CREATE VIEW v_jsonb AS SELECT * FROM ft_jsonb WHERE key = 'k3' OR key = ANY('{{k4,k5}}');
 CREATE VIEW v_typed AS SELECT * FROM ft_typed
   WHERE k = ANY(ARRAY(SELECT 'k' || i FROM generate_series(1, 12) i));
+CREATE VIEW v_zip_bytea AS SELECT * FROM ft_zip_bytea
+  WHERE key IN ('c1', 'bad', 'ser', 'bomb', 'empty');
 CREATE VIEW v_dead AS SELECT * FROM ft_dead WHERE key IN ('a', 'b');
 CREATE VIEW v_join AS SELECT u.id, u.team, c.key, c.value
   FROM users u LEFT JOIN ft_text c ON c.key = 'k' || u.id;
@@ -129,6 +140,10 @@ INSERT INTO ft_arr SELECT 'k' || i, ARRAY[i, NULL, -i] FROM generate_series(1, 5
 INSERT INTO ft_pair SELECT 'k' || i, ROW(i, 'b' || i)::pair, i FROM generate_series(1, 5) i;
 INSERT INTO ft_ts SELECT 'k' || i, '2026-12-02 00:00+00'::timestamptz + i * interval '1 day'
   FROM generate_series(1, 5) i;
+INSERT INTO ft_zip SELECT 'c' || i, repeat('abc', 50 * i), 0 FROM generate_series(1, 5) i;
+INSERT INTO ft_zip_bytea VALUES ('c1', convert_to(repeat('abc', 50), 'UTF8'), 0),
+  ('bad', '\\x6e6f74207a6c6962', 2), ('ser', '\\x0408', 1),
+  ('bomb', convert_to(repeat('a', 100000), 'UTF8'), 0), ('empty', '', 2);
 INSERT INTO ft_full SELECT 'k' || i, repeat('x', i) FROM generate_series(1, 15) i;
 INSERT INTO parted_local SELECT chr(ascii('a') + i), 'v' || i FROM generate_series(0, 11) i;
 INSERT INTO parted_mc SELECT chr(ascii('a') + i), 'v' || i FROM generate_series(12, 25) i;
@@ -136,12 +151,13 @@ SELECT mc_set('user:' || i, 'cached ' || i) FROM generate_series(1, 20) i;
 ANALYZE users;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON ft_text, ft_bytea, ft_jsonb, ft_typed, ft_full,
-  ft_arr, ft_pair, ft_ts, ft_dead, ft_dead_full, users, parted, parted_local, parted_mc TO {role};
+  ft_arr, ft_pair, ft_ts, ft_zip, ft_zip_bytea, ft_dead, ft_dead_full, users, parted, parted_local, parted_mc TO {role};
 ALTER VIEW v_text OWNER TO {role};
 ALTER VIEW v_bytea OWNER TO {role};
 ALTER VIEW v_jsonb OWNER TO {role};
 ALTER VIEW v_typed OWNER TO {role};
 ALTER VIEW v_dead OWNER TO {role};
+ALTER VIEW v_zip_bytea OWNER TO {role};
 ALTER VIEW v_join OWNER TO {role};
 ALTER VIEW v_join_jsonb OWNER TO {role};
 ALTER VIEW v_semi OWNER TO {role};
