@@ -7,15 +7,17 @@ keeps its keys apart) and a dead one on the hang port with on_failure
 shape (text, bytea, jsonb, integer, array, composite and timestamptz
 values; flags, cas and ttl columns; key prefixes; full scans allowed; on
 the dead server; on a server with zlib compression, with a bad zlib
-stream, a serialized value and one inflating past max_value_size), views that carry key conditions and joins on the key, a
-local table with mc_invalidate triggers, a partitioned table with a
-foreign partition, and keys stored in each.  SQLsmith then runs a fixed
-number of queries with a fixed seed as that role (each in a transaction it
-rolls back; its own statement_timeout of 1 s), and the part of the server
-log written meanwhile must show no backend ended by a signal or an exit
-code, and the cluster must still answer.  The queries executed without error are counted too, so the test
-cannot pass on a run that never reached a table.  Last, each crash SQLsmith
-found (FOUND, the smallest statement that reproduced it) runs again alone.
+stream, a serialized value and one inflating past max_value_size); views
+that carry key conditions and joins on the key; a local table with
+mc_invalidate triggers; a partitioned table with a foreign partition; and
+keys stored in each.  SQLsmith then runs a fixed number of queries with a
+fixed seed as that role (each in a transaction it rolls back; its own
+statement_timeout of 1 s), and the part of the server log written
+meanwhile must show no backend ended by a signal or an exit code, and the
+cluster must still answer.  The queries executed without error are
+counted too, so the test cannot pass on a run that never reached a table.
+Last, each crash SQLsmith found (FOUND, the smallest statement that
+reproduced it) runs again alone.
 
 MCFDW_SQLSMITH_QUERIES and MCFDW_SQLSMITH_SEED override the count and the
 seed (`make sqlsmith QUERIES=n` runs it long that way).
