@@ -3,7 +3,7 @@
 In a private database: mcfdw; a live server on the rig's four memcacheds
 (the `memcached` server, so the functions' default, with a key prefix that
 keeps its keys apart) and a dead one on the hang port with on_failure
-'miss'; an unprivileged role with USAGE on both; foreign tables of every
+'miss'; an unprivileged role with USAGE on them; foreign tables of every
 shape (text, bytea, jsonb, integer, array, composite and timestamptz
 values; flags, cas and ttl columns; key prefixes; full scans allowed; on
 the dead server; on a server with zlib compression, with a bad zlib
