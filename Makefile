@@ -21,7 +21,7 @@
 # install them first and then call $(MAKE) again for the PGXS part.
 
 # pg_regress tests (sql/NAME.sql, expected/NAME.out), in the order they run.
-REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table foreign_table_scan foreign_join foreign_fullscan foreign_paths_write upgrade foreign_paths_read comments connections read_only first_contact route unix_socket
+REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table foreign_table_scan foreign_join foreign_fullscan foreign_paths_write upgrade foreign_paths_read comments connections read_only first_contact route unix_socket sqlsmith_found
 
 MODULE_big = mcfdw
 OBJS = \
@@ -205,6 +205,17 @@ test: deps
 
 unit: deps
 	@$(RIG_ENV) MCFDW_TESTS=unit test/rig/test.sh
+
+# `make sqlsmith QUERIES=200000 [SEED=n]`: test/integration/sqlsmith_crash.py
+# (random SQL from SQLsmith, no backend may crash) for many more queries than
+# the 10000 of `make test`, on the same rig and assert-enabled build; its time
+# limit grows with QUERIES.  See docs/testing.md, "Random SQL".
+QUERIES ?= 100000
+.PHONY: sqlsmith
+sqlsmith: deps
+	@$(RIG_ENV) MCFDW_BUILD=1 MCFDW_TESTS=test/integration/sqlsmith_crash.py \
+	MCFDW_SQLSMITH_QUERIES='$(QUERIES)' $(if $(SEED),MCFDW_SQLSMITH_SEED='$(SEED)') \
+	MCFDW_LIMIT_INTEGRATION=$$(( $(QUERIES) / 20 + 300 )) test/rig/test.sh
 
 # `make bench` (test/bench/): the same kind of rig as `make test`, plus
 # pgmemcache; mcfdw side by side with pgmemcache and a raw C client, one

@@ -306,6 +306,20 @@ ec_member_is_key(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
 	return is_key_var((Node *) em->em_expr, rel->relid, *(AttrNumber *) arg);
 }
 
+/* Is relids one of the sets in list?  (A Bitmapset is not a Node in 15.) */
+static bool
+relids_listed(List *list, Relids relids)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		if (bms_equal((Relids) lfirst(lc), relids))
+			return true;
+	}
+	return false;
+}
+
 /*
  * A path per set of outer relations a join key condition needs: the key
  * comes from the outer row, one batch per outer row.
@@ -341,7 +355,7 @@ add_parameterized_paths(PlannerInfo *root, RelOptInfo *baserel, McRelInfo *info)
 			continue;
 		outer = bms_union(ri->clause_relids, baserel->lateral_relids);
 		outer = bms_del_member(outer, baserel->relid);
-		if (bms_is_empty(outer) || list_member(done, outer))
+		if (bms_is_empty(outer) || relids_listed(done, outer))
 			continue;
 		done = lappend(done, outer);
 		ppi = get_baserel_parampathinfo(root, baserel, outer);
