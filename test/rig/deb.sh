@@ -343,7 +343,7 @@ else
 
 	name="mc_set/mc_get through the packaged mcfdw against a private memcached"
 	got=$(rig_psql -d postgres -qAt -v mc="$mc" 2>&1 <<'SQL' || true
-ALTER SERVER memcached OPTIONS (SET servers :'mc');
+CREATE SERVER memcached FOREIGN DATA WRAPPER mcfdw OPTIONS (servers :'mc');
 SELECT mc_set('mcfdw-deb-check', 'from the package');
 SELECT mc_get('mcfdw-deb-check');
 SQL
