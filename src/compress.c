@@ -165,3 +165,16 @@ mc_deflate(const void *src, size_t len, char *dst, size_t cap, size_t *outlen)
 	*outlen = n;
 	return MC_Z_DONE;
 }
+
+void
+mc_compress_release(void)
+{
+	libdeflate_free_decompressor(ld_inf);
+	ld_inf = NULL;
+	libdeflate_free_compressor(ld_def);
+	ld_def = NULL;
+	if (inf_ready)
+		inflateEnd(&inf);
+	inf_ready = false;
+	inf_zlib = false;
+}

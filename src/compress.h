@@ -52,4 +52,12 @@ extern size_t mc_deflate_bound(size_t len);
 extern McZStatus mc_deflate(const void *src, size_t len, char *dst, size_t cap,
 							size_t *outlen);
 
+/*
+ * mc_compress_release: free the process's libdeflate and zlib state.  A
+ * backend keeps it until exit; this is for programs checked for leaks
+ * (libdeflate's compressor is aligned inside its block, so a leak checker
+ * sees only an interior pointer to it).  Anything may be called after.
+ */
+extern void mc_compress_release(void);
+
 #endif							/* MCFDW_COMPRESS_H */

@@ -137,7 +137,7 @@ McValueRaise(McServer *srv, McZStatus status, const char *key, size_t keylen)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),
-				 errdetail("zlib could not allocate its state.")));
+				 errdetail("The decompressor (libdeflate or zlib) could not allocate its state.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("value of memcached key \"%.*s\" is marked compressed but is not a valid zlib stream",

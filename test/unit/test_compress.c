@@ -270,5 +270,6 @@ main(void)
 			   "the next value inflates whole after a truncated one");
 		free(out);
 	}
+	mc_compress_release();
 	return tap_done();
 }
