@@ -82,25 +82,26 @@ mc_inflate_more(char *dst, size_t cap, size_t *produced)
 {
 	if (!inf_zlib)
 	{
+		size_t		base = *produced;
 		size_t		in_used = 0;
 		size_t		out = 0;
 		McZStatus	st;
 
 		/*
-		 * One shot into the whole buffer: done only when the stream ended
-		 * exactly at the value's last byte (anything after it is CORRUPT,
-		 * which zlib below says).
+		 * One shot into the rest of the buffer: done only when the stream
+		 * ended exactly at the value's last byte (anything after it is
+		 * CORRUPT, which zlib below says).
 		 */
-		if (libdeflate_zlib_decompress_ex(ld_inf, inf_src, inf_len, dst, cap,
-										  &in_used, &out) == LIBDEFLATE_SUCCESS &&
+		if (base < cap &&
+			libdeflate_zlib_decompress_ex(ld_inf, inf_src, inf_len, dst + base,
+										  cap - base, &in_used, &out) == LIBDEFLATE_SUCCESS &&
 			in_used == inf_len)
 		{
-			*produced = out;
+			*produced = base + out;
 			return MC_Z_DONE;
 		}
 		if ((st = zlib_start()) != MC_Z_DONE)
 			return st;
-		*produced = 0;
 	}
 	for (;;)
 	{
