@@ -5,9 +5,10 @@
  * inflated size is not stored anywhere, so the caller grows its buffer and
  * decides when it is too large), and deflating a value.  Must not: include
  * PostgreSQL headers, allocate caller-visible memory, or decide limits.
- * It keeps one inflate and one deflate stream per process, reset before
- * every use, so zlib's state is allocated once and an error raised between
- * two steps leaves nothing to free.
+ * It keeps one libdeflate decompressor and compressor and one zlib inflate
+ * stream per process (libdeflate first, zlib for a value the first buffer
+ * does not hold or a bad stream), allocated once and reset before every
+ * use, so an error raised between two steps leaves nothing to free.
  */
 #ifndef MCFDW_COMPRESS_H
 #define MCFDW_COMPRESS_H
@@ -33,7 +34,8 @@ typedef enum McZStatus
  * *produced.  dst may move between calls (zlib keeps its own window), so
  * the caller may grow its buffer with realloc and call again with the new
  * address.  Returns DONE, FULL (grow and call again), CORRUPT or
- * TRUNCATED.
+ * TRUNCATED.  The first call is the fast one (the whole value in one shot
+ * when it fits in cap): a first buffer sized to hold the usual value pays.
  */
 extern McZStatus mc_inflate_start(const void *src, size_t len);
 extern McZStatus mc_inflate_more(char *dst, size_t cap, size_t *produced);
@@ -49,5 +51,13 @@ extern size_t mc_deflate_bound(size_t len);
  */
 extern McZStatus mc_deflate(const void *src, size_t len, char *dst, size_t cap,
 							size_t *outlen);
+
+/*
+ * mc_compress_release: free the process's libdeflate and zlib state.  A
+ * backend keeps it until exit; this is for programs checked for leaks
+ * (libdeflate's compressor is aligned inside its block, so a leak checker
+ * sees only an interior pointer to it).  Anything may be called after.
+ */
+extern void mc_compress_release(void);
 
 #endif							/* MCFDW_COMPRESS_H */

@@ -23,10 +23,11 @@
 #include "mcfdw.h"
 
 /*
- * First guess at the inflated size: zlib rarely gains more than 4x on the
- * values clients compress; anything larger doubles from there.
+ * First guess at the inflated size: zlib rarely gains more than 8x on the
+ * values clients compress (JSON about 4x).  A value that fits is inflated
+ * in one libdeflate call; a larger one goes on in zlib, doubling from here.
  */
-#define INFLATE_FIRST_GUESS(len)	Max((size_t) (len) * 4, (size_t) 1024)
+#define INFLATE_FIRST_GUESS(len)	Max((size_t) (len) * 8, (size_t) 1024)
 
 /*
  * Inflate src[0..len) into *buf (VARHDRSZ bytes of room, then *cap bytes
@@ -136,7 +137,7 @@ McValueRaise(McServer *srv, McZStatus status, const char *key, size_t keylen)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),
-				 errdetail("zlib could not allocate its state.")));
+				 errdetail("The decompressor (libdeflate or zlib) could not allocate its state.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("value of memcached key \"%.*s\" is marked compressed but is not a valid zlib stream",

@@ -199,5 +199,77 @@ main(void)
 		free(out);
 		free(z);
 	}
+
+	/*
+	 * The bound at its exact edges, the way values.c applies
+	 * max_value_size: it inflates into at most max + 1 bytes and refuses
+	 * when all of them were produced.  A value of exactly max passes, one
+	 * byte more is refused, whether the first buffer holds the whole value
+	 * (libdeflate's one shot) or not (zlib goes on from a small buffer).
+	 */
+	{
+		size_t		max = 1u << 20;
+		static const size_t firsts[] = {4096, (1u << 20) + 1};
+
+		for (size_t f = 0; f < 2; f++)
+			for (size_t extra = 0; extra <= 2; extra++)
+			{
+				size_t		n = max + extra;
+				unsigned char *src = malloc(n);
+				size_t		cap = mc_deflate_bound(n);
+				char	   *z = malloc(cap);
+				size_t		zlen = 0;
+				bool		refused;
+
+				fill(src, n, (unsigned) (extra + 1), 0);
+				mc_deflate(src, n, z, cap, &zlen);
+				st = inflate_grow(z, zlen, firsts[f], max + 1, &out, &outlen);
+				refused = st == MC_Z_FULL || (st == MC_Z_DONE && outlen >= max + 1);
+				if (extra == 0)
+					tap_ok(st == MC_Z_DONE && outlen == max && memcmp(out, src, max) == 0 && !refused,
+						   "a value of exactly max_value_size inflates (first buffer %zu)", firsts[f]);
+				else
+					tap_ok(refused && outlen == max + 1,
+						   "a value of max_value_size + %zu is refused at max + 1 bytes (first buffer %zu)",
+						   extra, firsts[f]);
+				free(out);
+				free(src);
+				free(z);
+			}
+	}
+
+	/*
+	 * The first buffer too small: libdeflate's one shot fails, zlib starts
+	 * over and goes on through a buffer that grows and moves; the bytes are
+	 * the value's, every first size around the value's own.
+	 */
+	{
+		size_t		n = 8192;
+		unsigned char src[8192];
+		char		z[9000];
+		size_t		zlen;
+		bool		all = true;
+
+		fill(src, n, 7, 0);
+		mc_deflate(src, n, z, sizeof(z), &zlen);
+		for (size_t first = 1; first <= n + 2; first += (first < n - 2 ? 997 : 1))
+		{
+			st = inflate_grow(z, zlen, first, n + 1, &out, &outlen);
+			all &= st == MC_Z_DONE && outlen == n && memcmp(out, src, n) == 0;
+			free(out);
+		}
+		tap_ok(all, "first buffers from 1 to %zu bytes all inflate the %zu-byte value", n + 2, n);
+
+		/* a truncated stream into a buffer that would hold the value: TRUNCATED */
+		st = inflate_grow(z, zlen / 2, n, n, &out, &outlen);
+		tap_ok(st == MC_Z_TRUNCATED, "half a stream into a buffer of the whole value is TRUNCATED");
+		free(out);
+		/* and a stream after a failed one goes back to the one shot */
+		st = inflate_grow(z, zlen, n, n, &out, &outlen);
+		tap_ok(st == MC_Z_DONE && outlen == n && memcmp(out, src, n) == 0,
+			   "the next value inflates whole after a truncated one");
+		free(out);
+	}
+	mc_compress_release();
 	return tap_done();
 }
