@@ -17,7 +17,6 @@ must be where Dalli, finding the port down, stores each key.
 """
 
 import base64
-import socket
 
 import clientkeys
 import mcdb
@@ -51,28 +50,12 @@ def routes(name, keys):
 
 def where(mports, rows):
     """{routed key: port} of every key found on one of these memcacheds,
-    asked as mcfdw asks: "mg <wire key> [b] t O<i> q" per mc_route row,
-    then "mn"; a key found on two is mapped to None."""
+    asked as mcfdw asks (clientkeys.meta_probe with each mc_route row's wire
+    key and base64 flag); a key found on two is mapped to None."""
     found = {}
-    req = b"".join(b"mg %s%s t O%d q\r\n" % (row[6].encode(), b" b" if row[7] else b"", i)
-                   for i, row in enumerate(rows)) + b"mn\r\n"
-    for p in mports:
-        with socket.create_connection((mcrig.HOST, p), timeout=10) as s:
-            s.sendall(req)
-            buf = b""
-            while not buf.endswith(b"MN\r\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise RuntimeError("memcached on port %d closed the connection" % p)
-                buf += chunk
-        for line in buf.split(b"\r\n"):
-            if not line.startswith(b"HD "):
-                if line not in (b"", b"MN"):
-                    raise RuntimeError("unexpected reply %r from port %d" % (line[:80], p))
-                continue
-            flags = {f[:1]: f[1:] for f in line.split()[1:]}
-            k = rows[int(flags[b"O"])][3]
-            found[k] = None if k in found else p
+    for i, p, _flags in clientkeys.meta_probe(mports, [(row[6].encode(), row[7]) for row in rows]):
+        k = rows[i][3]
+        found[k] = None if k in found else p
     return found
 
 

@@ -84,15 +84,14 @@ def dalli(mode, specs, keys, namespace=None, hex_values=False):
     return r.stdout
 
 
-def meta_ttls(ports, keys):
-    """{key: remaining ttl} of every key found on any of these memcacheds
-    (-1: no expiry), asked directly with one pipeline per server of
-    "mg <base64 key> b t O<index> q" and "mn", so no client's routing is
-    involved.
-    A key found on two servers is reported as None."""
-    out = {}
-    req = b"".join(b"mg %s b t O%d q\r\n" % (base64.b64encode(k), i)
-                   for i, k in enumerate(keys)) + b"mn\r\n"
+def meta_probe(ports, wire_keys):
+    """Ask each of these memcacheds for every key, directly, with one
+    pipeline per server of "mg <key> [b] t O<index> q" and "mn", so no
+    client's routing is involved.  wire_keys: (key as sent, base64) pairs.
+    Yields (index, port, flags) for every key a server holds, flags being
+    its reply's {letter: value}."""
+    req = b"".join(b"mg %s%s t O%d q\r\n" % (k, b" b" if b64 else b"", i)
+                   for i, (k, b64) in enumerate(wire_keys)) + b"mn\r\n"
     for port in ports:
         with socket.create_connection((mcrig.HOST, port), timeout=10) as s:
             s.sendall(req)
@@ -108,6 +107,15 @@ def meta_ttls(ports, keys):
                     raise RuntimeError("unexpected reply %r from port %d" % (line[:80], port))
                 continue
             flags = {f[:1]: f[1:] for f in line.split()[1:]}
-            key = keys[int(flags[b"O"])]
-            out[key] = None if key in out else int(flags[b"t"])
+            yield int(flags[b"O"]), port, flags
+
+
+def meta_ttls(ports, keys):
+    """{key: remaining ttl} of every key found on any of these memcacheds
+    (-1: no expiry), asked with meta_probe.
+    A key found on two servers is reported as None."""
+    out = {}
+    for i, _port, flags in meta_probe(ports, [(base64.b64encode(k), True) for k in keys]):
+        key = keys[i]
+        out[key] = None if key in out else int(flags[b"t"])
     return out
