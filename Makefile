@@ -24,55 +24,17 @@
 REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table foreign_table_scan foreign_join foreign_fullscan foreign_paths_write upgrade foreign_paths_read comments connections read_only first_contact route unix_socket sqlsmith_found
 
 MODULE_big = mcfdw
-OBJS = \
-	src/mcfdw.o \
-	src/options.o \
-	src/endpoints.o \
-	src/pool.o \
-	src/health.o \
-	src/conn.o \
-	src/conn_connect.o \
-	src/conn_fd.o \
-	src/conn_io.o \
-	src/conn_stats.o \
-	src/conn_lines.o \
-	src/conn_tls.o \
-	src/conn_multi.o \
-	src/pipeline.o \
-	src/functions.o \
-	src/reads.o \
-	src/keys.o \
-	src/values.o \
-	src/multi_get.o \
-	src/fdw.o \
-	src/fdw_table.o \
-	src/fdw_scan.o \
-	src/fdw_fullscan.o \
-	src/fdw_modify.o \
-	src/fdw_join.o \
-	src/fdw_join_exec.o \
-	src/rowlayout.o \
-	src/batch.o \
-	src/batch_sql.o \
-	src/xact.o \
-	src/counters.o \
-	src/counters_sql.o \
-	src/trigger.o \
-	src/servers.o \
-	src/connections_sql.o \
-	src/route_sql.o \
-	src/stats.o \
-	src/slabs.o \
-	src/protocol.o \
-	src/request.o \
-	src/metadump.o \
-	src/compress.o \
-	src/ring.o \
-	src/dalli_key.o \
-	src/hash.o
-# PGXS tracks no header dependencies: every object depends on every header,
-# so a changed struct can never leave a stale object behind.
-$(OBJS): $(wildcard src/*.h)
+# src/ holds one folder per layer, top to bottom; a file includes and calls
+# only its own folder and the folders below it (test/unit/structure.py
+# checks).  Headers are found by name through one -I per folder.
+LAYERS = sql fdw client net core
+OBJS = $(patsubst %.c,%.o,$(sort $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))))
+PG_CPPFLAGS += $(foreach d,$(LAYERS),-Isrc/$(d))
+# Header dependencies from the compiler: each object's list of the headers
+# it included (src/LAYER/x.d), read back on the next build.  PG_CFLAGS, not
+# PG_CPPFLAGS: the bitcode rule (.bc) would write the same file.
+PG_CFLAGS += -MMD -MP
+-include $(wildcard $(OBJS:.o=.d))
 
 # getaddrinfo_a (conn.c's host-name lookups) is in libanl before glibc 2.34,
 # in libc since (libanl is then an empty stub that --as-needed drops).
@@ -119,7 +81,7 @@ $(OBJS) $(OBJS:.o=.bc): $(BUILD_FLAGS)
 $(BUILD_FLAGS): build-flags-check
 	@echo '$(PG_CPPFLAGS) $(PG_CONFIG)' | cmp -s - $@ || echo '$(PG_CPPFLAGS) $(PG_CONFIG)' > $@
 
-EXTRA_CLEAN = test/unit/bin $(BUILD_FLAGS)
+EXTRA_CLEAN = test/unit/bin $(BUILD_FLAGS) $(OBJS:.o=.d)
 
 # Debian's PostgreSQL 15 unless PG_CONFIG is given.
 PG_CONFIG_DEFAULT = /usr/lib/postgresql/15/bin/pg_config
@@ -165,7 +127,7 @@ endif
 # ---- C unit tests -------------------------------------------------------
 # Each test/unit/test_X.c is one TAP program, linked with the pure modules
 # (no PostgreSQL headers) that exist so far.
-UNIT_PURE = $(wildcard src/protocol.c src/request.c src/ring.c src/dalli_key.c src/hash.c src/compress.c src/metadump.c)
+UNIT_PURE = $(wildcard src/core/*.c)
 UNIT_SRCS = $(wildcard test/unit/test_*.c)
 UNIT_BINS = $(patsubst test/unit/%.c,test/unit/bin/%,$(UNIT_SRCS))
 UNIT_CC ?= cc
@@ -174,9 +136,9 @@ UNIT_CC ?= cc
 UNIT_CFLAGS ?= -O2 -g -Wall -Wextra -Werror -Wno-unused-function
 UNIT_LDLIBS ?= -lz -ldeflate
 
-test/unit/bin/%: test/unit/%.c $(UNIT_PURE) $(wildcard src/*.h) test/unit/tap.h
+test/unit/bin/%: test/unit/%.c $(UNIT_PURE) $(wildcard src/core/*.h) test/unit/tap.h
 	@mkdir -p $(@D)
-	$(UNIT_CC) $(UNIT_CFLAGS) -Isrc -Itest/unit -o $@ $< $(UNIT_PURE) $(UNIT_LDLIBS)
+	$(UNIT_CC) $(UNIT_CFLAGS) -Isrc/core -Itest/unit -o $@ $< $(UNIT_PURE) $(UNIT_LDLIBS)
 
 .PHONY: unit-build
 unit-build: $(UNIT_BINS)

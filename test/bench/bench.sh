@@ -50,8 +50,8 @@ SQL
 
 mkdir -p test/bench/bin
 rig_say "building test/bench/bin/rawclient"
-${CC:-cc} -O2 -Wall -Wextra -Werror -Isrc -o test/bench/bin/rawclient \
-	test/bench/rawclient.c src/ring.c src/hash.c -lssl -lcrypto
+${CC:-cc} -O2 -Wall -Wextra -Werror -Isrc/core -o test/bench/bin/rawclient \
+	test/bench/rawclient.c src/core/ring.c src/core/hash.c -lssl -lcrypto
 
 export MCFDW_PGBIN="$RIG_PGBIN" MCFDW_PGDATA="$RIG_PGDATA"
 export PYTHONPATH="$RIG_SRC/test/lib${PYTHONPATH:+:$PYTHONPATH}"

@@ -10,8 +10,8 @@
  * an exactly sized heap copy, so AddressSanitizer sees any over-read.
  *
  * Two builds:
- *	 clang -fsanitize=fuzzer,address,undefined -Isrc test/fuzz/fuzz_protocol.c src/protocol.c src/metadump.c
- *	 cc -DMC_FUZZ_STANDALONE -Isrc test/fuzz/fuzz_protocol.c src/protocol.c src/metadump.c
+ *	 clang -fsanitize=fuzzer,address,undefined -Isrc/core test/fuzz/fuzz_protocol.c src/core/protocol.c src/core/metadump.c
+ *	 cc -DMC_FUZZ_STANDALONE -Isrc/core test/fuzz/fuzz_protocol.c src/core/protocol.c src/core/metadump.c
  * The second has its own main(): it replays the files (or directories)
  * given and then runs random mutations of them, for -n runs or -t seconds.
  */

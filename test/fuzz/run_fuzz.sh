@@ -14,7 +14,7 @@ set -u
 secs=${1:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-src="$here/fuzz_protocol.c $root/src/protocol.c $root/src/metadump.c"
+src="$here/fuzz_protocol.c $root/src/core/protocol.c $root/src/core/metadump.c"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mcfdw_fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
@@ -64,7 +64,7 @@ fail() {
 if have_libfuzzer; then
 	# shellcheck disable=SC2086
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-I"$root/src" $src -o "$work/fuzz" >"$work/build.log" 2>&1 ||
+		-I"$root/src/core" $src -o "$work/fuzz" >"$work/build.log" 2>&1 ||
 		{ cat "$work/build.log"; fail "libFuzzer build failed"; }
 	mkdir "$work/corpus"
 	"$work/fuzz" -max_total_time="$secs" -print_final_stats=1 -dict="$work/protocol.dict" \
@@ -87,9 +87,9 @@ else
 	[ -n "$cc" ] || fail "no C compiler"
 	# shellcheck disable=SC2086
 	if "$cc" -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -DMC_FUZZ_STANDALONE \
-		-I"$root/src" $src -o "$work/fuzz" >"$work/build.log" 2>&1; then
+		-I"$root/src/core" $src -o "$work/fuzz" >"$work/build.log" 2>&1; then
 		mode="replay+ASan+UBSan"
-	elif "$cc" -g -O1 -DMC_FUZZ_STANDALONE -I"$root/src" $src -o "$work/fuzz" >"$work/build.log" 2>&1; then
+	elif "$cc" -g -O1 -DMC_FUZZ_STANDALONE -I"$root/src/core" $src -o "$work/fuzz" >"$work/build.log" 2>&1; then
 		mode="replay, no sanitizers"
 	else
 		cat "$work/build.log"

@@ -24,7 +24,7 @@ import mcrig
 t = mcrig.TAP()
 PG_CONFIG = os.environ.get("PG_CONFIG", "pg_config")
 BINDIR = subprocess.check_output([PG_CONFIG, "--bindir"], text=True).strip()
-SLOTS = 256                     # MC_COUNTER_SLOTS in src/counters.c
+SLOTS = 256                     # MC_COUNTER_SLOTS in src/client/counters.c
 IS_ROOT = os.geteuid() == 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""protocol_live.py - check src/protocol.c against a real memcached.
+"""protocol_live.py - check src/core/protocol.c against a real memcached.
 
 Owns: the assumptions the protocol module makes about the server, checked
 on the wire: base64 keys are accepted and name the same item as the raw
@@ -7,7 +7,7 @@ key, the key limits match, and every reply shape the parser handles comes
 back as the parser expects.  Must not: touch any memcached it did not start.
 
 It starts a private memcached on a free loopback port (bound to port 0 to
-find one) and kills it at exit, compiles src/protocol.c into a shared
+find one) and kills it at exit, compiles src/core/protocol.c into a shared
 library and drives the real encoders and parser through ctypes, so what is
 tested is the C code, not a Python copy of it.  Prints TAP; exits 1 on any
 failure.  Skips (1..0) when memcached or a C compiler is missing.
@@ -27,7 +27,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SRC = os.path.join(ROOT, "src")
+SRC = os.path.join(ROOT, "src", "core")
 
 count = 0
 failed = 0
@@ -72,7 +72,7 @@ def build():
     """Compile protocol.c and request.c as a shared library plus a layout probe."""
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc") or shutil.which("clang")
     if cc is None:
-        skip_all("no C compiler to build src/protocol.c and src/request.c")
+        skip_all("no C compiler to build src/core/protocol.c and src/core/request.c")
     work = tempfile.mkdtemp(prefix="mcfdw_live.")
     cleanups.append(lambda: shutil.rmtree(work, ignore_errors=True))
     so = os.path.join(work, "libmcproto.so")

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""ring_compat.py — prove src/ring.c routes keys where the real clients do.
+"""ring_compat.py — prove src/core/ring.c routes keys where the real clients do.
 
 For each case this starts from empty memcached servers, writes a few
 thousand generated keys with the real client (Ruby Dalli 3.x for "dalli",
 pylibmc on libmemcached for the ketama variants and modula), asks every
 server directly which keys it holds, and compares that with what ringtool
-(test/unit/ringtool.c over src/ring.c, src/dalli_key.c and src/hash.c) says.  Every key must
+(test/unit/ringtool.c over src/core/ring.c, src/core/dalli_key.c and src/core/hash.c) says.  Every key must
 be found on exactly the server ringtool names; for Dalli the stored key must
 also equal mc_dalli_route_key's output.  One TAP point per case.
 
@@ -136,16 +136,16 @@ def build_ringtool():
         return pre
     exe = os.path.join(_tmpdir, "ringtool")
     cc = os.environ.get("CC", "gcc")
-    subprocess.run([cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-o", exe,
+    subprocess.run([cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-I" + os.path.join(ROOT, "src/core"), "-o", exe,
                     os.path.join(ROOT, "test/unit/ringtool.c"),
-                    os.path.join(ROOT, "src/ring.c"),
-                    os.path.join(ROOT, "src/dalli_key.c"),
-                    os.path.join(ROOT, "src/hash.c")], check=True)
+                    os.path.join(ROOT, "src/core/ring.c"),
+                    os.path.join(ROOT, "src/core/dalli_key.c"),
+                    os.path.join(ROOT, "src/core/hash.c")], check=True)
     return exe
 
 
 def ringtool(tool, dist, specs, keys, extra=()):
-    """Per key: (routed key bytes, server index) as src/ring.c computes them."""
+    """Per key: (routed key bytes, server index) as src/core/ring.c computes them."""
     args = [tool, "-x", "-k"] + list(extra) + [dist] + specs
     inp = "".join(k.hex() + "\n" for k in keys)
     out = subprocess.run(args, input=inp, capture_output=True, text=True, check=True).stdout

@@ -51,8 +51,8 @@ finish() {
 	exit $failed
 }
 
-if ! "$cc" -O2 -gdwarf-4 -Wall -Wextra -Werror -I"$root/src" \
-	"$root/test/bench/parser_bench.c" "$root/src/protocol.c" -o "$work/bench" 2>"$work/build.log"; then
+if ! "$cc" -O2 -gdwarf-4 -Wall -Wextra -Werror -I"$root/src/core" \
+	"$root/test/bench/parser_bench.c" "$root/src/core/protocol.c" -o "$work/bench" 2>"$work/build.log"; then
 	sed 's/^/# /' "$work/build.log"
 	notok "parser: parser_bench builds"
 	finish

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/ring.h"
+#include "ring.h"
 
 #define MAX_NODES MC_RING_MAX_SERVERS
 

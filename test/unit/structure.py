@@ -1,57 +1,147 @@
 #!/usr/bin/env python3
 """structure.py — the shape of src/ that the house rules promise, as TAP.
 
-No call cycle among src/*.c: an edge A -> B means A names a function or
-global defined (non-static) in B.  Data flows one way (SQL surface -> keys
--> ring -> pool -> connection -> protocol); a cycle means some file calls
-back up.  Static inline helpers of a header count for the file that owns
-the state they read (OWNER_OF_INLINE).
+src/ holds one folder per layer (LAYERS, top to bottom).  Data flows one way
+(SQL surface -> foreign tables -> client -> connections -> pure C), so:
 
-That the pure modules (UNIT_PURE in the Makefile) include no
-PostgreSQL header is enforced by the unit tests, which build them without
-PostgreSQL's include path.
+1. no call cycle among the .c files: an edge A -> B means A names a function
+   or global defined (non-static) in B, or a static inline function of
+   header B;
+2. no #include cycle among src/'s files;
+3. every #include "x.h" of a file names a header of its own folder or of a
+   folder below it;
+4. every call edge goes to its own folder or a folder below it;
+5. the pure-C layer (core/) includes nothing outside core/ but the C
+   library: no PostgreSQL header (the unit tests and the fuzzer build it
+   without PostgreSQL's include path; this says why a build fails);
+6. the checks themselves fail on a tree with an upward include, an upward
+   call, or a PostgreSQL header in core/ (a synthetic tree made here).
 
-The graph is printed as comments, so a change of structure shows in the log.
+Headers are included by name (one -I per folder), so names are unique
+across src/.  The folder graph is printed as comments, so a change of
+structure shows in the log.  Usage: structure.py [SRC_ROOT]
 """
 import collections
-import glob
 import os
 import re
+import shutil
 import sys
+import tempfile
 
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
-OWNER_OF_INLINE = {"McServerGet": "pool.c"}
+# The layers, top to bottom; docs/layout.md's tables follow this order.
+LAYERS = [
+    ("sql", "the SQL surface: the module's entry point, SQL functions and views, the invalidation trigger, the on-commit queue"),
+    ("fdw", "the foreign-data wrapper: planning, scans, batched joins, full scans, modifications"),
+    ("client", "the client: server cache and options, keys, values, routing and health, the pipelined engines"),
+    ("net", "connections: life cycle, bytes and waits, connects, TLS, stats and line streams"),
+    ("core", "pure C, no PostgreSQL header: the protocol, request encoding, rings, hashes, compression, metadump lines"),
+]
+RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+
+DEFAULT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
 
 def strip(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
     return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
 
 
-def main():
-    files = sorted(glob.glob(os.path.join(SRC, "*.c")))
-    texts = {os.path.basename(f): strip(open(f, encoding="utf-8").read()) for f in files}
-    defs = dict(OWNER_OF_INLINE)
-    for name, text in texts.items():
-        # functions: return type on one line, name at the start of the next
-        for m in re.finditer(r"^([A-Za-z_][\w \t*]*)\n([A-Za-z_]\w*)\(", text, re.M):
-            if "static" not in m.group(1):
-                defs.setdefault(m.group(2), name)
-        # globals with the project's prefixes
-        for m in re.finditer(r"^(?!static|extern|typedef)[A-Za-z_][\w \t*]*?\b((?:mc_|Mc)\w+)\s*(?:=[^=]|;)",
-                             text, re.M):
-            defs.setdefault(m.group(1), name)
-    edges = collections.defaultdict(set)
-    for name, text in texts.items():
+def read_tree(src):
+    """{relative path: raw text} of src/LAYER/*.[ch]; files outside a layer folder."""
+    files, stray = {}, []
+    for root, _dirs, names in os.walk(src):
+        for n in names:
+            if not n.endswith((".c", ".h")):
+                continue
+            rel = os.path.relpath(os.path.join(root, n), src)
+            if rel.split(os.sep)[0] not in RANK or rel.count(os.sep) != 1:
+                stray.append(rel)
+                continue
+            with open(os.path.join(root, n), encoding="utf-8") as f:
+                files[rel] = f.read()
+    return files, sorted(stray)
+
+
+def layer(rel):
+    return rel.split(os.sep)[0]
+
+
+def analyse(src):
+    files, stray = read_tree(src)
+    by_name = collections.defaultdict(list)
+    for rel in files:
+        by_name[os.path.basename(rel)].append(rel)
+    problems = collections.defaultdict(list)
+    for name, rels in sorted(by_name.items()):
+        if len(rels) > 1:
+            problems["names"].append("%s is in %s" % (name, " and ".join(sorted(rels))))
+    for rel in stray:
+        problems["names"].append("%s is not in a layer folder (%s)" % (rel, ", ".join(RANK)))
+
+    # includes
+    inc = collections.defaultdict(set)
+    for rel, text in files.items():
+        for m in re.finditer(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            target = by_name.get(os.path.basename(m.group(1)))
+            if target and "/" not in m.group(1):
+                inc[rel].add(target[0])
+            elif layer(rel) == "core":
+                problems["core"].append('%s includes "%s", which is not a header of core/' % (rel, m.group(1)))
+        if layer(rel) == "core":
+            for m in re.finditer(r"^\s*#\s*include\s+<([^>]+)>", text, re.M):
+                if re.match(r"(postgres|pg_|c\.h|fmgr|utils/|catalog/|access/|nodes/|storage/|executor/|libpq)", m.group(1)):
+                    problems["core"].append("%s includes <%s>, a PostgreSQL header" % (rel, m.group(1)))
+    for a in sorted(inc):
+        for b in sorted(inc[a]):
+            if RANK[layer(b)] < RANK[layer(a)]:
+                problems["include-up"].append("%s includes %s (%s/ is above %s/)"
+                                              % (a, b, layer(b), layer(a)))
+
+    # definitions: non-static functions and globals of .c files; static
+    # inline functions of headers belong to the header
+    stripped = {rel: strip(text) for rel, text in files.items()}
+    defs = {}
+    for rel, text in stripped.items():
+        if rel.endswith(".c"):
+            for m in re.finditer(r"^([A-Za-z_][\w \t*]*)\n([A-Za-z_]\w*)\(", text, re.M):
+                if "static" not in m.group(1):
+                    defs.setdefault(m.group(2), rel)
+            for m in re.finditer(r"^(?!static|extern|typedef)[A-Za-z_][\w \t*]*?\b((?:mc_|Mc)\w+)\s*(?:=[^=]|;)",
+                                 text, re.M):
+                defs.setdefault(m.group(1), rel)
+        else:
+            for m in re.finditer(r"^static\s+inline\s+[\w \t*]*\n([A-Za-z_]\w*)\(", text, re.M):
+                defs.setdefault(m.group(1), rel)
+    calls = collections.defaultdict(set)
+    for rel, text in stripped.items():
         words = set(re.findall(r"\b\w+\b", text))
         for sym, owner in defs.items():
-            if owner != name and sym in words:
-                edges[name].add(owner)
+            if owner != rel and sym in words:
+                calls[rel].add((owner, sym))
+    for a in sorted(calls):
+        ups = collections.defaultdict(list)
+        for b, sym in calls[a]:
+            if RANK[layer(b)] < RANK[layer(a)]:
+                ups[b].append(sym)
+        for b in sorted(ups):
+            problems["call-up"].append("%s names %s of %s (%s/ is above %s/)"
+                                       % (a, ", ".join(sorted(ups[b])), b, layer(b), layer(a)))
 
-    for a in sorted(edges):
-        print("# %-13s -> %s" % (a, ", ".join(sorted(edges[a]))))
+    call_edges = {a: {b for b, _ in s if b.endswith(".c") and a.endswith(".c")} for a, s in calls.items()}
+    problems["call-cycle"] = ["cycle: " + " -> ".join(c + (c[0],)) for c in cycles(call_edges)]
+    problems["include-cycle"] = ["cycle: " + " -> ".join(c + (c[0],)) for c in cycles(inc)]
 
-    cycles = set()
+    folder_edges = collections.defaultdict(collections.Counter)
+    for a in inc:
+        for b in inc[a]:
+            if layer(a) != layer(b):
+                folder_edges[layer(a)][layer(b)] += 1
+    return problems, folder_edges, files
+
+
+def cycles(edges):
+    found = set()
     for start in list(edges):
         stack = [(start, [start])]
         while stack:
@@ -59,19 +149,88 @@ def main():
             for nxt in edges.get(cur, ()):
                 if nxt == start:
                     k = path.index(min(path))
-                    cycles.add(tuple(path[k:] + path[:k]))
+                    found.add(tuple(path[k:] + path[:k]))
                 elif nxt not in path:
                     stack.append((nxt, path + [nxt]))
-    fails = 0
-    if cycles:
-        fails += 1
-        print("not ok 1 - no call cycle among src/*.c")
-        for c in sorted(cycles):
-            print("#   cycle: " + " -> ".join(c + (c[0],)))
-    else:
-        print("ok 1 - no call cycle among src/*.c")
+    return sorted(found)
 
-    print("1..1")
+
+CHECKS = [
+    ("names", "every file of src/ is in a layer folder, and no two share a name"),
+    ("call-cycle", "no call cycle among src/'s .c files"),
+    ("include-cycle", "no #include cycle among src/'s files"),
+    ("include-up", "every #include goes to the file's own folder or one below"),
+    ("call-up", "every call goes to the file's own folder or one below"),
+    ("core", "core/ includes no PostgreSQL header and nothing outside core/"),
+]
+
+
+def self_test():
+    """The checks fail on trees that break them: a synthetic tree per rule."""
+    base = {
+        "sql/top.c": '#include "mid.h"\nvoid\nMcTop(void)\n{\n\tMcMid();\n}\n',
+        "client/mid.h": '#include "low.h"\nextern void McMid(void);\n',
+        "client/mid.c": '#include "mid.h"\nvoid\nMcMid(void)\n{\n\tMcLow();\n}\n',
+        "core/low.h": "extern void McLow(void);\n",
+        "core/low.c": '#include "low.h"\nvoid\nMcLow(void)\n{\n}\n',
+    }
+    broken = {
+        "include-up": {"core/low.c": '#include "low.h"\n#include "mid.h"\nvoid\nMcLow(void)\n{\n}\n'},
+        "call-up": {"core/low.c": '#include "low.h"\nextern void McTop(void);\nvoid\nMcLow(void)\n{\n\tMcTop();\n}\n'},
+        "core": {"core/low.c": '#include "postgres.h"\n#include "low.h"\nvoid\nMcLow(void)\n{\n}\n'},
+        "call-cycle": {"client/mid.c": '#include "mid.h"\nvoid\nMcMid(void)\n{\n\tMcLow();\n}\nvoid\nMcMid2(void)\n{\n}\n',
+                       "client/other.c": '#include "mid.h"\nvoid\nMcOther(void)\n{\n\tMcMid2();\n}\n',
+                       "client/mid.h": '#include "low.h"\nextern void McMid(void);\nextern void McMid2(void);\nextern void McOther(void);\n',
+                       "core/low.c": '#include "low.h"\nvoid\nMcLow(void)\n{\n}\n'},
+    }
+    broken["call-cycle"]["client/mid.c"] = '#include "mid.h"\nvoid\nMcMid(void)\n{\n\tMcOther();\n}\nvoid\nMcMid2(void)\n{\n}\n'
+    results = []
+    for rule, change in [(None, {})] + sorted(broken.items()):
+        tmp = tempfile.mkdtemp(prefix="mcfdw-structure-")
+        try:
+            for rel, text in dict(base, **change).items():
+                os.makedirs(os.path.join(tmp, os.path.dirname(rel)), exist_ok=True)
+                with open(os.path.join(tmp, rel), "w", encoding="utf-8") as f:
+                    f.write(text)
+            problems, _, _ = analyse(tmp)
+            failing = {k for k, v in problems.items() if v}
+            results.append((rule, failing))
+        finally:
+            shutil.rmtree(tmp)
+    return results
+
+
+def main():
+    src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_SRC)
+    problems, folder_edges, files = analyse(src)
+    for name, _ in LAYERS:
+        n = sum(1 for rel in files if layer(rel) == name)
+        below = ", ".join("%s (%d)" % (b, c) for b, c in sorted(folder_edges[name].items(), key=lambda x: RANK[x[0]]))
+        print("# %-6s %2d files; includes from: %s" % (name + "/", n, below or "-"))
+    fails = 0
+    num = 0
+    for key, title in CHECKS:
+        num += 1
+        if problems.get(key):
+            fails += 1
+            print("not ok %d - %s" % (num, title))
+            for p in problems[key]:
+                print("#   " + p)
+        else:
+            print("ok %d - %s" % (num, title))
+    for rule, failing in self_test():
+        num += 1
+        if rule is None:
+            ok = not failing
+            title = "the self-test's well-formed tree passes every check"
+        else:
+            ok = rule in failing
+            title = "the check '%s' fails on a tree that breaks it" % rule
+        if not ok:
+            fails += 1
+            print("#   failing checks: %s" % (", ".join(sorted(failing)) or "none"))
+        print("%s %d - %s" % ("ok" if ok else "not ok", num, title))
+    print("1..%d" % num)
     return 1 if fails else 0
 
 

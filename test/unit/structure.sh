@@ -1,3 +1,3 @@
 #!/bin/sh
-# structure.sh — run structure.py (no call cycle among src/*.c).  Prints TAP.
+# structure.sh — run structure.py (the layer folders of src/ and their rules).  Prints TAP.
 exec "${MCFDW_PYTHON:-python3}" "$(dirname "$0")/structure.py"

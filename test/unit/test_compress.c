@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/compress.h"
+#include "compress.h"
 #include "tap.h"
 
 /* zlib.compress(b"hello") in Python: what pylibmc and Dalli would store. */

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../src/hash.h"
+#include "hash.h"
 #include "tap.h"
 
 static void

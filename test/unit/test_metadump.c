@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/metadump.h"
+#include "metadump.h"
 #include "tap.h"
 
 static McMdLine

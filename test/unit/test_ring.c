@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/hash.h"
-#include "../../src/ring.h"
+#include "hash.h"
+#include "ring.h"
 #include "tap.h"
 
 /* Every McDist value is a distribution (ring.h). */

@@ -1,0 +1,902 @@
+/*
+ * batch.c — McBatchWrite: many writes of one server, one pipeline per
+ * instance.
+ *
+ * Owns: the write batch engine.  Ops are routed (health.c's ring and alive
+ * map, as mc_get_multi routes keys) and grouped per instance; each instance
+ * gets one pipeline of quiet meta commands, each carrying its position as
+ * opaque (O<pos>), then "mn"; every pipeline is written before any reply
+ * is awaited, and one wait on the server's wait set serves whichever
+ * socket is ready.  Quiet mode leaves only the exceptions on the
+ * wire (NS, NF, errors for ms/md; HD for a touch, whose misses are the
+ * quiet ones), so what "MN" closes without a word took the default outcome.
+ * Requests are encoded in slices, so the write buffer stays small however
+ * many ops a batch has.
+ *
+ * A pooled socket is probed first: a stray reply on it would pass for the
+ * pipeline's own.  A SQL caller's deletes are at most once (sent again,
+ * what the first send deleted would be NF), and so are sets marked once
+ * (an INSERT's rows: sent again, one could overwrite another client's
+ * newer value).  The wait and the restart of
+ * an instance are pipeline.c's, as multi_get.c's are; the engines stay
+ * apart because their replies and outcomes differ.  Must not: open, read
+ * or write sockets itself (conn.c, conn_multi.c), touch the catalog or SQL
+ * types, or keep state between calls.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+#include "pipeline.h"
+
+/* Keep at most this much encoded request text (values included) queued per instance. */
+#define BW_WRITE_SLICE		(32 * 1024)
+
+/*
+ * memcached 1.6.18 over TLS stops reading once a set's value runs past the
+ * 16 kB its buffer reads at a time: whatever follows the value sits
+ * decrypted inside its OpenSSL buffer, where its event loop never looks,
+ * and the batch times out (plain TCP, deletes and touches are not
+ * affected).  Over TLS a batch with sets is therefore sent in segments of
+ * at most this many bytes, each closed by "mn" and answered before the
+ * next is sent, so no value crosses the server's buffer; a larger set goes
+ * alone, not quiet, with nothing after it until its reply is in.
+ */
+#define BW_TLS_SEGMENT		(8 * 1024)
+
+/* One instance's share of a round. */
+typedef struct BwInstance
+{
+	McConn	   *conn;			/* NULL: unused or dropped */
+	int		   *ops;			/* indexes into the op array, request order */
+	int			nops;
+	int			next_send;		/* ops encoded so far */
+	int			next_match;		/* replies come in order: positions below are passed */
+	bool		mn_queued;		/* the last "mn" is queued */
+	bool		segmented;		/* TLS with sets: see BW_TLS_SEGMENT */
+	int			seg_end;		/* ops before this are in sent segments */
+	bool		seg_waiting;	/* the segment sent is not answered yet */
+	bool		seg_single;		/* ... and it is one large set, not quiet */
+	bool		active;			/* waiting for MN */
+	bool		retried;
+	size_t		need;
+	TimestampTz last_progress;
+} BwInstance;
+
+typedef struct BwBatch
+{
+	McServer   *srv;
+	McBatchOp  *ops;
+	int			nops;
+	bool		soft;			/* the caller's: nothing but a cancel raises */
+	bool		isoft;			/* instance failures do not raise (soft,
+								 * failover or on_failure 'miss') */
+	bool		miss;			/* on_failure 'miss': a failed instance's ops
+								 * fail, the call goes on */
+	TimestampTz deadline;		/* 0: none */
+	int			timeout_ms;
+	char	   *errbuf;
+	size_t		errlen;
+	BwInstance *inst;			/* one per configured instance */
+	bool	   *excluded;		/* instances that failed in this call */
+	int		   *slots;
+	bool		reroute;		/* a failed instance left ops to fail over */
+	bool	   *degraded;		/* under miss: instances whose ops failed */
+	bool		segmented;		/* TLS and some sets: see BW_TLS_SEGMENT */
+	bool		at_most_once;	/* deletes and once sets of a SQL call: never sent twice */
+} BwBatch;
+
+/* Keep the first failure's message for a soft caller. */
+static void
+note_error(BwBatch *b, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+note_error(BwBatch *b, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (b->errlen == 0 || b->errbuf[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->errbuf, b->errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Settle every unanswered op of an instance with result r. */
+static void
+settle_rest(BwBatch *b, BwInstance *bi, McBatchResult r)
+{
+	for (int i = 0; i < bi->nops; i++)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[i]];
+
+		if (op->result == MC_BATCH_PENDING)
+			op->result = r;
+	}
+}
+
+/*
+ * The instance failed (counted already by health.c): its unanswered ops go
+ * to another instance with failover, unless no time is left; else they
+ * fail.
+ */
+static void
+drop_instance(BwBatch *b, BwInstance *bi, int s, bool may_reroute)
+{
+	note_error(b, "instance %s: %s", McInstanceName(&b->srv->net, s),
+			   McInstanceHealthOf(b->srv, s)->last_error);
+	/* writes that may have run there must not run elsewhere too */
+	if (b->at_most_once && bi->conn != NULL && McConnInDoubt(bi->conn))
+	{
+		may_reroute = false;
+		if (!b->miss)
+			McConnRaise(bi->conn);
+	}
+	if (may_reroute && b->srv->cfg.failover)
+	{
+		b->excluded[s] = true;
+		b->reroute = true;
+	}
+	else
+	{
+		settle_rest(b, bi, MC_BATCH_FAILED);
+		if (b->miss)
+			b->degraded[s] = true;
+	}
+	bi->conn = NULL;
+	bi->active = false;
+}
+
+/*
+ * Route the unanswered ops to their instances (skipping those that failed
+ * in this call) and group them per instance.  False when none is pending.
+ */
+static bool
+route_round(BwBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			n = srv->cfg.nendpoints;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McServerAliveMap(srv, alivebuf);
+	int			npending = 0;
+	int		   *inst_of = b->slots + b->nops;	/* second half of slots */
+
+	if (b->reroute)
+	{
+		if (alive == NULL)
+			for (int s = 0; s < n; s++)
+				alivebuf[s] = true;
+		for (int s = 0; s < n; s++)
+			if (b->excluded[s])
+				alivebuf[s] = false;
+		alive = alivebuf;
+	}
+	if (b->miss && alive != NULL)
+	{
+		bool		any = false;
+
+		for (int s = 0; s < n; s++)
+			any |= alive[s];
+		if (!any && b->reroute)
+		{
+			/* failed over to the last instance: what is left fails */
+			for (int i = 0; i < b->nops; i++)
+				if (b->ops[i].result == MC_BATCH_PENDING)
+					b->ops[i].result = MC_BATCH_FAILED;
+			for (int s = 0; s < n; s++)
+				b->degraded[s] |= b->excluded[s];
+			b->reroute = false;
+			return false;
+		}
+		if (!any)
+			alive = NULL;		/* all dead: each op meets its own dead instance */
+	}
+	b->reroute = false;
+	memset(b->inst, 0, sizeof(BwInstance) * n);
+	for (int i = 0; i < b->nops; i++)
+	{
+		McBatchOp  *op = &b->ops[i];
+
+		if (op->result != MC_BATCH_PENDING)
+			continue;
+		/* raises once no instance is left (failover) or all are dead */
+		inst_of[i] = (n == 1 && alive == NULL) ? 0 :
+			McServerPickWith(srv, op->key, op->keylen, alive);
+		b->inst[inst_of[i]].nops++;
+		npending++;
+	}
+	if (npending == 0)
+		return false;
+	for (int s = 0, off = 0; s < n; s++)
+	{
+		b->inst[s].ops = b->slots + off;
+		off += b->inst[s].nops;
+		b->inst[s].nops = 0;
+	}
+	for (int i = 0; i < b->nops; i++)
+	{
+		BwInstance *bi;
+
+		if (b->ops[i].result != MC_BATCH_PENDING)
+			continue;
+		bi = &b->inst[inst_of[i]];
+		bi->ops[bi->nops++] = i;
+	}
+	return true;
+}
+
+/*
+ * Get every instance of the round a connection: a pooled socket, or a
+ * connect started here and finished by the wait (pipeline.c), where the
+ * connects of all instances proceed together.
+ */
+static void
+connect_all(BwBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			n = srv->cfg.nendpoints;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int s = 0; s < n; s++)
+	{
+		BwInstance *bi = &b->inst[s];
+
+		if (bi->nops == 0)
+			continue;
+		bi->conn = McPipelineBegin(srv, s, b->isoft);
+		bi->need = 1;
+		bi->last_progress = now;
+		bi->segmented = b->segmented;
+		bi->active = (bi->conn != NULL);
+		if (!bi->active)
+			drop_instance(b, bi, s, true);
+		else if (b->at_most_once && !McConnConnecting(bi->conn))
+			McConnAtMostOnce(bi->conn);
+	}
+}
+
+/* Encode one op at dst; returns its length (header, and data for a set). */
+static size_t
+encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
+{
+	char		wire[MC_KEY_MAX];
+	const char *wkey = op->key;
+	size_t		wlen = op->keylen;
+	bool		b64;
+	char		opaque[12];
+	McReqOpts	o;
+	size_t		n;
+
+	/* the caller routed and checked the key: it fits */
+	if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
+		elog(ERROR, "memcached key of %zu bytes in a batch does not fit", op->keylen);
+	if (b64)
+	{
+		wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
+		wkey = wire;
+	}
+	memset(&o, 0, sizeof(o));
+	o.quiet = quiet;
+	o.opaque_len = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+	o.opaque = opaque;
+	switch (op->kind)
+	{
+		case MC_BATCH_DELETE:
+			return mc_encode_request(dst, "md", wkey, wlen, b64, -1, &o);
+		case MC_BATCH_TOUCH:
+			o.has_ttl = true;
+			o.ttl = op->ttl;
+			return mc_encode_request(dst, "mg", wkey, wlen, b64, -1, &o);
+		case MC_BATCH_SET:
+			o.has_ttl = op->has_ttl;
+			o.ttl = op->ttl;
+			o.has_client_flags = op->has_flags;
+			o.client_flags = op->flags;
+			o.mode = op->add ? 'E' : 0;
+			n = mc_encode_request(dst, "ms", wkey, wlen, b64, (long) op->valuelen, &o);
+			if (n == 0)
+				return 0;
+			memcpy(dst + n, op->value, op->valuelen);
+			n += op->valuelen;
+			dst[n++] = '\r';
+			dst[n++] = '\n';
+			return n;
+	}
+	return 0;
+}
+
+/* Encode the next segment of a segmented pipeline, closed by "mn". */
+static void
+fill_segment(BwBatch *b, BwInstance *bi)
+{
+	McConn	   *conn = bi->conn;
+	size_t		bytes = 0;
+	int			first = bi->next_send;
+
+	if (bi->seg_waiting || bi->mn_queued)
+		return;
+	if (bi->next_send < bi->nops)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		size_t		room = MC_REQ_HEADER_MAX +
+			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+
+		if (room > BW_TLS_SEGMENT)
+		{
+			size_t		n = encode_op(op, bi->next_send, false,
+									  McConnWriteSpace(conn, room));
+
+			if (n == 0)
+				elog(ERROR, "could not encode a write request for a checked key");
+			McConnWritten(conn, n);
+			McConnPipelined(conn, 1);
+			bi->next_send++;
+			bi->seg_end = bi->next_send;
+			bi->seg_waiting = true;
+			bi->seg_single = true;
+			return;
+		}
+	}
+	while (bi->next_send < bi->nops)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		size_t		room = MC_REQ_HEADER_MAX +
+			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+		size_t		n;
+
+		if (room > BW_TLS_SEGMENT ||
+			(bi->next_send > first && bytes + room > BW_TLS_SEGMENT))
+			break;
+		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
+		if (n == 0)
+			elog(ERROR, "could not encode a write request for a checked key");
+		McConnWritten(conn, n);
+		bytes += n;
+		bi->next_send++;
+	}
+	McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+	McConnPipelined(conn, bi->next_send - first);
+	bi->seg_end = bi->next_send;
+	bi->seg_waiting = true;
+	bi->mn_queued = (bi->next_send == bi->nops);
+}
+
+/*
+ * Queue more requests for an instance, up to one slice of unsent bytes (a
+ * large value may overshoot it by itself), and "mn" once all are queued.
+ */
+static void
+fill_requests(BwBatch *b, BwInstance *bi)
+{
+	McConn	   *conn = bi->conn;
+
+	if (bi->segmented)
+	{
+		fill_segment(b, bi);
+		return;
+	}
+	while (bi->next_send < bi->nops && McConnUnsent(conn) < BW_WRITE_SLICE)
+	{
+		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		size_t		room = MC_REQ_HEADER_MAX +
+			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+		size_t		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
+
+		if (n == 0)
+			elog(ERROR, "could not encode a write request for a checked key");
+		McConnWritten(conn, n);
+		bi->next_send++;
+	}
+	if (bi->next_send == bi->nops && !bi->mn_queued)
+	{
+		McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+		bi->mn_queued = true;
+		McConnPipelined(conn, bi->nops);
+	}
+}
+
+/*
+ * A set of the instance's pipeline was over the server's item size limit.
+ * The error carries no opaque, and the sets that went through said
+ * nothing, so the refused one is any unanswered set; but the limit is on
+ * the item's size, so the largest of them (key and value) is over it too:
+ * that one is named.  The key is the routed one, printable bytes only.
+ */
+static void
+too_large(BwBatch *b, BwInstance *bi, int s, const char *line)
+{
+	const McBatchOp *big = NULL;
+	char		key[MC_KEY_MAX + 1];
+	size_t		n;
+
+	for (int i = bi->next_match; i < bi->next_send; i++)
+	{
+		const McBatchOp *op = &b->ops[bi->ops[i]];
+
+		if (op->kind == MC_BATCH_SET &&
+			(big == NULL || op->keylen + op->valuelen > big->keylen + big->valuelen))
+			big = op;
+	}
+	if (big == NULL)
+		return;
+	n = Min(big->keylen, MC_KEY_MAX);
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char ch = (unsigned char) big->key[i];
+
+		key[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char) ch;
+	}
+	key[n] = '\0';
+	McConnClose(bi->conn);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("value of key \"%s\" is too large for memcached server \"%s\"",
+					key, b->srv->name),
+			 errdetail_internal("Instance %s replied: %s (the value is %zu bytes).",
+								McInstanceName(&b->srv->net, s), line, big->valuelen),
+			 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
+}
+
+/*
+ * An error reply ends the instance's part: the failing op cannot be told
+ * (errors carry no opaque), so every unanswered op of it fails.  The server
+ * did answer: nothing is failed over, and only a soft caller goes on.
+ */
+static void
+error_reply(BwBatch *b, BwInstance *bi, int s, const char *base, const McReply *r)
+{
+	size_t		len = r->header_len >= 2 ? Min(r->header_len - 2, 200) : 0;
+	char		line[201];
+
+	memcpy(line, base, len);
+	line[len] = '\0';
+	for (char *p = line; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			*p = '?';
+	if (!b->soft && r->type == MC_REPLY_SERVER_ERROR &&
+		strstr(line, "object too large") != NULL)
+		too_large(b, bi, s, line);
+	if (!b->soft)
+		McConnReplyError(bi->conn, base, r);
+	note_error(b, "instance %s replied: %s", McInstanceName(&b->srv->net, s), line);
+	McConnClose(bi->conn);
+	settle_rest(b, bi, MC_BATCH_FAILED);
+	bi->conn = NULL;
+	bi->active = false;
+}
+
+/*
+ * Handle every complete reply buffered for an instance.  False when the
+ * instance left the batch.
+ */
+static bool
+handle_replies(BwBatch *b, BwInstance *bi, int s)
+{
+	McConn	   *conn = bi->conn;
+	size_t		len;
+	char	   *buf = McConnUnread(conn, &len);
+	size_t		off = 0;
+
+	for (;;)
+	{
+		char	   *base = buf + off;
+		McReply		r;
+		McReplyType t = mc_parse_reply_z(base, len - off, &r);
+		int			j;
+
+		if (t == MC_REPLY_NEED_MORE)
+		{
+			bi->need = r.need;
+			break;
+		}
+		switch (t)
+		{
+			case MC_REPLY_HD:
+			case MC_REPLY_NS:
+			case MC_REPLY_NF:
+			case MC_REPLY_EN:
+			case MC_REPLY_EX:
+				j = mc_reply_position(base, &r, (uint32) bi->next_match,
+										  (uint32) bi->next_send);
+				if (j < 0)
+				{
+					McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
+								   "read from", "a reply does not match any outstanding request");
+					drop_instance(b, bi, s, false);
+					return false;
+				}
+				b->ops[bi->ops[j]].result =
+					(t == MC_REPLY_HD ? MC_BATCH_DONE : MC_BATCH_MISS);
+				bi->next_match = j + 1;
+				if (bi->seg_single && j == bi->seg_end - 1)
+					bi->seg_single = bi->seg_waiting = false;
+				break;
+			case MC_REPLY_MN:
+				if (bi->segmented && bi->seg_end < bi->nops)
+				{
+					/* a segment is done: its unnamed ops took the quiet outcome */
+					for (int i = bi->next_match; i < bi->seg_end; i++)
+					{
+						McBatchOp  *op = &b->ops[bi->ops[i]];
+
+						if (op->result == MC_BATCH_PENDING)
+							op->result = (op->kind == MC_BATCH_TOUCH ?
+										  MC_BATCH_MISS : MC_BATCH_DONE);
+					}
+					bi->next_match = bi->seg_end;
+					bi->seg_waiting = false;
+					break;
+				}
+				/* what no reply named took the quiet outcome */
+				for (int i = 0; i < bi->nops; i++)
+				{
+					McBatchOp  *op = &b->ops[bi->ops[i]];
+
+					if (op->result == MC_BATCH_PENDING)
+						op->result = (op->kind == MC_BATCH_TOUCH ?
+									  MC_BATCH_MISS : MC_BATCH_DONE);
+				}
+				bi->next_match = bi->nops;
+				bi->active = false;
+				McConnConsume(conn, off + r.consumed);
+				McInstanceEnd(b->srv, conn);
+				bi->conn = NULL;
+				return true;
+			case MC_REPLY_ERROR:
+			case MC_REPLY_CLIENT_ERROR:
+				/* a server that needs a login, or knows no meta command */
+				if (McConnForeignReply(conn, base, r.header_len, MC_FOREIGN_META))
+				{
+					McInstanceFailed(b->srv, conn, b->isoft);
+					drop_instance(b, bi, s, false);
+					return false;
+				}
+				/* FALLTHROUGH */
+			case MC_REPLY_SERVER_ERROR:
+				error_reply(b, bi, s, base, &r);
+				return false;
+			default:
+				if (McConnForeignReply(conn, base, len - off, MC_FOREIGN_UNPARSED))
+				{
+					McInstanceFailed(b->srv, conn, b->isoft);
+					drop_instance(b, bi, s, false);
+					return false;
+				}
+				McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
+							   "read from", "the reply is not valid meta protocol");
+				drop_instance(b, bi, s, false);
+				return false;
+		}
+		off += r.consumed;
+	}
+	McConnConsume(conn, off);
+	return true;
+}
+
+/*
+ * A pooled socket turned out closed while idle before any reply came: start
+ * over once on a fresh socket (pipeline.c; never for an at-most-once batch).
+ */
+static bool
+restart_instance(BwBatch *b, BwInstance *bi, int s)
+{
+	bi->conn = McPipelineRestart(b->srv, s, b->isoft, &bi->retried, bi->next_match > 0);
+	bi->next_send = 0;
+	bi->mn_queued = false;
+	bi->seg_end = 0;
+	bi->seg_waiting = bi->seg_single = false;
+	bi->need = 1;
+	return bi->conn != NULL;
+}
+
+/* Send and receive on one instance until it would block. */
+static void
+pump_instance(BwBatch *b, BwInstance *bi, int s, bool readable, TimestampTz now)
+{
+	ssize_t		n;
+	bool		drained;
+
+	if (!bi->active)
+		return;
+next_segment:
+	fill_requests(b, bi);
+	while (McConnUnsent(bi->conn) > 0)
+	{
+		n = McConnSendSome(bi->conn);
+		if (n == -1)
+			McInstanceFailed(b->srv, bi->conn, b->isoft);
+		if (n == -2 && restart_instance(b, bi, s))
+		{
+			fill_requests(b, bi);
+			continue;
+		}
+		if (n < 0)
+		{
+			drop_instance(b, bi, s, true);
+			return;
+		}
+		if (n == 0)
+			break;
+		bi->last_progress = now;
+		fill_requests(b, bi);
+	}
+	while (readable && bi->active)
+	{
+		n = McConnRecvSome(bi->conn, bi->need, &drained);
+		if (n == -1)
+			McInstanceFailed(b->srv, bi->conn, b->isoft);
+		if (n == -2 && restart_instance(b, bi, s))
+		{
+			readable = false;	/* the fresh socket has nothing to read yet */
+			goto next_segment;
+		}
+		if (n < 0)
+		{
+			drop_instance(b, bi, s, true);
+			return;
+		}
+		if (n == 0)
+			break;
+		bi->last_progress = now;
+		if (!handle_replies(b, bi, s))
+			return;
+		if (bi->segmented && bi->active && !bi->seg_waiting)
+			goto next_segment;
+		if (bi->active && drained)
+			break;
+	}
+}
+
+/*
+ * An interrupt the caller holds: a soft batch runs after commit, inside
+ * the commit's HOLD_INTERRUPTS, where CHECK_FOR_INTERRUPTS does nothing
+ * and a terminate or a cancel would wait out the whole budget, locks held.
+ * Their signal still sets the latch, which ends the pipeline's wait, and
+ * the batch gives up then (as PostgreSQL's wait for synchronous
+ * replication does).  NULL when none is pending, or when
+ * CHECK_FOR_INTERRUPTS would act on it itself.
+ */
+const char *
+McBatchHeldInterrupt(void)
+{
+	bool		held = InterruptHoldoffCount > 0 || CritSectionCount > 0;
+
+	if (ProcDiePending && held)
+		return "the session is being terminated";
+	if (QueryCancelPending && (held || QueryCancelHoldoffCount > 0))
+		return "the statement was canceled";
+	return NULL;
+}
+
+/*
+ * McPipeline's view of an instance: its connection while it waits for
+ * "MN".  Asked at every wake-up of the wait, so this is where a soft
+ * batch gives up on a held interrupt: the instance's unanswered ops fail
+ * (not its fault: nothing is counted against its health) and its socket,
+ * left mid-request, is closed.
+ */
+static McConn *
+bw_waiting(void *arg, int s, TimestampTz *last_progress)
+{
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+	const char *why;
+
+	*last_progress = bi->last_progress;
+	if (!bi->active)
+		return NULL;
+	if (b->soft && (why = McBatchHeldInterrupt()) != NULL)
+	{
+		note_error(b, "instance %s: the send was given up: %s",
+				   McInstanceName(&b->srv->net, s), why);
+		McConnClose(bi->conn);
+		settle_rest(b, bi, MC_BATCH_FAILED);
+		bi->conn = NULL;
+		bi->active = false;
+		return NULL;
+	}
+	return bi->conn;
+}
+
+/*
+ * The connect of instance s finished: the deletes of a SQL call are at
+ * most once from here on (a connect that failed sent nothing, and fails
+ * over like any failure of the instance).
+ */
+static void
+bw_connected(void *arg, int s, bool ok, TimestampTz now)
+{
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+
+	bi->last_progress = now;
+	if (ok)
+	{
+		if (b->at_most_once)
+			McConnAtMostOnce(bi->conn);
+		return;
+	}
+	McInstanceFailed(b->srv, bi->conn, b->isoft);
+	drop_instance(b, bi, s, true);
+}
+
+static void
+bw_pump(void *arg, int s, bool readable, TimestampTz now)
+{
+	BwBatch    *b = arg;
+
+	pump_instance(b, &b->inst[s], s, readable, now);
+}
+
+/* Out of time: past the call's deadline, nothing is left for a failover. */
+static void
+bw_expired(void *arg, int s, bool overall)
+{
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+
+	McInstanceFail(b->srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE, "read from",
+				   overall ? "timed out: the %d ms allowed ran out" : "timed out after %d ms",
+				   overall ? b->timeout_ms : b->srv->cfg.io_timeout);
+	drop_instance(b, bi, s, !overall);
+}
+
+/*
+ * Finish the round's connects and write every pipeline; wait until each
+ * has answered "MN" or failed.  With a deadline no connect may outlast it:
+ * the connection code takes a connect's bound from the configuration, so
+ * it is lowered for the round and put back.
+ */
+static void
+run_round(BwBatch *b)
+{
+	McServer   *srv = b->srv;
+	int			save_connect = srv->cfg.connect_timeout;
+	McPipeline	p = {.srv = srv,.arg = b,.waiting = bw_waiting,
+		.connected = bw_connected,.pump = bw_pump,.expired = bw_expired,
+	.deadline = b->deadline};
+
+	if (b->deadline)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   b->deadline);
+
+		if (save_connect <= 0 || save_connect > left)
+			srv->cfg.connect_timeout = (int) Max(left, 1);
+	}
+	PG_TRY();
+	{
+		McPipelineRun(&p);
+	}
+	PG_FINALLY();
+	{
+		srv->cfg.connect_timeout = save_connect;
+	}
+	PG_END_TRY();
+}
+
+/* Rounds until every op is settled: the first, then one per failover. */
+static void
+run_batch(BwBatch *b)
+{
+	int			n = b->srv->cfg.nendpoints;
+
+	b->inst = palloc(sizeof(BwInstance) * n);
+	b->excluded = palloc0(sizeof(bool) * n);
+	b->degraded = palloc0(sizeof(bool) * n);
+	b->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * 2 * (Size) b->nops);
+	while (route_round(b))
+	{
+		connect_all(b);
+		run_round(b);
+		if (!b->reroute)
+			break;
+	}
+}
+
+/*
+ * run_batch for a soft caller: an error no instance reported (no instance
+ * left to route to, out of memory) fails what is unsettled instead of
+ * raising.  No subtransaction: the connection code closes a connection
+ * before it raises, and one left busy is closed at its next use.  The
+ * commit-time caller runs with interrupts held, and raising an error
+ * resets the hold-off counts, so they are put back.  A cancel is raised on.
+ */
+static void
+run_batch_soft(BwBatch *b)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+
+	PG_TRY();
+	{
+		run_batch(b);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		if (ed->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		note_error(b, "%s%s%s", ed->message,
+				   ed->detail ? ": " : "", ed->detail ? ed->detail : "");
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+}
+
+int
+McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
+			 bool soft, char *errbuf, size_t errlen)
+{
+	BwBatch		b;
+	MemoryContext work;
+	MemoryContext old;
+	int			failed = 0;
+
+	if (errlen > 0)
+		errbuf[0] = '\0';
+	if (nops <= 0)
+		return 0;
+	for (int i = 0; i < nops; i++)
+		ops[i].result = MC_BATCH_PENDING;
+
+	memset(&b, 0, sizeof(b));
+	b.srv = srv;
+	b.ops = ops;
+	b.nops = nops;
+	b.soft = soft;
+	b.miss = srv->cfg.on_failure_miss;
+	for (int i = 0; i < nops; i++)
+	{
+		b.segmented |= (ops[i].kind == MC_BATCH_SET && srv->cfg.tls != MC_TLS_DISABLE);
+		/*
+		 * a second send of a delete answers NF for what the first one
+		 * deleted; a set marked once (an INSERT's row) may have been
+		 * overwritten by another client in between
+		 */
+		b.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE || ops[i].once) && !soft);
+	}
+	b.isoft = soft || srv->cfg.failover || b.miss;
+	b.timeout_ms = timeout_ms;
+	b.deadline = timeout_ms > 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	b.errbuf = errbuf;
+	b.errlen = errlen;
+
+	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batch write",
+								 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+	if (soft)
+		run_batch_soft(&b);
+	else
+		run_batch(&b);
+	/*
+	 * A SQL caller's degraded instances are counted and warned about as the
+	 * single-key functions' are; a soft caller (the commit) reports its
+	 * failures itself.
+	 */
+	for (int s = 0; !soft && s < srv->cfg.nendpoints; s++)
+		if (b.degraded[s])
+			McInstanceDegraded(srv, s);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(work);
+
+	for (int i = 0; i < nops; i++)
+	{
+		if (ops[i].result == MC_BATCH_PENDING)
+			ops[i].result = MC_BATCH_FAILED;
+		if (ops[i].result == MC_BATCH_FAILED)
+			failed++;
+	}
+	return failed;
+}

@@ -1,0 +1,455 @@
+/*
+ * health.c — instance health and routing a key to an instance.
+ *
+ * Owns: changing instance health (consecutive failures, dead-until, the
+ * count of dead instances, the degraded count, the ring of live instances
+ * for failover): pool.c allocates the record zeroed when it builds a
+ * server entry, and nothing but this file writes it afterwards.  Every
+ * request goes through here (McInstanceBegin, McRoundtrip,
+ * McInstanceFailed, McInstanceEnd) so the connection's outcome reaches the
+ * health record; choosing the instance for a key, with failover.  Must
+ * not: touch sockets (the conn_*.c files do) or know what commands mean
+ * (functions.c, multi_get.c, batch.c do).
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "client.h"
+#include "counters.h"
+
+/* Allocator handed to the pure-C ring builder for the live ring. */
+static void *
+ring_alloc(void *ctx, size_t size)
+{
+	return MemoryContextAllocZero((MemoryContext) ctx, size);
+}
+
+/*
+ * Is an instance dead right now?  A dead instance whose retry time has come
+ * counts as alive again: the next request to it is the probe that decides.
+ */
+static bool
+instance_alive(McServer *srv, int index, TimestampTz now)
+{
+	McInstanceHealth *h = &srv->health[index];
+
+	if (h->dead_until == 0)
+		return true;
+	if (now >= h->dead_until)
+	{
+		h->dead_until = 0;
+		srv->ndead--;
+		return true;
+	}
+	return false;
+}
+
+/* An instance's health, for the views: read, never changed. */
+const McInstanceHealth *
+McInstanceHealthOf(McServer *srv, int index)
+{
+	return &srv->health[index];
+}
+
+/*
+ * Health of every instance, for routing: NULL when none is marked dead (the
+ * common case, which costs nothing), else buf filled with alive flags.
+ */
+const bool *
+McServerAliveMap(McServer *srv, bool *buf)
+{
+	TimestampTz now;
+
+	if (srv->ndead == 0)
+		return NULL;
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+		buf[i] = instance_alive(srv, i, now);
+	return srv->ndead == 0 ? NULL : buf;
+}
+
+/*
+ * The connection reported that its instance failed: count the failure and,
+ * unless the call is soft (a multi-get or a failover that goes on without
+ * the instance) and the failure is not one to raise regardless, raise it.
+ * After failure_limit in a row the instance is marked dead for retry_delay
+ * seconds, so callers fail fast (or fail over) instead of each waiting out
+ * a timeout.  Returns false when it returns.
+ */
+bool
+McInstanceFailed(McServer *srv, McConn *conn, bool soft)
+{
+	McInstanceHealth *h = &srv->health[McConnIndex(conn)];
+	bool		hard;
+	const char *why = McConnFailure(conn, &hard);
+
+	strlcpy(h->last_error, why, sizeof(h->last_error));
+	if (!McConnFailureCounts(conn))
+	{
+		McConnRaise(conn);		/* a rejected login: never soft */
+		return false;
+	}
+	h->failures++;
+	if (h->failures >= srv->cfg.failure_limit && h->dead_until == 0)
+	{
+		h->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													(int64) srv->cfg.retry_delay * 1000);
+		srv->ndead++;
+	}
+	/*
+	 * on_failure 'miss' hides unavailability, not bugs: a reply out of step
+	 * with the protocol is raised even when the call would go on without
+	 * the instance.
+	 */
+	if (!soft || hard ||
+		(srv->cfg.on_failure_miss &&
+		 McConnFailureCode(conn) == ERRCODE_PROTOCOL_VIOLATION))
+		McConnRaise(conn);
+	return false;
+}
+
+/*
+ * The caller found the instance misbehaving (a reply that fits no request,
+ * a batch that stopped making progress): close the connection and count
+ * the failure as McInstanceFailed does.
+ */
+bool
+McInstanceFail(McServer *srv, McConn *conn, bool soft, int sqlerrcode,
+			   const char *action, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	McConnFailedV(conn, sqlerrcode, action, fmt, ap);
+	va_end(ap);
+	return McInstanceFailed(srv, conn, soft);
+}
+
+/*
+ * The request is complete: end it on the connection, and the instance's
+ * run of failures with it.
+ */
+void
+McInstanceEnd(McServer *srv, McConn *conn)
+{
+	srv->health[McConnIndex(conn)].failures = 0;
+	McConnEnd(conn);
+}
+
+/*
+ * May instance index be tried now?  A dead one is refused: with an error,
+ * or false when the call is soft.
+ */
+static bool
+instance_usable(McServer *srv, int index, bool soft)
+{
+	McInstanceHealth *h = &srv->health[index];
+
+	if (h->dead_until == 0 || instance_alive(srv, index, GetCurrentTimestamp()))
+		return true;
+	if (soft)
+		return false;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("memcached server \"%s\" is unavailable", srv->name),
+			 errdetail("Instance %s failed %d times in a row, most recently: %s.",
+					   McInstanceName(&srv->net, index), h->failures, h->last_error),
+			 errhint("It will be tried again at %s.",
+					 timestamptz_to_str(h->dead_until))));
+	return false;				/* not reached */
+}
+
+/*
+ * The connection to instance index, ready for a request (McConnPrepare):
+ * NULL (soft) when the instance is dead or the connect could not start.
+ */
+McConn *
+McInstanceBegin(McServer *srv, int index, bool soft)
+{
+	McConn	   *conn = McConnOf(&srv->net, index);
+
+	if (!instance_usable(srv, index, soft))
+		return NULL;
+	if (!McConnPrepare(conn))
+	{
+		McInstanceFailed(srv, conn, soft);
+		return NULL;
+	}
+	return conn;
+}
+
+/*
+ * One request, one reply, on instance index (McConnRoundtrip), with the
+ * instance's health checked before and counted after.  With soft set, a
+ * failing or dead instance gives NULL instead of an error.
+ */
+const char *
+McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
+			McConn **connp, bool soft)
+{
+	McConn	   *conn = McConnOf(&srv->net, index);
+	const char *base;
+
+	*connp = conn;
+	if (!instance_usable(srv, index, soft))
+		return NULL;
+	base = McConnRoundtrip(conn, req, reply);
+	if (base == NULL)
+		McInstanceFailed(srv, conn, soft);
+	return base;
+}
+
+/*
+ * A stats command on instance index, softly: false when the instance is
+ * dead (not contacted) or failed (counted); see McConnStatLines.  A
+ * rejected login is not counted, and not raised either: the views show it
+ * as they show any failing instance (its cause, never the password, in
+ * last_error), so one server's wrong password cannot break a dashboard.
+ *
+ * limit_counts says whether limit_ms passing is the instance's failure: a
+ * view's mcfdw.stats_timeout is, and the view shows it as the instance's
+ * error; the planner's bound on an item count is not: it only gives up
+ * asking, and an instance slower than that but within its own timeouts
+ * must not be marked dead for it.  Then nothing is recorded at all.
+ */
+bool
+McInstanceStatLines(McServer *srv, int index, const char *cmd,
+					int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
+{
+	McConn	   *conn = McConnOf(&srv->net, index);
+
+	if (!instance_usable(srv, index, true))
+		return false;
+	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
+	{
+		if (!limit_counts && McConnFailureOwnLimit(conn))
+			return false;
+		if (!McConnFailureCounts(conn))
+		{
+			strlcpy(srv->health[index].last_error, McConnFailure(conn, NULL),
+					sizeof(srv->health[index].last_error));
+			return false;
+		}
+		return McInstanceFailed(srv, conn, true);
+	}
+	srv->health[index].failures = 0;
+	return true;
+}
+
+/*
+ * The continuum of the live instances only.  libmemcached with auto-eject
+ * rebuilds its continuum without the ejected servers, and with weights the
+ * surviving servers' point counts change, so walking the full continuum to
+ * the next live point would route some keys differently.  Rebuilt only when
+ * the set of live instances changes.
+ */
+static McRing *
+live_ring(McServer *srv, const bool *alive)
+{
+	int			n = srv->cfg.nendpoints;
+	McRingNode *nodes;
+	const char *err = NULL;
+
+	if (srv->live && memcmp(srv->live_alive, alive, n * sizeof(bool)) == 0)
+		return srv->live;
+	if (srv->live_cxt == NULL)
+		srv->live_cxt = AllocSetContextCreate(srv->cxt, "mcfdw live ring",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(srv->live_cxt);
+	srv->live = NULL;
+	nodes = MemoryContextAlloc(srv->live_cxt, sizeof(McRingNode) * n);
+	srv->live_alive = MemoryContextAlloc(srv->live_cxt, sizeof(bool) * n);
+	memcpy(srv->live_alive, alive, sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		nodes[i].host = srv->cfg.endpoints[i].host;
+		nodes[i].port = srv->cfg.endpoints[i].port;
+		nodes[i].weight = srv->cfg.endpoints[i].weight;
+	}
+	srv->live = mc_ring_build_live(srv->cfg.distribution, nodes, n, alive,
+								   ring_alloc, srv->live_cxt, &err);
+	if (srv->live == NULL)
+		elog(ERROR, "could not build the live ring: %s", err ? err : "?");
+	return srv->live;
+}
+
+/* McServerPickWith's choice, or -1 when no instance is available. */
+static inline int
+pick_with(McServer *srv, const char *key, size_t len, const bool *alive)
+{
+	if (alive != NULL && srv->cfg.failover && mc_dist_is_ketama(srv->cfg.distribution))
+		return mc_ring_lookup(live_ring(srv, alive),
+							  mc_ring_key_hash(srv->ring, key, len));
+	return mc_ring_pick(srv->ring, key, len, alive, srv->cfg.failover);
+}
+
+/*
+ * Choose the instance for a key (as routed: prefix included, before base64)
+ * given a health map from McServerAliveMap.
+ */
+int
+McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
+{
+	int			idx = pick_with(srv, key, len, alive);
+
+	if (idx < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("no memcached server of foreign server \"%s\" is available",
+						srv->name),
+				 errdetail("Every server has failed %d times in a row and is waiting out its retry delay.",
+						   srv->cfg.failure_limit)));
+	return idx;
+}
+
+/*
+ * The instance a read of key would try first now, given alive from
+ * McServerAliveMap (NULL: all alive), or -1 when it would reach none: its
+ * instance is dead and failover is off (the read fails, or is a miss with
+ * on_failure 'miss'), or failover finds no live instance.  McRoundtripKey's
+ * choice, reported instead of raised, for mc_route: nothing is contacted.
+ */
+int
+McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
+{
+	int			idx = pick_with(srv, key, len, alive);
+
+	if (idx >= 0 && alive != NULL && !alive[idx])
+		return -1;
+	return idx;
+}
+
+/*
+ * McRoundtripKey with failover on: an instance that fails the request is
+ * skipped for the rest of the call (alive: the health map, or NULL when
+ * every instance is alive).  With on_failure 'miss', running out of
+ * instances is a miss (NULL) counted against the key's own instance.
+ */
+static const char *
+roundtrip_failover(McServer *srv, const char *key, size_t keylen,
+				   const McRequest *req, McReply *reply, McConn **connp,
+				   const bool *alive)
+{
+	bool		buf[MC_MAX_ENDPOINTS];
+	int			n = srv->cfg.nendpoints;
+
+	if (alive != NULL)
+		memcpy(buf, alive, sizeof(bool) * n);
+	else
+		for (int i = 0; i < n; i++)
+			buf[i] = true;
+	for (;;)
+	{
+		int			idx;
+		const char *base;
+		bool		any = false;
+
+		for (int i = 0; i < n && !any; i++)
+			any = buf[i];
+		if (!any && srv->cfg.on_failure_miss)
+		{
+			idx = mc_ring_pick(srv->ring, key, keylen, NULL, false);
+			*connp = McConnOf(&srv->net, idx);
+			McInstanceDegraded(srv, idx);
+			return NULL;
+		}
+		idx = McServerPickWith(srv, key, keylen, buf);
+		base = McRoundtrip(srv, idx, req, reply, connp, true);
+		if (base != NULL)
+			return base;
+		/* a write that may have run on idx must not run on another too */
+		if (McConnInDoubt(*connp))
+		{
+			if (!srv->cfg.on_failure_miss)
+				McConnRaise(*connp);
+			McInstanceDegraded(srv, idx);
+			return NULL;
+		}
+		buf[idx] = false;		/* McServerPickWith errors once none is left */
+	}
+}
+
+/*
+ * McRoundtrip for a key, choosing its instance.  With failover on, an
+ * instance that fails the request is skipped for the rest of this call and
+ * the key goes where the client family would send it with that instance
+ * down (as Dalli does on the spot); each failure still counts towards
+ * failure_limit.  With failover off the key's instance is the only one, and
+ * its failure is the caller's error.  A request that is not idempotent
+ * and may have run on the failing instance (McConnInDoubt) is not failed
+ * over.  With on_failure 'miss' a key whose instance (or, with failover,
+ * every instance, or an in-doubt write's) cannot be reached gives NULL
+ * instead, counted by McInstanceDegraded; *connp is then the key's instance.
+ */
+const char *
+McRoundtripKey(McServer *srv, const char *key, size_t keylen,
+			   const McRequest *req, McReply *reply, McConn **connp)
+{
+	bool		buf[MC_MAX_ENDPOINTS];
+	const bool *alive;
+	bool		miss = srv->cfg.on_failure_miss;
+	const char *base;
+
+	/* one healthy instance: nothing to choose */
+	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
+		base = McRoundtrip(srv, 0, req, reply, connp, miss);
+	else
+	{
+		alive = McServerAliveMap(srv, buf);
+		if (srv->cfg.failover)
+			return roundtrip_failover(srv, key, keylen, req, reply, connp,
+									  alive ? buf : NULL);
+		base = McRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
+						   req, reply, connp, miss);
+	}
+	if (unlikely(base == NULL))
+		McInstanceDegraded(srv, McConnIndex(*connp));
+	return base;
+}
+
+/*
+ * on_failure 'miss': a call answered with a miss because instance index
+ * could not be reached.  Counted for mc_servers; warned about once per
+ * statement and server (mcfdw.warn_on_miss), so a statement touching
+ * thousands of keys of a dead cache logs one line, not thousands.
+ */
+void
+McInstanceDegraded(McServer *srv, int index)
+{
+	McInstanceHealth *h = &srv->health[index];
+	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+
+	h->degraded++;
+	McCountersAdd(srv->serverid, MC_COUNT_DEGRADED, 1);
+	if (!mc_warn_on_miss ||
+		(srv->warned_stmt == stmt && srv->warned_lxid == McMyLocalXid()))
+		return;
+	srv->warned_stmt = stmt;
+	srv->warned_lxid = McMyLocalXid();
+	ereport(WARNING,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("memcached server \"%s\" is unavailable, its keys are treated as misses",
+					srv->name),
+			 errdetail("Instance %s: %s.", McInstanceName(&srv->net, index),
+					   h->last_error[0] ? h->last_error : "unknown error"),
+			 errhint("The server has on_failure \"miss\"; set mcfdw.warn_on_miss to off to silence this warning.")));
+}
+
+/*
+ * A rebuilt server's health (pool.c, once its new configuration is in
+ * place): the records health (zeroed, the last errors carried over), no
+ * instance dead, and no live ring: it was made in the old configuration's
+ * context, freed with it.
+ */
+void
+McHealthRebuilt(McServer *srv, McInstanceHealth *health)
+{
+	srv->health = health;
+	srv->ndead = 0;
+	srv->live_cxt = NULL;
+	srv->live = NULL;
+}

@@ -1,0 +1,692 @@
+/*
+ * fdw_fullscan.c — a scan of a foreign table with no key condition (table
+ * option allow_full_scan 'true', and the server's: checked again when the
+ * scan starts), and the item counts planning estimates such scans from.
+ *
+ * Owns: listing the keys of every live instance of the server with
+ * "lru_crawler metadump hash" ("all" on a memcached without the hash walk),
+ * every instance's dump at once on one wait (pipeline.c), each read a line
+ * at a time (conn_lines.c, metadump.c), keeping those under
+ * the server's key prefix followed by the table's, in a tuplestore (which
+ * spills to disk past work_mem, so memory stays bounded whatever the size
+ * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
+ * to the pipelined multi-get (McMultiGetRun), whose hits fdw_scan.c turns
+ * into rows.  The keys are all listed before the first is fetched: a dump
+ * holds its instance's connection until its END.  ANALYZE's sample is a
+ * bounded random choice among the listed keys, fetched the same way.  Also
+ * owns the per-server item counts ("curr_items" of the stats command),
+ * asked with a short bound and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
+ * paths (fdw.c), or touch a connection other than through the connection
+ * layer's calls.
+ *
+ * What a full scan cannot list: items whose key cannot be a key of the
+ * table — a NUL byte or bytes invalid in the database encoding (the key
+ * column is text), a key Dalli digested (long_keys 'dalli': the digest is
+ * not the key the application used, and reading it back would not find
+ * the item), a key that needs base64 but is longer than MC_KEY_MAX_B64
+ * (it could not be sent) — and items written or expired while the dump
+ * runs, which may or may not be listed.  An item listed but gone by the
+ * time it is fetched gives no row.
+ */
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "commands/explain.h"
+#include "executor/tuptable.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "fdw.h"
+#include "metadump.h"
+#include "multi_get.h"
+#include "pipeline.h"
+
+/* Keys per pipelined multi-get of a full scan. */
+#define MC_FULLSCAN_BATCH	1000
+/* How long a server's item count is kept, and the bound on asking for it. */
+#define MC_COUNT_TTL_S		30
+#define MC_COUNT_LIMIT_MS	250
+#define MC_COUNT_SLOTS		16
+
+/*
+ * How long a dump answered BUSY is retried: a crawl a cancelled scan left
+ * running ends when memcached next writes to the closed socket.
+ */
+#define MC_BUSY_WAIT_MS		2000
+#define MC_BUSY_STEP_MS		50
+
+#define DUMP_HASH	"lru_crawler metadump hash\r\n"
+#define DUMP_ALL	"lru_crawler metadump all\r\n"
+
+/* One instance's dump, while the dumps of every instance run together. */
+typedef struct DumpInst
+{
+	struct McFullScan *fs;
+	int			index;
+	McConn	   *conn;			/* while its dump runs, else NULL */
+	bool		hash;			/* the hash walk, until the instance says BADCLASS */
+	bool		redo;			/* to be sent (again) in the next round */
+	bool		retried;		/* started over once on a fresh socket */
+	int			waited;			/* ms waited out after BUSY */
+	TimestampTz last_progress;
+	/* what its dump said */
+	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
+	char		refusal_line[128];
+	uint64		lines;
+} DumpInst;
+
+struct McFullScan
+{
+	const McTable *t;
+	MemoryContext cxt;			/* the scan's: the calls come in per-tuple ones */
+	McServer   *srv;			/* during the dump */
+	DumpInst   *insts;			/* during the dump, one per instance */
+	char		prefix[2 * MC_MAX_KEY_PREFIX];	/* the server's, then the table's */
+	size_t		plen;
+	size_t		splen;			/* of which the server's */
+	Tuplestorestate *keys;		/* without the server's prefix */
+	TupleDesc	keydesc;
+	TupleTableSlot *kslot;
+	MemoryContext batch_cxt;
+	Datum	   *batch;
+	bool		dumped;
+	/* for EXPLAIN ANALYZE */
+	uint64		listed;			/* items of every instance */
+	uint64		kept;			/* keys of this table */
+	uint64		skipped;		/* under the prefix, but no key of the table */
+	uint64		fetched;		/* keys sent to the multi-get */
+};
+
+McFullScan *
+McFullScanBegin(const McTable *t)
+{
+	McFullScan *fs = palloc0(sizeof(McFullScan));
+	McServer   *srv = McServerGet(t->serverid);
+
+	McServerCheckFullScan(srv, t->relid);
+	fs->t = t;
+	fs->cxt = CurrentMemoryContext;
+	memcpy(fs->prefix, srv->cfg.key_prefix, srv->cfg.key_prefix_len);
+	memcpy(fs->prefix + srv->cfg.key_prefix_len, t->opts.key_prefix, t->opts.key_prefix_len);
+	fs->splen = srv->cfg.key_prefix_len;
+	fs->plen = fs->splen + t->opts.key_prefix_len;
+	return fs;
+}
+
+/*
+ * One item of the dump: its key, kept when it is under the prefix and can
+ * be a key of the table (see the header).
+ */
+static void
+keep_key(McFullScan *fs, const char *key, size_t len)
+{
+	union
+	{
+		text		t;
+		char		buf[VARHDRSZ + MC_KEY_MAX];
+	}			k;
+	const char *rest = key + fs->splen;
+	size_t		restlen = len - fs->splen;
+	bool		b64;
+	Datum		d;
+	bool		isnull = false;
+
+	fs->listed++;
+	if (len < fs->plen || memcmp(key, fs->prefix, fs->plen) != 0)
+		return;
+	if (restlen == 0 || memchr(key, '\0', len) != NULL ||
+		!pg_verifymbstr(rest, restlen, true) ||
+		(fs->srv->cfg.long_keys_dalli && mc_metadump_is_digest(key, len)) ||
+		mc_key_check(key, len, &b64) != MC_KEY_OK)
+	{
+		fs->skipped++;
+		return;
+	}
+	SET_VARSIZE(&k.t, VARHDRSZ + restlen);
+	memcpy(VARDATA(&k.t), rest, restlen);
+	d = PointerGetDatum(&k.t);
+	tuplestore_putvalues(fs->keys, fs->keydesc, &d, &isnull);
+	fs->kept++;
+}
+
+/* One line of an instance's dump (a McLineFn). */
+static McLineVerdict
+dump_line(void *arg, const char *line, size_t len)
+{
+	DumpInst   *d = arg;
+	char		key[MC_KEY_MAX];
+	size_t		keylen;
+	McMdLine	t = mc_metadump_line(line, len, key, &keylen);
+
+	switch (t)
+	{
+		case MC_MD_ITEM:
+			d->lines++;
+			keep_key(d->fs, key, keylen);
+			return MC_LINE_MORE;
+		case MC_MD_END:
+			return MC_LINE_DONE;
+		case MC_MD_BUSY:
+		case MC_MD_NOTSTARTED:
+		case MC_MD_REFUSED:
+			/* a refusal is the whole reply */
+			if (d->lines > 0)
+				return MC_LINE_BAD;
+			d->refusal = t;
+			len = Min(len, sizeof(d->refusal_line) - 1);
+			memcpy(d->refusal_line, line, len);
+			d->refusal_line[len] = '\0';
+			return MC_LINE_DONE;
+		case MC_MD_BAD:
+			break;
+	}
+	return MC_LINE_BAD;
+}
+
+static const char *
+dump_cmd(DumpInst *d)
+{
+	return d->hash ? DUMP_HASH : DUMP_ALL;
+}
+
+/*
+ * The instance's dump ends without its keys: it failed, softly (on_failure
+ * 'miss': an unreachable instance lists nothing; otherwise the failure was
+ * raised before this).
+ */
+static void
+dump_dropped(DumpInst *d)
+{
+	d->conn = NULL;
+	McInstanceDegraded(d->fs->srv, d->index);
+}
+
+/*
+ * A pooled socket turned out closed while idle before any reply came: the
+ * dump starts over once on a fresh socket (pipeline.c), as it reads
+ * nothing it could run twice.  False if it cannot.
+ */
+static bool
+dump_restart(DumpInst *d)
+{
+	McServer   *srv = d->fs->srv;
+
+	d->conn = McPipelineRestart(srv, d->index, srv->cfg.on_failure_miss,
+								&d->retried, d->lines > 0);
+	if (d->conn == NULL)
+	{
+		dump_dropped(d);
+		return false;
+	}
+	McConnLinesQueue(d->conn, dump_cmd(d));
+	return true;
+}
+
+/*
+ * Send and read what instance s can without waiting (McPipeline's pump):
+ * one read's worth of its dump at a time, so that every instance's dump
+ * moves on at each wake-up, and interrupts are checked between reads even
+ * when a server never pauses.
+ */
+static void
+dump_pump(void *arg, int s, bool readable, TimestampTz now)
+{
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
+	McServer   *srv = fs->srv;
+	bool		soft = srv->cfg.on_failure_miss;
+
+again:
+	if (d->conn == NULL)
+		return;
+	while (McConnUnsent(d->conn) > 0)
+	{
+		ssize_t		n = McConnSendSome(d->conn);
+
+		if (n == -2 && dump_restart(d))
+			goto again;
+		if (n == -1)
+		{
+			McInstanceFailed(srv, d->conn, soft);
+			dump_dropped(d);
+		}
+		if (n <= 0)
+			return;
+		d->last_progress = now;
+	}
+	if (!readable)
+		return;
+	CHECK_FOR_INTERRUPTS();
+	switch (McConnLinesRead(d->conn, dump_cmd(d), MC_METADUMP_LINE_MAX, dump_line, d))
+	{
+		case MC_LINES_WAIT:
+			break;
+		case MC_LINES_MORE:
+			d->last_progress = now;
+			break;
+		case MC_LINES_DONE:
+			McInstanceEnd(srv, d->conn);
+			d->conn = NULL;
+			break;
+		case MC_LINES_FAILED:
+			McInstanceFailed(srv, d->conn, soft);
+			dump_dropped(d);
+			break;
+		case MC_LINES_RETRY:
+			if (dump_restart(d))
+			{
+				readable = false;	/* the fresh socket has nothing to read yet */
+				goto again;
+			}
+			break;
+	}
+}
+
+/* McPipeline's view of an instance: its connection while its dump runs. */
+static McConn *
+dump_waiting(void *arg, int s, TimestampTz *last_progress)
+{
+	DumpInst   *d = &((McFullScan *) arg)->insts[s];
+
+	*last_progress = d->last_progress;
+	return d->conn;
+}
+
+/* io_timeout passed with nothing more of the dump (a dump has no deadline). */
+static void
+dump_expired(void *arg, int s, bool overall)
+{
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
+
+	McInstanceFail(fs->srv, d->conn, fs->srv->cfg.on_failure_miss,
+				   ERRCODE_CONNECTION_FAILURE, "read from", "timed out after %d ms",
+				   fs->srv->cfg.io_timeout);
+	dump_dropped(d);
+}
+
+/*
+ * The connect of instance s finished (McPipeline's connected): its dump is
+ * queued; one that failed drops the instance as any failure of it.
+ */
+static void
+dump_connected(void *arg, int s, bool ok, TimestampTz now)
+{
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
+
+	d->last_progress = now;
+	if (!ok)
+	{
+		McInstanceFailed(fs->srv, d->conn, fs->srv->cfg.on_failure_miss);
+		dump_dropped(d);
+		return;
+	}
+	McConnLinesQueue(d->conn, dump_cmd(d));
+}
+
+/*
+ * Start the dumps of the instances to redo: a pooled socket is sent its
+ * dump at once; a cold instance's connect is finished by the wait
+ * (pipeline.c, dump_connected), where every instance's connect, TLS
+ * handshake and login proceed together.
+ */
+static void
+dump_start(McFullScan *fs)
+{
+	McServer   *srv = fs->srv;
+	bool		soft = srv->cfg.on_failure_miss;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		DumpInst   *d = &fs->insts[i];
+
+		if (!d->redo)
+			continue;
+		d->redo = false;
+		d->retried = false;
+		d->refusal = MC_MD_ITEM;
+		d->lines = 0;
+		d->last_progress = now;
+		d->conn = McPipelineBegin(srv, i, soft);
+		if (d->conn == NULL)
+			dump_dropped(d);
+		else if (!McConnConnecting(d->conn))
+			McConnLinesQueue(d->conn, dump_cmd(d));
+	}
+}
+
+/*
+ * After a round: which refusals are answered by another round (a memcached
+ * without the hash walk reads "hash" as a bad class; BUSY is waited out a
+ * while), and which are the scan's error.  True when a BUSY is waited out.
+ */
+static bool
+dump_refusals(McFullScan *fs)
+{
+	McServer   *srv = fs->srv;
+	bool		busy = false;
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		DumpInst   *d = &fs->insts[i];
+
+		if (d->refusal == MC_MD_ITEM)
+			continue;
+		if (d->refusal == MC_MD_REFUSED && d->hash &&
+			strncmp(d->refusal_line, "BADCLASS", 8) == 0)
+		{
+			d->hash = false;
+			d->redo = true;
+		}
+		else if (d->refusal == MC_MD_BUSY && d->waited < MC_BUSY_WAIT_MS)
+		{
+			d->waited += MC_BUSY_STEP_MS;
+			d->redo = busy = true;
+		}
+		else if (d->refusal == MC_MD_BUSY || d->refusal == MC_MD_REFUSED)
+		{
+			for (char *p = d->refusal_line; *p; p++)
+				if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+					*p = '?';
+			if (d->refusal == MC_MD_BUSY)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_IN_USE),
+						 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+						 errdetail_internal("Instance %s replied: %s",
+											McInstanceName(&srv->net, i), d->refusal_line),
+						 errhint("The instance runs one LRU crawl at a time, and another was still running after %d ms (another full scan, or a tool dumping the cache); try again when it is done.",
+								 MC_BUSY_WAIT_MS)));
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+					 errdetail_internal("Instance %s replied: %s",
+										McInstanceName(&srv->net, i), d->refusal_line),
+					 errhint("A full scan needs memcached's LRU crawler (on unless memcached runs with -o no_lru_crawler) and key dumps (off when it runs with -X).")));
+		}
+		d->refusal = MC_MD_ITEM;
+	}
+	return busy;
+}
+
+/*
+ * List the keys of every instance, their dumps running together on one
+ * wait (pipeline.c): a round sends every dump still to do and reads them to
+ * their ends; an instance that refused is sent its dump again in the next
+ * round.  An instance marked dead is passed over only with failover on,
+ * where its keys are routed to the others as for any read; otherwise it
+ * answers as a failing instance does (McInstanceBegin): the scan's error,
+ * or under on_failure 'miss' no keys and a degraded call, never a silently
+ * partial table.
+ */
+static void
+dump_all(McFullScan *fs, McServer *srv)
+{
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McServerAliveMap(srv, alivebuf);
+	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
+	TupleDesc	desc = CreateTemplateTupleDesc(1);
+	McPipeline	p = {.srv = srv,.arg = fs,.waiting = dump_waiting,
+		.connected = dump_connected,.pump = dump_pump,.expired = dump_expired};
+	bool		any;
+
+	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);
+	fs->keydesc = desc;
+	fs->keys = tuplestore_begin_heap(false, false, work_mem);
+	fs->kslot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	fs->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw full scan keys",
+										  ALLOCSET_DEFAULT_SIZES);
+	fs->batch = palloc(sizeof(Datum) * MC_FULLSCAN_BATCH);
+	fs->insts = palloc0(sizeof(DumpInst) * srv->cfg.nendpoints);
+	MemoryContextSwitchTo(old);
+	fs->srv = srv;
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		fs->insts[i].fs = fs;
+		fs->insts[i].index = i;
+		fs->insts[i].hash = true;
+		fs->insts[i].redo = (alive == NULL || alive[i] || !srv->cfg.failover);
+	}
+	do
+	{
+		dump_start(fs);
+		McPipelineRun(&p);
+		if (dump_refusals(fs))
+		{
+			/* a crawl a cancelled scan left running ends when memcached next writes */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 MC_BUSY_STEP_MS, McWaitEvent(true));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		any = false;
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+			any |= fs->insts[i].redo;
+	} while (any);
+	pfree(fs->insts);
+	fs->insts = NULL;
+	fs->srv = NULL;
+	fs->dumped = true;
+}
+
+/*
+ * The next batch of listed keys through the multi-get, each hit to fn
+ * (listing the keys first, at the first call).  Returns false when no key
+ * was left.
+ */
+bool
+McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
+			   McHitFn fn, void *arg)
+{
+	MemoryContext old;
+	int			n = 0;
+
+	if (!fs->dumped)
+		dump_all(fs, srv);
+	MemoryContextReset(fs->batch_cxt);
+
+	/*
+	 * A tuple read back from disk is the slot's, allocated in the current
+	 * context and freed at the next read: read in the scan's context, and
+	 * copy the keys into the batch's.
+	 */
+	old = MemoryContextSwitchTo(fs->cxt);
+	while (n < MC_FULLSCAN_BATCH &&
+		   tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(fs->kslot, 1, &isnull);
+		Size		sz = VARSIZE_ANY(DatumGetPointer(d));
+		char	   *copy = MemoryContextAlloc(fs->batch_cxt, sz);
+
+		memcpy(copy, DatumGetPointer(d), sz);
+		fs->batch[n++] = PointerGetDatum(copy);
+	}
+	ExecClearTuple(fs->kslot);
+	MemoryContextSwitchTo(old);
+	if (n == 0)
+		return false;
+	fs->fetched += n;
+	McMultiGetRun(srv, fs->batch, NULL, n, want, fn, arg);
+	return true;
+}
+
+/*
+ * ANALYZE's sample: every key listed (the dump a full scan makes), at most
+ * n of them kept at random (a reservoir, so memory is bounded by n, not
+ * by the cache), those fetched through the multi-get in batches, each hit
+ * to fn.  Returns how many keys of the table were listed; *nsampled: how
+ * many were fetched.
+ */
+double
+McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
+				 McHitFn fn, void *arg, int *nsampled)
+{
+	MemoryContext old;
+	Datum	   *sample;
+	uint64		seen = 0;
+	int			kept = 0;
+
+	if (!fs->dumped)
+		dump_all(fs, srv);
+	old = MemoryContextSwitchTo(fs->cxt);
+	sample = palloc(sizeof(Datum) * Max(n, 1));
+	while (n > 0 && tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(fs->kslot, 1, &isnull);
+		int			at = -1;
+
+		if (kept < n)
+			at = kept++;
+		else
+		{
+			uint64		j = pg_prng_uint64_range(&pg_global_prng_state, 0, seen);
+
+			if (j < (uint64) n)
+			{
+				at = (int) j;
+				pfree(DatumGetPointer(sample[at]));
+			}
+		}
+		if (at >= 0)
+			sample[at] = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(d)));
+		seen++;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ExecClearTuple(fs->kslot);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < kept; i += MC_FULLSCAN_BATCH)
+		McMultiGetRun(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, fn, arg);
+	fs->fetched += kept;
+	*nsampled = kept;
+	return (double) fs->kept;
+}
+
+/* Fetch the listed keys again from the first (a rescan lists nothing anew). */
+void
+McFullScanRewind(McFullScan *fs)
+{
+	if (fs->dumped)
+		tuplestore_rescan(fs->keys);
+}
+
+void
+McFullScanEnd(McFullScan *fs)
+{
+	if (fs->keys)
+	{
+		tuplestore_end(fs->keys);
+		ExecDropSingleTupleTableSlot(fs->kslot);
+		fs->keys = NULL;
+	}
+}
+
+/* EXPLAIN: that this is a full scan, its prefix filter, and what it found. */
+void
+McFullScanExplain(McFullScan *fs, ExplainState *es)
+{
+	ExplainPropertyText("Memcached Full Scan", "lru_crawler metadump", es);
+	if (fs->plen > 0)
+	{
+		char	   *p = pnstrdup(fs->prefix, fs->plen);
+
+		ExplainPropertyText("Memcached Key Prefix Filter",
+							pg_verifymbstr(p, fs->plen, true) ? quote_literal_cstr(p) :
+							"(not valid in the database encoding)", es);
+	}
+	else
+		ExplainPropertyText("Memcached Key Prefix Filter", "none", es);
+	if (fs->dumped && es->analyze)
+	{
+		ExplainPropertyInteger("Memcached Items Listed", NULL, (int64) fs->listed, es);
+		ExplainPropertyInteger("Memcached Keys Kept", NULL, (int64) fs->kept, es);
+		if (fs->skipped > 0)
+			ExplainPropertyInteger("Memcached Keys Skipped", NULL, (int64) fs->skipped, es);
+	}
+}
+
+/* ---- item counts, for planning -------------------------------------- */
+
+typedef struct ItemCount
+{
+	Oid			serverid;
+	TimestampTz at;
+	double		items;			/* -1: could not be asked */
+} ItemCount;
+
+static ItemCount counts[MC_COUNT_SLOTS];
+
+static void
+count_line(void *arg, const char *name, size_t namelen,
+		   const char *value, size_t valuelen)
+{
+	uint64_t	n;
+
+	if (namelen == 10 && memcmp(name, "curr_items", 10) == 0 &&
+		mc_parse_u64(value, valuelen, UINT64_MAX, &n))
+		*(double *) arg += (double) n;
+}
+
+/*
+ * The items of the server's live instances ("curr_items"), or -1 when
+ * none answered.  Asked at most once per MC_COUNT_TTL_S per server and
+ * backend, within MC_COUNT_LIMIT_MS for all instances together, softly: a
+ * server that is down or slow costs planning that bound, once, and the
+ * planner falls back to its default.  That bound passing is planning
+ * giving up, not the instance failing: it is not counted against its
+ * health (a failure within the bound, io_timeout's included, is).
+ */
+double
+McFullScanItems(Oid serverid)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ItemCount  *slot = &counts[0];
+	McServer   *srv;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive;
+	double		total = 0;
+	bool		any = false;
+	TimestampTz end;
+
+	for (int i = 0; i < MC_COUNT_SLOTS; i++)
+	{
+		if (counts[i].serverid == serverid &&
+			!TimestampDifferenceExceeds(counts[i].at, now, MC_COUNT_TTL_S * 1000))
+			return counts[i].items;
+		/* the slot of this server, else the oldest */
+		if (counts[i].serverid == serverid ||
+			(slot->serverid != serverid && counts[i].at < slot->at))
+			slot = &counts[i];
+	}
+	srv = McServerGet(serverid);
+	alive = McServerAliveMap(srv, alivebuf);
+	end = TimestampTzPlusMilliseconds(now, MC_COUNT_LIMIT_MS);
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		double		items = 0;
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
+
+		if ((alive != NULL && !alive[i]) || left <= 0)
+			continue;
+		if (McInstanceStatLines(srv, i, "stats\r\n", (int) left, false,
+								count_line, &items))
+		{
+			total += items;
+			any = true;
+		}
+	}
+	slot->serverid = serverid;
+	slot->at = now;
+	slot->items = any ? total : -1;
+	return slot->items;
+}
