@@ -10,13 +10,13 @@
  * one z_stream reset per value (compress.c's old path), libdeflate with one
  * decompressor into a buffer of exactly the value, into one of 4x the
  * compressed size doubling on LIBDEFLATE_INSUFFICIENT_SPACE, and
- * src/compress.c as values.c drives it: a first buffer of 8x the compressed
+ * src/core/compress.c as values.c drives it: a first buffer of 8x the compressed
  * size (values.c's guess: one libdeflate call) and of 2x (too small: one
  * libdeflate attempt, then zlib from the start).  Deflate: zlib's and
  * libdeflate's level 6.  Prints the median of many rounds in ns per value,
  * and the ratios to zlib.
  *
- * Build: cc -O2 -Isrc -o inflate_bench test/bench/inflate_bench.c src/compress.c -lz -ldeflate
+ * Build: cc -O2 -Isrc/core -o inflate_bench test/bench/inflate_bench.c src/core/compress.c -lz -ldeflate
  * Usage: inflate_bench [values] [rounds]
  */
 #include <stdio.h>

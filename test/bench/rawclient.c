@@ -5,7 +5,7 @@
  * Owns: nothing but this benchmark client.  Each batch takes KEYS
  * consecutive keys "k<off>".."k<off+KEYS-1>" from a random offset (the shape
  * test/bench/bench.py gives mc_get_multi and memcache_get_multi), routes
- * each key with src/ring.c (modula unless -d says otherwise, exactly what
+ * each key with src/core/ring.c (modula unless -d says otherwise, exactly what
  * the foreign server of the bench uses), writes to every server one pipeline
  * "mg <key> v f O<pos> q\r\n" ... "mn\r\n" (the bytes mcfdw sends), then
  * reads whichever socket is ready (one epoll set, made once) until each

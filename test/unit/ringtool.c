@@ -1,5 +1,5 @@
 /*
- * ringtool.c — command-line front end to src/ring.c, for the compatibility
+ * ringtool.c — command-line front end to src/core/ring.c, for the compatibility
  * test against the real clients and for looking at rings by hand.
  *
  *   ringtool [options] DIST host:port[:weight] ...
@@ -24,7 +24,7 @@
  *   -s       print points per server and bucket count, then exit
  *
  * Owns: argument parsing and output formatting only; all routing logic
- * lives in src/ring.c.  Exit status 2 on bad usage.
+ * lives in src/core/ring.c.  Exit status 2 on bad usage.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * test_compress.c — src/compress.c: zlib streams in, zlib streams out.
+ * test_compress.c — src/core/compress.c: zlib streams in, zlib streams out.
  *
  * Owns: proving that what mc_deflate writes inflates back byte for byte at
  * every size class, that mc_inflate_more can be driven into a buffer that

@@ -1,5 +1,5 @@
 /*
- * test_hash.c — standard test vectors for src/hash.c.
+ * test_hash.c — standard test vectors for src/core/hash.c.
  *
  * Owns: proving CRC-32, one-at-a-time, MD5 and SHA-1 against their
  * published vectors (RFC 1321 appendix A.5, FIPS 180 examples incl. the

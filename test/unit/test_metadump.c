@@ -1,5 +1,5 @@
 /*
- * test_metadump.c — src/metadump.c against the lines memcached 1.6.18
+ * test_metadump.c — src/core/metadump.c against the lines memcached 1.6.18
  * writes and against everything a broken or hostile server could send:
  * every truncation of good lines, bad % escapes, keys past MC_KEY_MAX,
  * over-long lines, control bytes, and random bytes (no read outside the

@@ -1,5 +1,5 @@
 /*
- * test_protocol.c — unit tests for src/protocol.c (no server needed).
+ * test_protocol.c — unit tests for src/core/protocol.c (no server needed).
  *
  * Owns: the table of reply shapes the parser must accept or refuse, the
  * exact bytes of every encoder, key/base64 boundaries and a generated
@@ -9,7 +9,7 @@
  * NEED_MORE and the final result are checked together.
  *
  * Build: gcc -O2 -Wall -Wextra -Werror -Isrc test/unit/test_protocol.c \
- *            src/protocol.c -o /tmp/test_protocol
+ *            src/core/protocol.c -o /tmp/test_protocol
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * test_ring.c — unit tests for src/ring.c.
+ * test_ring.c — unit tests for src/core/ring.c.
  *
  * Owns: the published vectors (docs ring.md), the bucket table against
  * binary search on rings of 2..50 weighted servers for every distribution,
