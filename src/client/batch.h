@@ -75,7 +75,7 @@ extern const char *McBatchHeldInterrupt(void);
 /*
  * Provided by other files for batch.c and xact.c (declared here until the
  * lead places them in mcfdw.h):
- *   McServerPeek (pool.c): the pool entry of a server this backend has used
+ *   McServerPeek (server_cache.c): the pool entry of a server this backend has used
  *     with a given user mapping's login, with no catalog access and no
  *     privilege check; NULL when there is none.
  *     For work whose server was resolved and checked earlier in the

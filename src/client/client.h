@@ -2,7 +2,7 @@
  * client.h — the client layer's public header (src/client/).
  *
  * Owns: the per-backend server entry (McServer: a record of parts, each
- * written by its owner alone: pool.c's identity, cache and privilege
+ * written by its owner alone: server_cache.c's identity, cache and privilege
  * checks, the parsed options, health.c's health and live ring, the
  * connection layer's McNet), an instance's health record, the foreign
  * table and column options, and the entry points of the client files for
@@ -36,7 +36,7 @@ typedef struct McInstanceHealth
 /* A foreign server of the mcfdw wrapper, as this backend knows it. */
 typedef struct McServer
 {
-	/* pool.c's: the entry, its configuration, the privilege checks' cache */
+	/* server_cache.c's: the entry, its configuration, the privilege checks' cache */
 	Oid			serverid;		/* hash key: the server ... */
 	Oid			umid;			/* ... and the user mapping whose credentials
 								 * its connections logged in with, InvalidOid
@@ -169,7 +169,7 @@ extern bool mc_enable_batched_join;
 /* endpoints.c: the "servers" option */
 extern void McParseServers(const char *value, McServerConfig *cfg);
 
-/* pool.c: servers */
+/* server_cache.c: servers */
 extern void McPoolInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGetSlow(Oid serverid);
@@ -195,7 +195,7 @@ McServerGet(Oid serverid)
 }
 
 /*
- * pool.c: refuse a role that may read a server but not write to it (the
+ * server_cache.c: refuse a role that may read a server but not write to it (the
  * server option writers), before anything is sent or queued.  Every path
  * that stores, deletes, touches, counts or flushes calls it.
  */

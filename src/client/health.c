@@ -3,7 +3,7 @@
  *
  * Owns: changing instance health (consecutive failures, dead-until, the
  * count of dead instances, the degraded count, the ring of live instances
- * for failover): pool.c allocates the record zeroed when it builds a
+ * for failover): server_cache.c allocates the record zeroed when it builds a
  * server entry, and nothing but this file writes it afterwards.  Every
  * request goes through here (McInstanceBegin, McRoundtrip,
  * McInstanceFailed, McInstanceEnd) so the connection's outcome reaches the
@@ -440,7 +440,7 @@ McInstanceDegraded(McServer *srv, int index)
 }
 
 /*
- * A rebuilt server's health (pool.c, once its new configuration is in
+ * A rebuilt server's health (server_cache.c, once its new configuration is in
  * place): the records health (zeroed, the last errors carried over), no
  * instance dead, and no live ring: it was made in the old configuration's
  * context, freed with it.

@@ -49,7 +49,7 @@ bool		mc_debug_check_rows = false;
 
 /*
  * Bumped whenever mcfdw.server changes (SET, RESET, a rollback, a reload).
- * pool.c caches the default server's OID with the generation it was
+ * server_cache.c caches the default server's OID with the generation it was
  * resolved in; a counter keeps this file from calling into the pool.
  */
 uint64		mc_default_server_gen = 1;
@@ -439,7 +439,7 @@ opt_password(const McOption *opt, const char *value, void *cfg)
 }
 
 /*
- * The roles that may write (pool.c's McServerCheckWrite): a list of role
+ * The roles that may write (server_cache.c's McServerCheckWrite): a list of role
  * names as search_path takes them (unquoted names folded to lower case,
  * "Quoted" kept).  '' is a valid list: only the owner writes.
  */

@@ -140,7 +140,7 @@ McNetRebuild(McNet *net, McConn *conns, int n, const int *from,
 
 /*
  * Close every connection of net an error or a cancel left in the middle of
- * a request (pool.c's (sub)transaction abort callbacks).
+ * a request (server_cache.c's (sub)transaction abort callbacks).
  */
 void
 McConnCloseBusy(McNet *net)

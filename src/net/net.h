@@ -90,7 +90,7 @@ typedef struct McServerConfig
 	int			compress_threshold; /* deflate writes of this many bytes; 0 = never */
 	int			max_value_size; /* bytes a value may inflate to */
 	uint32		serialized_flag;	/* the bits marking a serialized object; 0 = none */
-	/* what the server's owner lets roles with USAGE do (pool.c checks) */
+	/* what the server's owner lets roles with USAGE do (server_cache.c checks) */
 	bool		writers_set;	/* option writers given: writes restricted */
 	List	   *writers;		/* ... to these role names (and the owner) */
 	bool		allow_full_scan;	/* tables may list the server's keys */

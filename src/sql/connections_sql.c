@@ -9,7 +9,7 @@
  * under the user mapping it logs in with itself, so after SET ROLE a role
  * sees none made under another role's mapping), and their columns.  Must
  * not: open, probe or read a socket (it reports what the pool knows), or
- * close one itself: the pool's entries come from pool.c, the closing from
+ * close one itself: the pool's entries come from server_cache.c, the closing from
  * the connection layer (McConnCloseIdle), which leaves a socket a request
  * is using open.
  */

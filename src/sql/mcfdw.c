@@ -2,7 +2,7 @@
  * mcfdw.c — module entry point.
  *
  * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c),
- * the per-backend pool (pool.c) and, when preloaded, the shared counters
+ * the per-backend pool (server_cache.c) and, when preloaded, the shared counters
  * (counters.c) and the batched join's planner hook (fdw_join.c).  Nothing
  * else belongs here.
  */

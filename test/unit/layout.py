@@ -14,7 +14,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from structure import LAYERS  # noqa: E402
+from structure import LAYERS, analyse  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 PAGE = os.path.join(ROOT, "docs", "layout.md")
@@ -51,8 +51,24 @@ def header_of(path):
     return out.replace("|", "\\|")
 
 
+def drawing():
+    """The folders and their includes (file -> header counts), as Mermaid."""
+    _problems, folder_edges, files = analyse(os.path.join(ROOT, "src"))
+    out = ["The include graph of the folders (an arrow: files of one include",
+           "headers of the other, how many such includes; the check allows no arrow up):",
+           "", "```mermaid", "flowchart TD"]
+    for folder, _ in LAYERS:
+        n = sum(1 for rel in files if rel.split(os.sep)[0] == folder)
+        out.append('    %s["src/%s/ (%d files)"]' % (folder, folder, n))
+    for folder, _ in LAYERS:
+        for below, count in sorted(folder_edges[folder].items()):
+            out.append("    %s -->|%d| %s" % (folder, count, below))
+    out += ["```", ""]
+    return out
+
+
 def tables():
-    out = [BEGIN, ""]
+    out = [BEGIN, ""] + drawing()
     for folder, what in LAYERS:
         d = os.path.join(ROOT, "src", folder)
         names = sorted(os.listdir(d)) if os.path.isdir(d) else []

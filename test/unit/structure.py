@@ -206,7 +206,7 @@ def main():
     for name, _ in LAYERS:
         n = sum(1 for rel in files if layer(rel) == name)
         below = ", ".join("%s (%d)" % (b, c) for b, c in sorted(folder_edges[name].items(), key=lambda x: RANK[x[0]]))
-        print("# %-6s %2d files; includes from: %s" % (name + "/", n, below or "-"))
+        print("# %-6s %2d files; includes headers of: %s" % (name + "/", n, below or "-"))
     fails = 0
     num = 0
     for key, title in CHECKS:

@@ -1,5 +1,5 @@
 /*
- * servers.c — the mc_servers view: this backend's picture of its servers.
+ * servers_sql.c — the mc_servers view: this backend's picture of its servers.
  *
  * Owns: the SRF behind mc_servers, one row per memcached instance of every
  * mcfdw foreign server the current user may use, with its place on the

@@ -1,5 +1,5 @@
 /*
- * pool.c — this backend's mcfdw servers: their configuration.
+ * server_cache.c — this backend's mcfdw servers: their configuration.
  *
  * Owns: the cache of mcfdw foreign servers (keyed by server OID and by the
  * user mapping whose credentials the connections log in with, as
