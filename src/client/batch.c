@@ -31,6 +31,8 @@
 
 #include "batch.h"
 #include "pipeline.h"
+#include "health.h"
+#include "server.h"
 
 /* Keep at most this much encoded request text (values included) queued per instance. */
 #define BW_WRITE_SLICE		(32 * 1024)

@@ -17,7 +17,7 @@
 #ifndef MCFDW_BATCH_H
 #define MCFDW_BATCH_H
 
-#include "client.h"
+#include "server.h"
 
 typedef enum McBatchKind
 {

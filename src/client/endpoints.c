@@ -14,7 +14,7 @@
 
 #include <ctype.h>
 
-#include "client.h"
+#include "options.h"
 
 /* Reject a server-list entry with a message that quotes it. */
 static void

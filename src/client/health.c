@@ -18,7 +18,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "client.h"
+#include "health.h"
+#include "options.h"
+#include "server.h"
 #include "counters.h"
 
 /* Allocator handed to the pure-C ring builder for the live ring. */

@@ -15,6 +15,7 @@
 #include "mb/pg_wchar.h"
 
 #include "keys.h"
+#include "server.h"
 
 /*
  * A key too long for memcached, on a server with long_keys 'dalli': Dalli's

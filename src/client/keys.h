@@ -6,7 +6,7 @@
 #ifndef MCFDW_KEYS_H
 #define MCFDW_KEYS_H
 
-#include "client.h"
+#include "server.h"
 
 /*
  * How a key's routed form (what the ring hashes, and what goes on the wire

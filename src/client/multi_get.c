@@ -41,6 +41,10 @@
 #include "multi_get.h"
 #include "pipeline.h"
 #include "rowlayout.h"
+#include "health.h"
+#include "server.h"
+#include "server_cache.h"
+#include "values.h"
 
 PG_FUNCTION_INFO_V1(mc_get_multi);
 PG_FUNCTION_INFO_V1(mc_get_multi_bytea);

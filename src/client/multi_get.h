@@ -6,7 +6,7 @@
 #ifndef MCFDW_MULTI_GET_H
 #define MCFDW_MULTI_GET_H
 
-#include "client.h"
+#include "server.h"
 
 /*
  * One hit: key is the caller's datum for the key, base and r the reply

@@ -29,7 +29,7 @@
 #include "utils/memutils.h"
 #include "utils/varlena.h"
 
-#include "client.h"
+#include "options.h"
 
 PG_FUNCTION_INFO_V1(mcfdw_validator);
 

@@ -22,6 +22,8 @@
 #include "utils/wait_event.h"
 
 #include "pipeline.h"
+#include "health.h"
+#include "server.h"
 
 /*
  * Advance instance s's connect as far as it goes without waiting: once it

@@ -11,7 +11,7 @@
 #ifndef MCFDW_PIPELINE_H
 #define MCFDW_PIPELINE_H
 
-#include "client.h"
+#include "server.h"
 
 #include "utils/timestamp.h"
 

@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 
 #include "rowlayout.h"
+#include "options.h"
 
 #if PG_VERSION_NUM >= 150000 && PG_VERSION_NUM < 160000
 

@@ -9,7 +9,6 @@
 #include "access/tupdesc.h"
 #include "utils/tuplestore.h"
 
-#include "client.h"
 
 extern bool McRowLayoutFits(TupleDesc desc);
 extern bool McRowPut(Tuplestorestate *ts, TupleDesc desc, char **rowbuf,

@@ -40,7 +40,10 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "client.h"
+#include "health.h"
+#include "options.h"
+#include "server.h"
+#include "server_cache.h"
 #include "batch.h"
 
 static MemoryContext pool_cxt = NULL;

@@ -15,7 +15,7 @@
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
 
-#include "client.h"
+#include "ttl.h"
 
 /*
  * Convert a ttl interval to what memcached expects.  Months count as 30

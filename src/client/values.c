@@ -27,7 +27,8 @@
 #include "utils/memutils.h"
 
 #include "compress.h"
-#include "client.h"
+#include "server.h"
+#include "values.h"
 
 /*
  * First guess at the inflated size: zlib rarely gains more than 8x on the

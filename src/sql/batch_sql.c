@@ -17,6 +17,7 @@
  * the last value wins.  The count is of distinct keys stored, deleted or
  * touched.
  */
+#include "client.h"
 #include "postgres.h"
 
 #include "catalog/pg_type.h"

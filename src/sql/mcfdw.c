@@ -12,7 +12,6 @@
 
 #include "counters.h"
 #include "fdw.h"
-#include "client.h"
 
 PG_MODULE_MAGIC;
 

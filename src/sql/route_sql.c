@@ -11,6 +11,7 @@
  * the get path does.  Must not: connect or send anything (it reports
  * routing, it does not probe), or route a key itself.
  */
+#include "client.h"
 #include "postgres.h"
 
 #include "catalog/pg_type.h"

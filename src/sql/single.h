@@ -9,6 +9,7 @@
 #ifndef MCFDW_SINGLE_H
 #define MCFDW_SINGLE_H
 
+#include "client.h"
 #include "keys.h"
 
 /* The server name argument at argno, or NULL for mcfdw.server. */

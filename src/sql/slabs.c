@@ -16,7 +16,6 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 
-#include "client.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(mc_slab_stats);

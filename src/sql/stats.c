@@ -26,7 +26,6 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "client.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(mc_stats);
