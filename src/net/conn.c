@@ -53,7 +53,7 @@ McConnGetStats(McConn *conn, McConnStats *out)
 	out->connects = conn->connects;
 	out->requests = conn->total_requests;
 	out->in_use = conn->busy || conn->connecting;
-	out->tls = (conn->ssl != NULL);
+	out->tls = (conn->xfer != NULL && conn->xfer->tls);
 	out->socket_requests = conn->requests;
 	out->idle_usec = Max(mono_usec() - conn->last_used, 0);
 }
@@ -215,15 +215,7 @@ McConnIndex(McConn *conn)
 static bool
 conn_still_open(McConn *conn)
 {
-	char		b;
-	ssize_t		n;
-
-	if (conn->ssl != NULL)
-		return conn_tls_still_open(conn);
-	n = recv(conn->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return true;
-	return false;				/* EOF, error, or unexpected bytes */
+	return conn->xfer->still_open(conn);
 }
 
 /*
@@ -505,12 +497,8 @@ McConnEnd(McConn *conn)
 	conn->busy = false;
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
-	/* a TLS 1.3 session ticket comes after the handshake: keep it now */
-	else if (unlikely(conn->ssl != NULL && !conn->tls_kept))
-	{
-		conn_tls_keep_session(conn);
-		conn->tls_kept = true;
-	}
+	else if (conn->xfer != NULL && conn->xfer->idle != NULL)
+		conn->xfer->idle(conn);
 	if (conn->rcap > RBUF_KEEP)
 	{
 		pfree(conn->rbuf);

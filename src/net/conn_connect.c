@@ -298,6 +298,7 @@ conn_connect_start(McConn *conn)
 						 "connect to", "could not create socket: %m");
 	}
 	conn->sock = sock;
+	conn->xfer = &mc_plain_transport;
 	net->sock_gen++;
 	conn_fd_opened(conn);
 	if (ep->port != 0)
@@ -425,7 +426,7 @@ tcp_step(McConn *conn)
 static McConnectStatus
 tls_step(McConn *conn)
 {
-	McTlsStatus st;
+	McXferStatus st;
 
 	if (conn->ssl == NULL && !conn_tls_begin(conn))
 	{
@@ -434,15 +435,15 @@ tls_step(McConn *conn)
 		return MC_CONNECT_FAILED;
 	}
 	st = conn_tls_handshake(conn);
-	if (st == MC_TLS_DONE)
+	if (st == MC_XFER_DONE)
 		return MC_CONNECT_DONE;
-	if (st == MC_TLS_ERROR)
+	if (st == MC_XFER_ERROR)
 	{
 		conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 				  "connect to", "%s", conn_tls_why());
 		return MC_CONNECT_FAILED;
 	}
-	conn->connect_events = st == MC_TLS_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+	conn->connect_events = st == MC_XFER_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 	return MC_CONNECT_WAIT;
 }
 
@@ -503,45 +504,22 @@ login_send(McConn *conn)
 	memcpy(req + hlen + ulen + 1 + plen, "\r\n", 2);
 	while (conn->login_sent < total)
 	{
-		ssize_t		n;
+		McXferStatus st;
+		ssize_t		n = conn->xfer->write(conn, req + conn->login_sent,
+										  total - conn->login_sent, &st);
 
-		if (conn->ssl != NULL)
+		if (n == 0)
 		{
-			McTlsStatus st;
-
-			n = conn_tls_write(conn, req + conn->login_sent, total - conn->login_sent, &st);
-			if (n == 0)
-			{
-				conn->connect_events = st == MC_TLS_WANT_READ ?
-					WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-				result = MC_CONNECT_WAIT;
-				break;
-			}
-			if (n < 0)
-			{
-				(void) conn_tls_failed(conn, st, "send to");
-				result = MC_CONNECT_FAILED;
-				break;
-			}
+			conn->connect_events = st == MC_XFER_WANT_READ ?
+				WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+			result = MC_CONNECT_WAIT;
+			break;
 		}
-		else
+		if (n < 0)
 		{
-			n = send(conn->sock, req + conn->login_sent, total - conn->login_sent,
-					 MSG_NOSIGNAL);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			{
-				conn->connect_events = WL_SOCKET_WRITEABLE;
-				result = MC_CONNECT_WAIT;
-				break;
-			}
-			if (n < 0)
-			{
-				(void) conn_io_failed(conn, errno, "send to");
-				result = MC_CONNECT_FAILED;
-				break;
-			}
+			(void) conn_xfer_failed(conn, st, "send to");
+			result = MC_CONNECT_FAILED;
+			break;
 		}
 		conn->login_sent += n;
 	}
@@ -561,6 +539,7 @@ login_read(McConn *conn)
 	{
 		ssize_t		n;
 		size_t		room;
+		McXferStatus st;
 
 		line = conn->rbuf + conn->rstart;
 		len = conn->rend - conn->rstart;
@@ -575,43 +554,17 @@ login_read(McConn *conn)
 		if (!conn_reserve(conn, 1))
 			return MC_CONNECT_FAILED;
 		room = conn->rcap - conn->rend - 1;
-		if (conn->ssl != NULL)
+		n = conn->xfer->read(conn, conn->rbuf + conn->rend, room, &st);
+		if (n == 0)
 		{
-			McTlsStatus st;
-
-			n = conn_tls_read(conn, conn->rbuf + conn->rend, room, &st);
-			if (n == 0)
-			{
-				conn->connect_events = st == MC_TLS_WANT_WRITE ?
-					WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
-				return MC_CONNECT_WAIT;
-			}
-			if (n < 0)
-			{
-				(void) conn_tls_failed(conn, st, "read from");
-				return MC_CONNECT_FAILED;
-			}
+			conn->connect_events = st == MC_XFER_WANT_WRITE ?
+				WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+			return MC_CONNECT_WAIT;
 		}
-		else
+		if (n < 0)
 		{
-			n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
-			if (n == 0)
-			{
-				(void) conn_io_failed(conn, 0, "read from");
-				return MC_CONNECT_FAILED;
-			}
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			{
-				conn->connect_events = WL_SOCKET_READABLE;
-				return MC_CONNECT_WAIT;
-			}
-			if (n < 0)
-			{
-				(void) conn_io_failed(conn, errno, "read from");
-				return MC_CONNECT_FAILED;
-			}
+			(void) conn_xfer_failed(conn, st, "read from");
+			return MC_CONNECT_FAILED;
 		}
 		conn->rend += n;
 		conn->rbuf[conn->rend] = '\0';

@@ -33,7 +33,9 @@ McConnClose(McConn *conn)
 		conn->wes = NULL;
 	}
 	/* no close_notify: the socket may be out of step, and memcached needs none */
-	conn_tls_close(conn);
+	if (conn->xfer != NULL)
+		conn->xfer->close(conn);
+	conn->xfer = NULL;
 	if (conn->sock != PGINVALID_SOCKET)
 	{
 		closesocket(conn->sock);

@@ -1,9 +1,10 @@
 /*
  * conn_int.h — what the conn_*.c files share about a connection's
  * insides: the McConn struct, buffer sizes, the wait-set slot of the latch,
- * the outcome of a socket step, and the helpers both sides of a connection
- * call.  Not for any other file: the rest of the extension sees McConn as
- * an opaque pointer and goes through the functions declared in mcfdw.h.
+ * the outcome of a socket step, the transport under the socket (plaintext
+ * or TLS: McTransport), and the helpers both sides of a connection call.
+ * Not for any other file: the rest of the extension sees McConn as an
+ * opaque pointer and goes through the functions declared in net.h.
  */
 #ifndef MCFDW_CONN_INT_H
 #define MCFDW_CONN_INT_H
@@ -26,6 +27,8 @@
  * is outstanding: a connection found busy at its next use (an error or a
  * cancel interrupted the read) is out of step and gets closed.
  */
+typedef struct McTransport McTransport;
+
 struct McConn
 {
 	McNet	   *net;			/* the server's network part */
@@ -60,6 +63,9 @@ struct McConn
 	uint32		mevents;		/* socket events mwes is armed for */
 	uint32		cur_events;		/* socket events wes is armed for */
 	Latch	   *latch;			/* latch wes was built with */
+
+	const McTransport *xfer;	/* plaintext or TLS, set when the socket
+								 * opens; NULL while it is closed */
 
 	/* TLS (conn_tls.c): NULL on a plaintext socket */
 	struct ssl_st *ssl;
@@ -141,16 +147,53 @@ conn_reset_rbuf(McConn *conn)
 		conn->rbuf[0] = '\0';
 }
 
-/* Outcome of a TLS step (conn_tls.c). */
-typedef enum McTlsStatus
+/* Outcome of a transfer or a TLS handshake step. */
+typedef enum McXferStatus
 {
-	MC_TLS_DONE,
-	MC_TLS_WANT_READ,			/* wait for the socket to be readable, retry */
-	MC_TLS_WANT_WRITE,			/* ... writable */
-	MC_TLS_EOF,					/* the peer closed */
-	MC_TLS_SYSERR,				/* a socket error, in errno */
-	MC_TLS_ERROR				/* a TLS failure, described by conn_tls_why() */
-} McTlsStatus;
+	MC_XFER_DONE,
+	MC_XFER_WANT_READ,			/* wait for the socket to be readable, retry */
+	MC_XFER_WANT_WRITE,			/* ... writable */
+	MC_XFER_EOF,				/* the peer closed */
+	MC_XFER_SYSERR,				/* a socket error, in errno */
+	MC_XFER_ERROR				/* a TLS failure, described by conn_tls_why() */
+} McXferStatus;
+
+/*
+ * The transport under a connection's socket: plaintext (conn_plain.c) or
+ * TLS (conn_tls.c), chosen when the socket opens (conn->xfer), so the rest
+ * of net/ reads and writes without asking which.  read and write never
+ * wait: the bytes moved, 0 when the socket must be waited for (*st says
+ * which way), -1 with *st saying why (conn_xfer_failed words it).
+ */
+struct McTransport
+{
+	ssize_t		(*read) (McConn *conn, char *buf, size_t len, McXferStatus *st);
+	ssize_t		(*write) (McConn *conn, const char *buf, size_t len, McXferStatus *st);
+	/* a whole request (header, data block and its CRLF), waiting as needed */
+	McIoStatus	(*write_request) (McConn *conn, const char *hdr, size_t hlen,
+								  const char *data, size_t dlen);
+	/* the idle probe: open, and nothing unasked to read */
+	bool		(*still_open) (McConn *conn);
+	/* bytes it holds that epoll cannot see (McConnHasPending) */
+	bool		(*pending) (McConn *conn);
+	/* a request finished with its reply read whole (TLS: keep the session) */
+	void		(*idle) (McConn *conn);
+	/* the socket is about to close: free what the transport holds */
+	void		(*close) (McConn *conn);
+	/* why the last transfer failed with MC_XFER_ERROR */
+	const char *(*why) (void);
+	/*
+	 * Bytes come in records: one read may return less than the socket
+	 * holds, so a short read does not mean drained, and io_timeout runs
+	 * from the last byte delivered (a server trickling a record a byte at
+	 * a time wakes every wait and delivers nothing).
+	 */
+	bool		records;
+	bool		tls;			/* for mc_connections */
+};
+
+extern const McTransport mc_plain_transport;	/* conn_plain.c */
+extern const McTransport mc_tls_transport;	/* conn_tls.c */
 
 /* conn_io.c */
 extern MemoryContext conn_memory(void);
@@ -162,18 +205,11 @@ extern bool conn_wait(McConn *conn, uint32 events, int timeout_ms, const char *a
 extern McIoStatus conn_send(McConn *conn, const char *hdr, size_t hlen,
 							const char *data, size_t dlen);
 extern McIoStatus conn_fill(McConn *conn, size_t need);
-extern McIoStatus conn_write(McConn *conn, const char *hdr, size_t hlen,
-							 const char *data, size_t dlen);
-extern McIoStatus conn_tls_failed(McConn *conn, McTlsStatus st, const char *action);
+extern McIoStatus conn_xfer_failed(McConn *conn, McXferStatus st, const char *action);
 
 /* conn_tls.c */
 extern bool conn_tls_begin(McConn *conn);
-extern McTlsStatus conn_tls_handshake(McConn *conn);
-extern ssize_t conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *st);
-extern ssize_t conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st);
-extern bool conn_tls_still_open(McConn *conn);
-extern void conn_tls_keep_session(McConn *conn);
-extern void conn_tls_close(McConn *conn);
+extern McXferStatus conn_tls_handshake(McConn *conn);
 extern void conn_tls_forget(McConn *conn);
 extern const char *conn_tls_why(void);
 

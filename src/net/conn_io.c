@@ -27,9 +27,6 @@
 
 #include "conn_int.h"
 
-#define TLS_GATHER_MAX	16384	/* one TLS record: a request up to this size is
-								 * gathered and written at once */
-
 /* The context of connection buffers and wait sets, made on first use. */
 MemoryContext
 conn_memory(void)
@@ -468,163 +465,31 @@ conn_io_failed(McConn *conn, int err, const char *action)
 }
 
 /*
- * Write a whole request on a plaintext socket (header, then optional data
- * block and its CRLF) with one sendmsg in the common case, waiting for
- * writability when the socket buffer is full.
- */
-static McIoStatus
-plain_write(McConn *conn, const char *hdr, size_t hlen,
-			const char *data, size_t dlen)
-{
-	struct iovec iov[3];
-	struct msghdr msg;
-	int			niov = 0;
-	static char crlf[] = "\r\n";
-
-	/* a request without data usually goes in one plain send */
-	if (data == NULL)
-	{
-		ssize_t		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
-
-		if (n == (ssize_t) hlen)
-			return MC_IO_OK;
-		if (n > 0)
-		{
-			hdr += n;
-			hlen -= n;
-		}
-		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return conn_io_failed(conn, errno, "send to");
-	}
-	iov[niov].iov_base = unconstify(char *, hdr);
-	iov[niov++].iov_len = hlen;
-	if (data != NULL)
-	{
-		if (dlen > 0)
-		{
-			iov[niov].iov_base = unconstify(char *, data);
-			iov[niov++].iov_len = dlen;
-		}
-		iov[niov].iov_base = crlf;
-		iov[niov++].iov_len = 2;
-	}
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = iov;
-	msg.msg_iovlen = niov;
-
-	while (msg.msg_iovlen > 0)
-	{
-		ssize_t		n = sendmsg(conn->sock, &msg, MSG_NOSIGNAL);
-
-		if (n < 0)
-		{
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-			{
-				if (!conn_wait(conn, WL_SOCKET_WRITEABLE, conn->net->cfg->io_timeout,
-							   "send to"))
-					return MC_IO_FAILED;
-				continue;
-			}
-			return conn_io_failed(conn, errno, "send to");
-		}
-		/* drop what was written from the front of the iovec */
-		while (n > 0 && msg.msg_iovlen > 0)
-		{
-			if ((size_t) n >= msg.msg_iov->iov_len)
-			{
-				n -= msg.msg_iov->iov_len;
-				msg.msg_iov++;
-				msg.msg_iovlen--;
-			}
-			else
-			{
-				msg.msg_iov->iov_base = (char *) msg.msg_iov->iov_base + n;
-				msg.msg_iov->iov_len -= n;
-				n = 0;
-			}
-		}
-	}
-	return MC_IO_OK;
-}
-
-/*
- * A TLS read or write failed (st): as conn_io_failed for an EOF or a socket
- * error (so a pooled socket closed while idle is retried alike), else a
- * failure of the instance with OpenSSL's reason.
+ * A transfer failed (st): as conn_io_failed for an EOF or a socket error
+ * (so a pooled socket closed while idle is retried alike, on either
+ * transport), else a failure of the instance with OpenSSL's reason.
  */
 McIoStatus
-conn_tls_failed(McConn *conn, McTlsStatus st, const char *action)
+conn_xfer_failed(McConn *conn, McXferStatus st, const char *action)
 {
-	if (st == MC_TLS_EOF)
+	if (st == MC_XFER_EOF)
 		return conn_io_failed(conn, 0, action);
-	if (st == MC_TLS_SYSERR)
+	if (st == MC_XFER_SYSERR)
 		return conn_io_failed(conn, errno, action);
-	conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action, "%s", conn_tls_why());
+	conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, action, "%s", conn->xfer->why());
 	return MC_IO_FAILED;
 }
 
-/* Write len bytes over TLS, waiting for the socket as OpenSSL asks. */
-static McIoStatus
-tls_write_all(McConn *conn, const char *buf, size_t len)
-{
-	while (len > 0)
-	{
-		McTlsStatus st;
-		ssize_t		n = conn_tls_write(conn, buf, len, &st);
-
-		if (n > 0)
-		{
-			buf += n;
-			len -= n;
-			continue;
-		}
-		if (n < 0)
-			return conn_tls_failed(conn, st, "send to");
-		/* the same bytes are offered again after the wait, as OpenSSL requires */
-		if (!conn_wait(conn, st == MC_TLS_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
-					   conn->net->cfg->io_timeout, "send to"))
-			return MC_IO_FAILED;
-	}
-	return MC_IO_OK;
-}
-
 /*
- * Write a whole request over TLS.  A small request is gathered into one
- * record (one packet, one MAC); a large value goes in its own records,
- * where the copy would cost more than the extra record headers.
+ * Does the transport hold bytes of this connection that epoll cannot see
+ * (TLS: read from the socket, not yet returned)?  Then the connection is
+ * readable whatever the wait set says: a caller must read before it waits.
  */
-static McIoStatus
-tls_write(McConn *conn, const char *hdr, size_t hlen,
-		  const char *data, size_t dlen)
+bool
+McConnHasPending(McConn *conn)
 {
-	char		one[TLS_GATHER_MAX];
-	McIoStatus	st;
-
-	if (data == NULL)
-		return tls_write_all(conn, hdr, hlen);
-	if (hlen + dlen + 2 <= sizeof(one))
-	{
-		memcpy(one, hdr, hlen);
-		memcpy(one + hlen, data, dlen);
-		memcpy(one + hlen + dlen, "\r\n", 2);
-		return tls_write_all(conn, one, hlen + dlen + 2);
-	}
-	if ((st = tls_write_all(conn, hdr, hlen)) != MC_IO_OK ||
-		(st = tls_write_all(conn, data, dlen)) != MC_IO_OK)
-		return st;
-	return tls_write_all(conn, "\r\n", 2);
-}
-
-/* Write a whole request, on TLS or plain TCP; not counted as a request. */
-McIoStatus
-conn_write(McConn *conn, const char *hdr, size_t hlen,
-		   const char *data, size_t dlen)
-{
-	if (conn->ssl != NULL)
-		return tls_write(conn, hdr, hlen, data, dlen);
-	return plain_write(conn, hdr, hlen, data, dlen);
+	return conn->xfer != NULL && conn->xfer->pending != NULL &&
+		conn->xfer->pending(conn);
 }
 
 /* Send a whole request: written, counted, and its reply awaited. */
@@ -632,7 +497,7 @@ McIoStatus
 conn_send(McConn *conn, const char *hdr, size_t hlen,
 		  const char *data, size_t dlen)
 {
-	McIoStatus	st = conn_write(conn, hdr, hlen, data, dlen);
+	McIoStatus	st = conn->xfer->write_request(conn, hdr, hlen, data, dlen);
 
 	if (st != MC_IO_OK)
 		return st;
@@ -707,11 +572,12 @@ conn_fill(McConn *conn, size_t need)
 	{
 		ssize_t		n;
 		size_t		room;
+		McXferStatus st;
 
 		/* bytes OpenSSL already holds are invisible to epoll: read them first */
 		if (conn->expect_wait && !McConnHasPending(conn))
 		{
-			if (conn->ssl != NULL && quiet_since == 0)
+			if (conn->xfer->records && quiet_since == 0)
 				quiet_since = conn->stamp_fresh ? conn->last_used : mono_usec();
 			if (!wait_since(conn, conn->want_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
 							conn->net->cfg->io_timeout, "read from", quiet_since))
@@ -719,43 +585,22 @@ conn_fill(McConn *conn, size_t need)
 		}
 		conn->expect_wait = conn->want_write = false;
 		room = conn->rcap - conn->rend - 1;
-		if (conn->ssl != NULL)
-		{
-			McTlsStatus st;
-
-			n = conn_tls_read(conn, conn->rbuf + conn->rend, room, &st);
-			if (n == 0)
-			{
-				conn->expect_wait = true;
-				conn->want_write = (st == MC_TLS_WANT_WRITE);
-				continue;
-			}
-			if (n < 0)
-				return conn_tls_failed(conn, st, "read from");
-			quiet_since = 0;
-		}
-		else
-			n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
-		if (n > 0)
-		{
-			conn->rend += n;
-			conn->rbuf[conn->rend] = '\0';
-			conn->rgot += n;
-			conn->stamp_fresh = false;
-			got += n;
-			conn->expect_wait = ((size_t) n < room);
-			continue;
-		}
+		n = conn->xfer->read(conn, conn->rbuf + conn->rend, room, &st);
 		if (n == 0)
-			return conn_io_failed(conn, 0, "read from");
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
 		{
 			conn->expect_wait = true;
+			conn->want_write = (st == MC_XFER_WANT_WRITE);
 			continue;
 		}
-		return conn_io_failed(conn, errno, "read from");
+		if (n < 0)
+			return conn_xfer_failed(conn, st, "read from");
+		quiet_since = 0;
+		conn->rend += n;
+		conn->rbuf[conn->rend] = '\0';
+		conn->rgot += n;
+		conn->stamp_fresh = false;
+		got += n;
+		conn->expect_wait = ((size_t) n < room);
 	}
 	return MC_IO_OK;
 }

@@ -93,72 +93,6 @@ McConnArm(McConn *conn, uint32 events)
 }
 
 /*
- * McConnSendSome over TLS: record by record until OpenSSL would block.
- * wbuf may move or grow between calls (McConnWriteSpace), which OpenSSL
- * is told to accept (conn_tls.c): the unsent bytes stay the same.
- */
-static ssize_t
-tls_send_some(McConn *conn)
-{
-	ssize_t		total = 0;
-
-	while (conn->woff < conn->wlen)
-	{
-		McTlsStatus st;
-		ssize_t		n = conn_tls_write(conn, conn->wbuf + conn->woff,
-									   conn->wlen - conn->woff, &st);
-
-		if (n == 0)
-			break;
-		if (n < 0)
-			return conn_tls_failed(conn, st, "send to") == MC_IO_RETRY ? -2 : -1;
-		conn->woff += n;
-		total += n;
-	}
-	if (conn->woff == conn->wlen)
-		conn->woff = conn->wlen = 0;
-	return total;
-}
-
-/*
- * McConnRecvSome over TLS: records are read until OpenSSL would block or
- * the buffer is full, so "drained" means OpenSSL holds no whole record
- * either (at most part of one, which McConnHasPending does not report),
- * and a wait on the socket is a wait for bytes that are really missing.
- */
-static ssize_t
-tls_recv_some(McConn *conn, bool *drained)
-{
-	ssize_t		total = 0;
-
-	*drained = false;
-	for (;;)
-	{
-		McTlsStatus st;
-		size_t		room = conn->rcap - conn->rend - 1;
-		ssize_t		n;
-
-		if (room == 0)
-			break;
-		n = conn_tls_read(conn, conn->rbuf + conn->rend, room, &st);
-		if (n == 0)
-		{
-			*drained = true;
-			break;
-		}
-		if (n < 0)
-			return conn_tls_failed(conn, st, "read from") == MC_IO_RETRY ? -2 : -1;
-		conn->rend += n;
-		conn->rbuf[conn->rend] = '\0';
-		conn->rgot += n;
-		conn->stamp_fresh = false;
-		total += n;
-	}
-	conn->expect_wait = *drained;
-	return total;
-}
-
-/*
  * Send what is pending in wbuf without waiting.  Returns the bytes sent (0
  * when the socket buffer is full), -1 when the instance failed (the cause
  * kept in conn), -2 when a pooled socket turned out to be closed while idle
@@ -167,26 +101,24 @@ tls_recv_some(McConn *conn, bool *drained)
 ssize_t
 McConnSendSome(McConn *conn)
 {
-	ssize_t		n;
+	ssize_t		total = 0;
 
-	if (conn->ssl != NULL)
-		return tls_send_some(conn);
-	for (;;)
+	while (conn->woff < conn->wlen)
 	{
-		n = send(conn->sock, conn->wbuf + conn->woff, conn->wlen - conn->woff,
-				 MSG_NOSIGNAL);
-		if (n >= 0)
+		McXferStatus st;
+		ssize_t		n = conn->xfer->write(conn, conn->wbuf + conn->woff,
+										  conn->wlen - conn->woff, &st);
+
+		if (n == 0)
 			break;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		return conn_io_failed(conn, errno, "send to") == MC_IO_RETRY ? -2 : -1;
+		if (n < 0)
+			return conn_xfer_failed(conn, st, "send to") == MC_IO_RETRY ? -2 : -1;
+		conn->woff += n;
+		total += n;
 	}
-	conn->woff += n;
 	if (conn->woff == conn->wlen)
 		conn->woff = conn->wlen = 0;
-	return n;
+	return total;
 }
 
 /*
@@ -199,34 +131,45 @@ McConnSendSome(McConn *conn)
 ssize_t
 McConnRecvSome(McConn *conn, size_t need, bool *drained)
 {
-	ssize_t		n;
-	size_t		room;
+	ssize_t		total = 0;
 
 	if (!conn_reserve(conn, Max(need, RBUF_BATCH_READ)))
 		return -1;
-	if (conn->ssl != NULL)
-		return tls_recv_some(conn, drained);
-	room = conn->rcap - conn->rend - 1;
+	*drained = false;
 	for (;;)
 	{
-		n = recv(conn->sock, conn->rbuf + conn->rend, room, 0);
-		if (n > 0)
+		McXferStatus st;
+		size_t		room = conn->rcap - conn->rend - 1;
+		ssize_t		n;
+
+		if (room == 0)
 			break;
+		n = conn->xfer->read(conn, conn->rbuf + conn->rend, room, &st);
 		if (n == 0)
-			return conn_io_failed(conn, 0, "read from") == MC_IO_RETRY ? -2 : -1;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		return conn_io_failed(conn, errno, "read from") == MC_IO_RETRY ? -2 : -1;
+		{
+			*drained = true;
+			break;
+		}
+		if (n < 0)
+			return conn_xfer_failed(conn, st, "read from") == MC_IO_RETRY ? -2 : -1;
+		conn->rend += n;
+		conn->rbuf[conn->rend] = '\0';
+		conn->rgot += n;
+		conn->stamp_fresh = false;
+		total += n;
+
+		/*
+		 * A short read drained the socket, unless bytes come in records
+		 * (TLS): then only a want says nothing whole is left.
+		 */
+		if (!conn->xfer->records && (size_t) n < room)
+		{
+			*drained = true;
+			break;
+		}
 	}
-	conn->rend += n;
-	conn->rbuf[conn->rend] = '\0';
-	conn->rgot += n;
-	conn->stamp_fresh = false;
-	conn->expect_wait = ((size_t) n < room);	/* short read: drained */
-	*drained = conn->expect_wait;
-	return n;
+	conn->expect_wait = *drained;
+	return total;
 }
 
 /*
@@ -259,7 +202,7 @@ McConnUnsent(McConn *conn)
 void
 McConnDropIdle(McConn *conn)
 {
-	if (!conn->busy && (conn->ssl == NULL || !conn_tls_still_open(conn)))
+	if (!conn->busy && (conn->xfer == NULL || !conn->xfer->still_open(conn)))
 		McConnClose(conn);
 }
 

@@ -1,16 +1,19 @@
 /*
- * conn_tls.c — TLS on a connection's socket, with the system's OpenSSL.
+ * conn_tls.c — the TLS transport: a connection's bytes through the
+ * system's OpenSSL.
  *
  * Owns: the SSL_CTX of a server entry (made at its first TLS connect from
  * the tls* options, freed with the entry's configuration), one SSL object
- * per connection, and the non-blocking steps on it: a handshake step, a
- * read, a write, a peek that tells a live idle socket from a closed one,
- * and whether OpenSSL holds bytes epoll cannot see (McConnHasPending).
- * Each step returns at once with what it needs next (the socket readable or
- * writable), and the callers wait on the connection's own wait set, so
+ * per connection, the handshake step, and the transport (McTransport,
+ * conn_int.h) the connection then uses: a read, a write, a whole request
+ * gathered into one record when small, a peek that tells a live idle
+ * socket from a closed one, whether OpenSSL holds bytes epoll cannot see,
+ * the session kept for resumption.  Each step returns at once with what it
+ * needs next (the socket readable or writable); only the whole-request
+ * write waits, on the connection's own wait set (conn_wait), so
  * connect_timeout, io_timeout, cancel and statement_timeout work as in
- * plain TCP.  Must not: wait, touch the socket itself, or record failures:
- * it describes them (tls_why) and the conn_*.c callers report them.
+ * plain TCP.  Must not: touch the socket itself, or record failures: it
+ * describes them (tls_why) and conn_io.c's conn_xfer_failed reports them.
  *
  * The backend may use OpenSSL itself (ssl = on): this file keeps OpenSSL's
  * per-thread error queue empty around each of its calls, so neither side
@@ -29,6 +32,9 @@
 #include "utils/memutils.h"
 
 #include "conn_int.h"
+
+#define TLS_GATHER_MAX	16384	/* one TLS record: a request up to this size is
+								 * gathered and written at once */
 
 /* The cause of the last failed step, for the caller's message. */
 static char tls_why[256];
@@ -213,6 +219,7 @@ conn_tls_begin(McConn *conn)
 		return false;
 	}
 	conn->ssl = ssl;
+	conn->xfer = &mc_tls_transport;
 	conn->tls_starved = false;
 	/* SNI is for names only (RFC 6066) */
 	if (!is_ip)
@@ -239,9 +246,9 @@ conn_tls_begin(McConn *conn)
 
 /*
  * The outcome of a failed SSL_* call (ret), as the caller acts on it; for
- * MC_TLS_ERROR, tls_why says why.  Clears OpenSSL's error queue.
+ * MC_XFER_ERROR, tls_why says why.  Clears OpenSSL's error queue.
  */
-static McTlsStatus
+static McXferStatus
 tls_status(McConn *conn, int ret, bool handshake)
 {
 	int			err = SSL_get_error(conn->ssl, ret);
@@ -252,20 +259,20 @@ tls_status(McConn *conn, int ret, bool handshake)
 	switch (err)
 	{
 		case SSL_ERROR_WANT_READ:
-			return MC_TLS_WANT_READ;
+			return MC_XFER_WANT_READ;
 		case SSL_ERROR_WANT_WRITE:
-			return MC_TLS_WANT_WRITE;
+			return MC_XFER_WANT_WRITE;
 		case SSL_ERROR_ZERO_RETURN:
 			ERR_clear_error();
 			if (handshake)
 				break;
-			return MC_TLS_EOF;
+			return MC_XFER_EOF;
 		case SSL_ERROR_SYSCALL:
 			ERR_clear_error();
 			errno = save_errno;
 			if (handshake)
 				break;
-			return errno != 0 ? MC_TLS_SYSERR : MC_TLS_EOF;
+			return errno != 0 ? MC_XFER_SYSERR : MC_XFER_EOF;
 		default:
 			break;
 	}
@@ -281,7 +288,7 @@ tls_status(McConn *conn, int ret, bool handshake)
 		else
 			snprintf(tls_why, sizeof(tls_why), "certificate verify failed: %s",
 					 X509_verify_cert_error_string(verify));
-		return MC_TLS_ERROR;
+		return MC_XFER_ERROR;
 	}
 	if (handshake)
 	{
@@ -304,18 +311,18 @@ tls_status(McConn *conn, int ret, bool handshake)
 		snprintf(tls_why, sizeof(tls_why),
 				 not_tls ? "the server did not answer the TLS handshake; is it plaintext? (%s)" :
 				 "the TLS handshake failed: %s", text);
-		return MC_TLS_ERROR;
+		return MC_XFER_ERROR;
 	}
 	snprintf(tls_why, sizeof(tls_why), "TLS error: %s", ssl_reason());
-	return MC_TLS_ERROR;
+	return MC_XFER_ERROR;
 }
 
 /*
- * One step of the handshake: MC_TLS_DONE, a want, or MC_TLS_ERROR.  A
+ * One step of the handshake: MC_XFER_DONE, a want, or MC_XFER_ERROR.  A
  * session the server handed out before is offered again (resumption saves
  * the certificate exchange); the new one is kept for the next reconnect.
  */
-McTlsStatus
+McXferStatus
 conn_tls_handshake(McConn *conn)
 {
 	int			ret;
@@ -325,7 +332,7 @@ conn_tls_handshake(McConn *conn)
 	if (ret == 1)
 	{
 		ERR_clear_error();
-		return MC_TLS_DONE;
+		return MC_XFER_DONE;
 	}
 	return tls_status(conn, ret, true);
 }
@@ -337,8 +344,8 @@ conn_tls_handshake(McConn *conn)
  * the session of a connection freed so as not resumable, which would make
  * the next connect a full handshake again.
  */
-void
-conn_tls_keep_session(McConn *conn)
+static void
+tls_keep_session(McConn *conn)
 {
 	SSL_SESSION *s;
 
@@ -355,12 +362,12 @@ conn_tls_keep_session(McConn *conn)
 
 /*
  * Read up to len decrypted bytes: the count, or 0 with *st a want, or -1
- * with *st MC_TLS_EOF, MC_TLS_SYSERR (errno set) or MC_TLS_ERROR.  After a
+ * with *st MC_XFER_EOF, MC_XFER_SYSERR (errno set) or MC_XFER_ERROR.  After a
  * want for reading, whatever OpenSSL holds is part of a record: until the
  * next successful read, McConnHasPending says nothing is readable.
  */
-ssize_t
-conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *st)
+static ssize_t
+tls_read(McConn *conn, char *buf, size_t len, McXferStatus *st)
 {
 	int			n;
 
@@ -372,8 +379,8 @@ conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *st)
 		return n;
 	}
 	*st = tls_status(conn, n, false);
-	conn->tls_starved = (*st == MC_TLS_WANT_READ);
-	return (*st == MC_TLS_WANT_READ || *st == MC_TLS_WANT_WRITE) ? 0 : -1;
+	conn->tls_starved = (*st == MC_XFER_WANT_READ);
+	return (*st == MC_XFER_WANT_READ || *st == MC_XFER_WANT_WRITE) ? 0 : -1;
 }
 
 /*
@@ -381,8 +388,8 @@ conn_tls_read(McConn *conn, char *buf, size_t len, McTlsStatus *st)
  * or 0 with *st a want, or -1 as conn_tls_read.  After a want, the next
  * call must offer the same bytes again (possibly moved, possibly more).
  */
-ssize_t
-conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st)
+static ssize_t
+tls_write(McConn *conn, const char *buf, size_t len, McXferStatus *st)
 {
 	int			n;
 
@@ -391,7 +398,7 @@ conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st)
 	if (n > 0)
 		return n;
 	*st = tls_status(conn, n, false);
-	return (*st == MC_TLS_WANT_READ || *st == MC_TLS_WANT_WRITE) ? 0 : -1;
+	return (*st == MC_XFER_WANT_READ || *st == MC_XFER_WANT_WRITE) ? 0 : -1;
 }
 
 /*
@@ -400,8 +407,8 @@ conn_tls_write(McConn *conn, const char *buf, size_t len, McTlsStatus *st)
  * TLS 1.3 server sends after the handshake, which would otherwise make a
  * healthy idle socket look as if the server sent something unasked.
  */
-bool
-conn_tls_still_open(McConn *conn)
+static bool
+tls_still_open(McConn *conn)
 {
 	char		b;
 	int			n;
@@ -410,7 +417,7 @@ conn_tls_still_open(McConn *conn)
 	n = SSL_peek(conn->ssl, &b, 1);
 	if (n > 0)
 		return false;
-	conn->tls_starved = (tls_status(conn, n, false) == MC_TLS_WANT_READ);
+	conn->tls_starved = (tls_status(conn, n, false) == MC_XFER_WANT_READ);
 	return conn->tls_starved;
 }
 
@@ -421,15 +428,15 @@ conn_tls_still_open(McConn *conn)
  * when the last read wanted the socket: the bytes held are part of a
  * record, and reading again before the rest arrives would spin.
  */
-bool
-McConnHasPending(McConn *conn)
+static bool
+tls_pending(McConn *conn)
 {
 	return conn->ssl != NULL && !conn->tls_starved && SSL_has_pending(conn->ssl);
 }
 
 /* Free the connection's SSL object (the socket is closed by the caller). */
-void
-conn_tls_close(McConn *conn)
+static void
+tls_close(McConn *conn)
 {
 	if (conn->ssl != NULL)
 	{
@@ -449,3 +456,83 @@ conn_tls_forget(McConn *conn)
 		conn->tls_session = NULL;
 	}
 }
+
+/* Write len bytes over TLS, waiting for the socket as OpenSSL asks. */
+static McIoStatus
+tls_write_all(McConn *conn, const char *buf, size_t len)
+{
+	while (len > 0)
+	{
+		McXferStatus st;
+		ssize_t		n = tls_write(conn, buf, len, &st);
+
+		if (n > 0)
+		{
+			buf += n;
+			len -= n;
+			continue;
+		}
+		if (n < 0)
+			return conn_xfer_failed(conn, st, "send to");
+		/* the same bytes are offered again after the wait, as OpenSSL requires */
+		if (!conn_wait(conn, st == MC_XFER_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+					   conn->net->cfg->io_timeout, "send to"))
+			return MC_IO_FAILED;
+	}
+	return MC_IO_OK;
+}
+
+/*
+ * Write a whole request over TLS.  A small request is gathered into one
+ * record (one packet, one MAC); a large value goes in its own records,
+ * where the copy would cost more than the extra record headers.
+ */
+static McIoStatus
+tls_write_request(McConn *conn, const char *hdr, size_t hlen,
+		  const char *data, size_t dlen)
+{
+	char		one[TLS_GATHER_MAX];
+	McIoStatus	st;
+
+	if (data == NULL)
+		return tls_write_all(conn, hdr, hlen);
+	if (hlen + dlen + 2 <= sizeof(one))
+	{
+		memcpy(one, hdr, hlen);
+		memcpy(one + hlen, data, dlen);
+		memcpy(one + hlen + dlen, "\r\n", 2);
+		return tls_write_all(conn, one, hlen + dlen + 2);
+	}
+	if ((st = tls_write_all(conn, hdr, hlen)) != MC_IO_OK ||
+		(st = tls_write_all(conn, data, dlen)) != MC_IO_OK)
+		return st;
+	return tls_write_all(conn, "\r\n", 2);
+}
+
+/*
+ * A request finished with its whole reply read: keep the session now (a
+ * TLS 1.3 server sends its tickets after the handshake, so they have come
+ * with the first reply), once per socket.
+ */
+static void
+tls_idle(McConn *conn)
+{
+	if (!conn->tls_kept)
+	{
+		tls_keep_session(conn);
+		conn->tls_kept = true;
+	}
+}
+
+const McTransport mc_tls_transport = {
+	.read = tls_read,
+	.write = tls_write,
+	.write_request = tls_write_request,
+	.still_open = tls_still_open,
+	.pending = tls_pending,
+	.idle = tls_idle,
+	.close = tls_close,
+	.why = conn_tls_why,
+	.records = true,
+	.tls = true,
+};
