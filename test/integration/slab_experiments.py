@@ -220,6 +220,11 @@ for n, (before, lg, sm, ev) in sorted(result.items()):
                                     sm["total_pages"], ev))
     t.diag("  slab_automove=%d: calcified %s; large class %.1f evictions per chunk"
            % (n, calc[n]["calcified"], lg["evicted"] / lg["total_chunks"]))
+t.diag("README's example (mc_slab_calcification):")
+for row in db.sql(c, "SELECT server, calcified, reason, starved_class, starved_turnover, starved_evicted_time,"
+                     " oldest_class, oldest_age, slab_automove, slabs_moved FROM mc_slab_calcification"
+                     " WHERE server IN ('exp3_am0', 'exp3_am2') ORDER BY server"):
+    t.diag("  " + " | ".join("" if v is None else str(v) for v in row))
 
 c.close()
 t.done()
