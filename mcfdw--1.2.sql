@@ -757,3 +757,33 @@ COMMENT ON EVENT TRIGGER mcfdw_check_trigger IS
 -- Where keys go
 COMMENT ON FUNCTION mc_route(text[], name) IS
   'where each key goes, without contacting memcached: its instance on the ring, host, port, the key as sent (prefix, digest, base64), whether that instance is marked dead, and the instance a read would go to now';
+
+-- Slab calcification (slabs.c) ----------------------------------------------
+-- One row per instance from one snapshot of its stats: calcified when a slab
+-- class evicts at least 10 times the chunks it owns (starved) while another
+-- class holds items at least twice as old (and a second older) as those the
+-- starved class evicts, or the global page pool has free pages.  The
+-- automover's setting and counters keep memcached's names.
+
+CREATE FUNCTION mc_slab_calcification(server name DEFAULT NULL,
+    OUT server name, OUT instance text, OUT calcified boolean, OUT reason text,
+    OUT starved_class integer, OUT starved_pages bigint, OUT starved_evicted bigint,
+    OUT starved_turnover double precision, OUT starved_evicted_time bigint,
+    OUT oldest_class integer, OUT oldest_pages bigint, OUT oldest_age bigint,
+    OUT slab_global_page_pool bigint, OUT slab_automove integer,
+    OUT evictions bigint, OUT slabs_moved bigint,
+    OUT slab_reassign_rescues bigint, OUT slab_reassign_chunk_rescues bigint,
+    OUT slab_reassign_evictions_nomem bigint, OUT slab_reassign_inline_reclaim bigint,
+    OUT slab_reassign_busy_items bigint, OUT slab_reassign_busy_deletes bigint,
+    OUT slab_reassign_running boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_slab_calcification'
+LANGUAGE C VOLATILE ROWS 4;
+
+CREATE VIEW mc_slab_calcification AS SELECT * FROM mc_slab_calcification();
+GRANT SELECT ON mc_slab_calcification TO PUBLIC;
+
+COMMENT ON FUNCTION mc_slab_calcification(name) IS
+  'one row per instance: calcified when a slab class evicts 10 times its chunks while another class holds items twice as old or free pages wait in the global pool; the automover''s setting and counters';
+COMMENT ON VIEW mc_slab_calcification IS
+  'one row per instance of every usable server: the slab calcification signal, the starved and the oldest class, the automover''s setting and counters';

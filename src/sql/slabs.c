@@ -1,11 +1,13 @@
 /*
- * slabs.c — the slab views: mc_slab_stats, mc_slab_summary, mc_slab_ladder.
+ * slabs.c — the slab views: mc_slab_stats, mc_slab_summary, mc_slab_ladder,
+ * mc_slab_calcification.
  *
  * Owns: merging "stats slabs" with "stats items" by slab class (in 1.6,
  * mem_requested and the eviction counters exist only in "stats items"),
- * the used/waste arithmetic, and deriving the slab class ladder from
- * "stats settings".  Must not: raise because an instance is down (it then
- * contributes no rows), nor keep state between calls.  The per-instance
+ * the used/waste arithmetic, deriving the slab class ladder from
+ * "stats settings", and the calcification signal and its thresholds.
+ * Must not: raise because an instance is down (it then contributes no
+ * rows), nor keep state between calls.  The per-instance
  * loop and the value parsing are stats.c's.
  */
 #include "postgres.h"
@@ -21,6 +23,7 @@
 PG_FUNCTION_INFO_V1(mc_slab_stats);
 PG_FUNCTION_INFO_V1(mc_slab_summary);
 PG_FUNCTION_INFO_V1(mc_slab_ladder);
+PG_FUNCTION_INFO_V1(mc_slab_calcification);
 
 /*
  * Slab class ids a server may report.  memcached 1.6 has at most 63 classes
@@ -84,8 +87,42 @@ typedef enum GlobalField
 	GF_POINTER_SIZE,			/* stats */
 	GF_CHUNK_SIZE,				/* stats settings: -n */
 	GF_SLAB_CHUNK_MAX,			/* stats settings */
+	GF_SLAB_AUTOMOVE,			/* stats settings */
+	/* stats: the eviction and automover counters of mc_slab_calcification */
+	GF_EVICTIONS, GF_SLABS_MOVED, GF_GLOBAL_PAGE_POOL,
+	GF_REASSIGN_RESCUES, GF_REASSIGN_CHUNK_RESCUES, GF_REASSIGN_EVICTIONS_NOMEM,
+	GF_REASSIGN_INLINE_RECLAIM, GF_REASSIGN_BUSY_ITEMS, GF_REASSIGN_BUSY_DELETES,
+	GF_REASSIGN_RUNNING,
 	GF_COUNT
 } GlobalField;
+
+/* The instance-wide fields read from "stats" and from "stats settings". */
+typedef struct GlobalName
+{
+	const char *name;
+	GlobalField field;
+} GlobalName;
+
+static const GlobalName general_names[] = {
+	{"limit_maxbytes", GF_LIMIT_MAXBYTES},
+	{"pointer_size", GF_POINTER_SIZE},
+	{"evictions", GF_EVICTIONS},
+	{"slabs_moved", GF_SLABS_MOVED},
+	{"slab_global_page_pool", GF_GLOBAL_PAGE_POOL},
+	{"slab_reassign_rescues", GF_REASSIGN_RESCUES},
+	{"slab_reassign_chunk_rescues", GF_REASSIGN_CHUNK_RESCUES},
+	{"slab_reassign_evictions_nomem", GF_REASSIGN_EVICTIONS_NOMEM},
+	{"slab_reassign_inline_reclaim", GF_REASSIGN_INLINE_RECLAIM},
+	{"slab_reassign_busy_items", GF_REASSIGN_BUSY_ITEMS},
+	{"slab_reassign_busy_deletes", GF_REASSIGN_BUSY_DELETES},
+	{"slab_reassign_running", GF_REASSIGN_RUNNING},
+};
+
+static const GlobalName settings_names[] = {
+	{"chunk_size", GF_CHUNK_SIZE},
+	{"slab_chunk_max", GF_SLAB_CHUNK_MAX},
+	{"slab_automove", GF_SLAB_AUTOMOVE},
+};
 
 typedef struct InstSlabs
 {
@@ -160,16 +197,28 @@ items_line(void *arg, const char *name, size_t namelen,
 		class_line((InstSlabs *) arg, name + 6, namelen - 6, value, valuelen, true);
 }
 
+/* Store the line if its name is one of names[]; false if it is not. */
+static bool
+named_global(InstSlabs *s, const GlobalName *names, int n, const char *name,
+			 size_t namelen, const char *value, size_t valuelen)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (McStatNameIs(name, namelen, names[i].name))
+		{
+			set_global(s, names[i].field, value, valuelen);
+			return true;
+		}
+	}
+	return false;
+}
+
 static void
 general_line(void *arg, const char *name, size_t namelen,
 			 const char *value, size_t valuelen)
 {
-	InstSlabs  *s = (InstSlabs *) arg;
-
-	if (McStatNameIs(name, namelen, "limit_maxbytes"))
-		set_global(s, GF_LIMIT_MAXBYTES, value, valuelen);
-	else if (McStatNameIs(name, namelen, "pointer_size"))
-		set_global(s, GF_POINTER_SIZE, value, valuelen);
+	named_global((InstSlabs *) arg, general_names, lengthof(general_names),
+				 name, namelen, value, valuelen);
 }
 
 static void
@@ -178,11 +227,9 @@ settings_line(void *arg, const char *name, size_t namelen,
 {
 	InstSlabs  *s = (InstSlabs *) arg;
 
-	if (McStatNameIs(name, namelen, "chunk_size"))
-		set_global(s, GF_CHUNK_SIZE, value, valuelen);
-	else if (McStatNameIs(name, namelen, "slab_chunk_max"))
-		set_global(s, GF_SLAB_CHUNK_MAX, value, valuelen);
-	else if (McStatNameIs(name, namelen, "growth_factor"))
+	if (!named_global(s, settings_names, lengthof(settings_names),
+					  name, namelen, value, valuelen) &&
+		McStatNameIs(name, namelen, "growth_factor"))
 		s->have_factor = McStatParseDouble(value, valuelen, &s->growth_factor);
 }
 
@@ -526,5 +573,213 @@ Datum
 mc_slab_ladder(PG_FUNCTION_ARGS)
 {
 	McStatForEachInstance(fcinfo, slab_ladder_instance, NULL);
+	return (Datum) 0;
+}
+
+/* ---- calcification --------------------------------------------------- */
+
+/*
+ * Calcification: memory stuck in slab classes that no longer need it while
+ * another class evicts.  Judged from one snapshot of the instance ("stats",
+ * "stats slabs", "stats items", "stats settings"), so it needs no history
+ * and no second visit.  The thresholds, documented in README:
+ *
+ * A class is STARVED when its evictions (items:N:evicted, counted since the
+ * server started) are at least MC_CALC_TURNOVER times the chunks it owns
+ * (total_chunks): it has cycled everything it can hold through eviction
+ * many times over.  Filling a cache evicts a fraction of its chunks; a
+ * class frozen at a page or two gets there after a few hundred writes; a
+ * long-running cache that is simply too small gets there too, which is why
+ * starving alone is not calcification (below).  The counters are
+ * cumulative: a class that starved and was then given pages (by the
+ * automover) stops counting as starved once its chunks reach a tenth of
+ * what it evicted.
+ *
+ * The instance is CALCIFIED when a starved class exists and
+ *  - another class holds OLD ITEMS: its oldest item (items:N:age, seconds
+ *    since last access) is older than the items the starved class evicts
+ *    (items:N:evicted_time, seconds since the last access of the most
+ *    recent item it evicted) by at least MC_CALC_AGE_FACTOR times, and by
+ *    at least a second (the servers' clock ticks in seconds).  memcached's
+ *    own automover (slab_automove=1) moves a page when the ages differ by
+ *    more than 1 / slab_automove_ratio (0.8 by default, a factor of 1.25),
+ *    so an instance it keeps balanced stays below the factor of 2; or
+ *  - the global page pool holds free pages (slab_global_page_pool > 0):
+ *    pages no class owns while one evicts.
+ */
+#define MC_CALC_TURNOVER	10
+#define MC_CALC_AGE_FACTOR	2
+
+/* The class evicted >= MC_CALC_TURNOVER times its chunks; *turnover: the ratio */
+static bool
+class_starved(const SlabClass *c, double *turnover)
+{
+	int64		limit;
+
+	if (c == NULL || !c->in_slabs || !c->have[SF_S_TOTAL_CHUNKS] ||
+		!c->have[SF_I_EVICTED] || c->v[SF_S_TOTAL_CHUNKS] <= 0 ||
+		c->v[SF_I_EVICTED] <= 0 ||
+		pg_mul_s64_overflow(c->v[SF_S_TOTAL_CHUNKS], MC_CALC_TURNOVER, &limit) ||
+		c->v[SF_I_EVICTED] < limit)
+		return false;
+	*turnover = (double) c->v[SF_I_EVICTED] / (double) c->v[SF_S_TOTAL_CHUNKS];
+	return true;
+}
+
+/*
+ * The oldest item class "other" holds is old next to what class "starved"
+ * evicts (see above); false when either age is unknown.
+ */
+static bool
+class_older(const SlabClass *other, const SlabClass *starved)
+{
+	int64		age = other->v[SF_I_AGE];
+	int64		evicted_age = starved->v[SF_I_EVICTED_TIME];
+
+	if (!other->have[SF_I_AGE] || !starved->have[SF_I_EVICTED_TIME] ||
+		class_items(other).v <= 0 || evicted_age < 0 || age <= evicted_age)
+		return false;
+	/* age >= MC_CALC_AGE_FACTOR * evicted_age, without overflow */
+	return age / MC_CALC_AGE_FACTOR >= evicted_age;
+}
+
+/* The class other than "except" with the oldest items; 0 if none. */
+static int
+oldest_other(const InstSlabs *s, int except)
+{
+	int			best = 0;
+
+	for (int id = 1; id <= MC_SLAB_CLASS_MAX; id++)
+	{
+		const SlabClass *c = s->cls[id];
+
+		if (id == except || c == NULL || !c->have[SF_I_AGE] || class_items(c).v <= 0)
+			continue;
+		if (best == 0 || c->v[SF_I_AGE] > s->cls[best]->v[SF_I_AGE])
+			best = id;
+	}
+	return best;
+}
+
+#define CALC_NCOLS 23
+
+static inline void
+put_global(const InstSlabs *s, Datum *values, bool *nulls, int col, GlobalField f)
+{
+	values[col] = Int64GetDatum(s->g[f]);
+	nulls[col] = !s->have[f];
+}
+
+/* One instance of mc_slab_calcification: one row, or none if it failed. */
+static void
+slab_calcification_instance(StatsCall *call, McServer *srv, int index)
+{
+	static const GlobalField counters[] = {
+		GF_EVICTIONS, GF_SLABS_MOVED, GF_REASSIGN_RESCUES,
+		GF_REASSIGN_CHUNK_RESCUES, GF_REASSIGN_EVICTIONS_NOMEM,
+		GF_REASSIGN_INLINE_RECLAIM, GF_REASSIGN_BUSY_ITEMS,
+		GF_REASSIGN_BUSY_DELETES
+	};
+	InstSlabs  *s = collect_slabs(srv, index,
+								  NEED_GENERAL | NEED_SLABS | NEED_ITEMS | NEED_SETTINGS);
+	Datum		values[CALC_NCOLS];
+	bool		nulls[CALC_NCOLS] = {0};
+	bool		free_pages;
+	int			starved = 0;
+	int			oldest = 0;
+	bool		old_items = false;
+	bool		best_reason = false;	/* the instance is calcified */
+	double		best_turnover = 0;
+	int			col = 0;
+
+	if (s == NULL)
+		return;
+	free_pages = s->have[GF_GLOBAL_PAGE_POOL] && s->g[GF_GLOBAL_PAGE_POOL] > 0;
+
+	/*
+	 * The starved class shown: of those with a reason to call the instance
+	 * calcified, else of all starved classes, the one with the most
+	 * evictions per chunk.
+	 */
+	for (int id = 1; id <= MC_SLAB_CLASS_MAX; id++)
+	{
+		double		turnover;
+		int			other;
+		bool		older;
+		bool		reason;
+
+		if (!class_starved(s->cls[id], &turnover))
+			continue;
+		other = oldest_other(s, id);
+		older = other != 0 && class_older(s->cls[other], s->cls[id]);
+		reason = older || free_pages;
+		if (starved == 0 || (reason && !best_reason) ||
+			(reason == best_reason && turnover > best_turnover))
+		{
+			starved = id;
+			oldest = other;
+			old_items = older;
+			best_reason = reason;
+			best_turnover = turnover;
+		}
+	}
+
+	values[col++] = call->server;
+	values[col++] = call->instance;
+	values[col++] = BoolGetDatum(best_reason);
+	if (best_reason)
+		values[col] = CStringGetTextDatum(old_items && free_pages ? "old items, free pages" :
+										  old_items ? "old items" : "free pages");
+	nulls[col++] = !best_reason;
+	if (starved != 0)
+	{
+		const SlabClass *c = s->cls[starved];
+
+		values[col++] = Int32GetDatum(starved);
+		put_opt(values, nulls, col++, field(c, SF_S_TOTAL_PAGES));
+		put_opt(values, nulls, col++, field(c, SF_I_EVICTED));
+		values[col++] = Float8GetDatum(best_turnover);
+		put_opt(values, nulls, col++, field(c, SF_I_EVICTED_TIME));
+	}
+	else
+	{
+		for (int k = 0; k < 5; k++)
+			nulls[col++] = true;
+	}
+	if (oldest != 0)
+	{
+		const SlabClass *c = s->cls[oldest];
+
+		values[col++] = Int32GetDatum(oldest);
+		put_opt(values, nulls, col++, field(c, SF_S_TOTAL_PAGES));
+		put_opt(values, nulls, col++, field(c, SF_I_AGE));
+	}
+	else
+	{
+		for (int k = 0; k < 3; k++)
+			nulls[col++] = true;
+	}
+	put_global(s, values, nulls, col++, GF_GLOBAL_PAGE_POOL);
+	values[col] = Int32GetDatum((int32) s->g[GF_SLAB_AUTOMOVE]);
+	nulls[col++] = !s->have[GF_SLAB_AUTOMOVE] ||
+		s->g[GF_SLAB_AUTOMOVE] < PG_INT32_MIN || s->g[GF_SLAB_AUTOMOVE] > PG_INT32_MAX;
+	for (int k = 0; k < (int) lengthof(counters); k++)
+		put_global(s, values, nulls, col++, counters[k]);
+	values[col] = BoolGetDatum(s->g[GF_REASSIGN_RUNNING] != 0);
+	nulls[col++] = !s->have[GF_REASSIGN_RUNNING];
+	Assert(col == CALC_NCOLS);
+	McStatPutRow(call, values, nulls);
+}
+
+/*
+ * mc_slab_calcification(server) returns one row per instance: whether a
+ * slab class is starved of pages while memory sits elsewhere (see
+ * MC_CALC_TURNOVER), the classes that say so, and the automover's setting
+ * and counters under memcached's own names.
+ */
+Datum
+mc_slab_calcification(PG_FUNCTION_ARGS)
+{
+	McStatForEachInstance(fcinfo, slab_calcification_instance, NULL);
 	return (Datum) 0;
 }

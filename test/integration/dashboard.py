@@ -7,7 +7,9 @@ dashboard variables ($server, $instance, multi-valued) are replaced with
 concrete values the way Grafana does, and the result is run in a private
 database with mcfdw and docs/grafana/history.sql installed, after a few
 samples.  One of the servers has an instance that is down: the dashboard
-must keep working.  A query that fails, returns no rows, or keeps a '$'
+must keep working.  A private memcached (-m 8, slab_automove=0) is made
+calcified and configured in two servers: the calcification panels show it,
+and count it once.  A query that fails, returns no rows, or keeps a '$'
 placeholder Grafana would have replaced fails the test.
 """
 
@@ -15,6 +17,7 @@ import datetime
 import json
 import os
 import re
+import socket
 
 import mcdb
 import mcrig
@@ -35,6 +38,32 @@ c = db.connect()
 db.server(c, "memcached", "127.0.0.1:%d" % ports[0])
 db.server(c, "dash_two", "127.0.0.1:%d,127.0.0.1:1" % ports[1], connect_timeout="300ms")
 db.sql(c, history_sql)
+
+
+def load(port, prefix, n, value_size, batch=200):
+    """n items prefix%08d of value_size bytes, quiet meta sets, one mn per batch."""
+    val = b"v" * value_size
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        for b0 in range(0, n, batch):
+            sock.sendall(b"".join(b"ms %s%08d %d q\r\n%s\r\n" % (prefix, i, value_size, val)
+                                  for i in range(b0, min(b0 + batch, n))) + b"mn\r\n")
+            got = b""
+            while not got.endswith(b"MN\r\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise RuntimeError("memcached closed the connection")
+                got += chunk
+
+
+# a calcified instance: 8 MB of 1 KB items, then 17 KB items that the one
+# page their class gets evicts 20 times over (memcached's slab_automove=0)
+calc_mc = mcrig.start_memcached("-m", "8", "-o", "slab_automove=0")
+db.server(c, "dash_calc", calc_mc.addr)
+db.server(c, "dash_calc_too", calc_mc.addr)
+load(calc_mc.port, b"s:", 8 * 1000, 1000)
+load(calc_mc.port, b"L:", 1260, 17000)
+mcrig.wait_for(lambda: db.value(c, "SELECT calcified FROM mc_slab_calcification('dash_calc')"),
+               timeout=15, interval=0.2, what="the private memcached to be calcified")
 
 # a little traffic between samples, so the "over time" panels have deltas
 for n in range(3):
@@ -167,5 +196,25 @@ if inst:
 else:
     t.ok(False, "the dashboard has an Instances panel")
 
+# the calcification panels: the calcified instance, counted once although
+# two servers name it
+by_title = {p.get("title"): p for p in all_panels(dash["panels"])}
+for title in ("Calcified instances", "Calcification"):
+    t.ok(title in by_title, "the dashboard has a %r panel" % title)
+if "Calcified instances" in by_title:
+    rows = run(variables(macros(by_title["Calcified instances"]["targets"][0]["rawSql"]), values))
+    t.is_(rows[0][0], 1, "Calcified instances: the one calcified instance, counted once for its two servers")
+if "Calcification" in by_title:
+    cur = c.cursor()
+    cur.execute(variables(macros(by_title["Calcification"]["targets"][0]["rawSql"]), values))
+    cols = [d[0] for d in cur.description]
+    rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+    calc = [r for r in rows if r["calcified"]]
+    t.ok(len(calc) == 2 and {r["server"] for r in calc} == {"dash_calc", "dash_calc_too"}
+         and all(r["instance"] == calc_mc.addr and r["reason"] == "old items" and r["slab_automove"] == 0
+                 for r in calc) and rows[:2] == calc,
+         "Calcification lists the calcified instance first, under both its servers", repr(rows))
+
+calc_mc.stop()
 c.close()
 t.done()

@@ -367,7 +367,8 @@ for server in ("auth", "tlsauth"):
          "%s: mc_server_stats shows bob's rejected login as a row with its error, no password" % server,
          repr(r))
     views = [attempt(c, "SELECT count(*) FROM %s WHERE server = %%s" % v, (server,))
-             for v in ("mc_stats", "mc_slab_stats", "mc_slab_summary", "mc_slab_ladder")]
+             for v in ("mc_stats", "mc_slab_stats", "mc_slab_summary", "mc_slab_ladder",
+                       "mc_slab_calcification")]
     views.append(attempt(c, "SELECT count(*) FROM mc_stats(%s)", (server,)))
     t.ok(all(v[0] == "ok" and v[1] == [(0,)] for v in views),
          "%s: mc_stats and the slab views leave the instance out, no error" % server, repr(views))

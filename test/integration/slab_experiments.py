@@ -10,6 +10,9 @@ mc_server_stats) on private memcacheds started with the flags each needs.
 3. Calcification: a 64 MB cache filled with small items, then a large
    working set: with slab_automove=0 the large class keeps its one page and
    evicts nearly every write; with slab_automove=2 pages move to it.
+   mc_slab_calcification calls the first instance calcified (the large
+   class starved, the small one holding older items) and not the second,
+   nor either one after the fill alone.
 
 Boundaries come from the view's own ladder (mc_slab_ladder), never from
 constants; the per-item overhead from a probe item measured through
@@ -77,6 +80,14 @@ def summary(server):
     cur = c.cursor()
     cur.execute("SELECT * FROM mc_slab_summary(%s)", (server,))
     return dict(zip([d[0] for d in cur.description], cur.fetchone()))
+
+
+def calcification(server):
+    cur = c.cursor()
+    cur.execute("SELECT * FROM mc_slab_calcification(%s)", (server,))
+    rows = cur.fetchall()
+    assert len(rows) == 1, rows
+    return dict(zip([d[0] for d in cur.description], rows[0]))
 
 
 def first_class(lad, at_least):
@@ -165,12 +176,33 @@ for n, mc in am.items():
     before = slab_class(server, small_id)
     t.ok(before["total_pages"] >= 60 and slab_class(server, large_id) is None,
          "exp3 automove=%d: small items fill the cache (%d pages in class %d)" % (n, before["total_pages"], small_id))
+    filled = calcification(server)
+    t.ok(filled["calcified"] is False and filled["starved_class"] is None,
+         "exp3 automove=%d: a cache full of one class is not calcified" % n, repr(filled))
     for _ in range(rounds):
         load(mc, b"L:", working, large - overhead)
     result[n] = (before, slab_class(server, large_id), slab_class(server, small_id),
                  db.value(c, "SELECT evictions FROM mc_server_stats(%s)", (server,)))
 _, l0, s0, ev0 = result[0]
 _, l2, s2, ev2 = result[2]
+
+# The signal, once the small items are 2 s old on both instances: the
+# automove=2 instance has old items too, so what keeps it from being
+# calcified is its large class no longer starving.
+mcrig.wait_for(lambda: all(slab_class("exp3_am%d" % n, small_id)["age"] >= 2 for n in am),
+               interval=0.2, what="the small items to be 2 s old")
+calc = {n: calcification("exp3_am%d" % n) for n in am}
+k0, k2 = calc[0], calc[2]
+t.ok(k0["calcified"] is True and k0["reason"].startswith("old items") and k0["starved_class"] == large_id
+     and k0["starved_turnover"] >= 10 and k0["oldest_class"] == small_id and k0["oldest_age"] >= 2
+     and k0["slab_automove"] == 0 and k0["slabs_moved"] == 0,
+     "exp3 automove=0: calcified, class %s starved (%s evictions per chunk, items evicted %s s after last use),"
+     " class %s holding %s s old items" % (k0["starved_class"], k0["starved_turnover"], k0["starved_evicted_time"],
+                                         k0["oldest_class"], k0["oldest_age"]), repr(k0))
+t.ok(k2["calcified"] is False and k2["starved_class"] is None and k2["reason"] is None
+     and k2["slab_automove"] == 2 and k2["slabs_moved"] > 0
+     and k2["slabs_moved"] == db.value(c, "SELECT slabs_moved FROM mc_server_stats('exp3_am2')"),
+     "exp3 automove=2: not calcified; the automover moved %s pages" % k2["slabs_moved"], repr(k2))
 writes = rounds * working
 t.ok(l0["total_pages"] <= 2 and l0["evicted"] > 0.8 * (writes - l0["total_chunks"]),
      "exp3 automove=0: the large class is frozen at %d page(s) and evicts %d of %d writes"
@@ -186,6 +218,13 @@ for n, (before, lg, sm, ev) in sorted(result.items()):
     t.diag("  slab_automove=%d: large class %2d page(s), %6d large-class evictions; small class %2d -> %2d pages;"
            " %d evictions in all" % (n, lg["total_pages"], lg["evicted"], before["total_pages"],
                                     sm["total_pages"], ev))
+    t.diag("  slab_automove=%d: calcified %s; large class %.1f evictions per chunk"
+           % (n, calc[n]["calcified"], lg["evicted"] / lg["total_chunks"]))
+t.diag("README's example (mc_slab_calcification):")
+for row in db.sql(c, "SELECT server, calcified, reason, starved_class, starved_turnover, starved_evicted_time,"
+                     " oldest_class, oldest_age, slab_automove, slabs_moved FROM mc_slab_calcification"
+                     " WHERE server IN ('exp3_am0', 'exp3_am2') ORDER BY server"):
+    t.diag("  " + " | ".join("" if v is None else str(v) for v in row))
 
 c.close()
 t.done()
