@@ -287,9 +287,16 @@ McServerGet(Oid serverid)
  * that stores, deletes, touches, counts or flushes calls it.
  */
 extern void McServerCheckWriteSlow(McServer *srv);
+/*
+ * Writes this backend started (prefetch_exec.c): a prefetched batch read
+ * before a write is not used after it, so a call sees what it saw without
+ * the prefetch.
+ */
+extern uint64 McPrefetchWrites;
 static inline void
 McServerCheckWrite(McServer *srv)
 {
+	McPrefetchWrites++;
 	if (likely(!srv->cfg.writers_set || srv->write_ok_user == GetUserId()))
 		return;
 	McServerCheckWriteSlow(srv);

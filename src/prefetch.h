@@ -1,0 +1,60 @@
+/*
+ * prefetch.h — per-row reads prefetched: a query that calls mc_get or
+ * mc_get_bytea once per row of a scan or join reads the keys of a batch of
+ * rows in one pipelined round, and each call takes its answer from the
+ * batch.  prefetch.c places the node (a planner hook), prefetch_exec.c runs
+ * it; reads.c asks McPrefetchLookup before its own round trip.
+ */
+#ifndef MCFDW_PREFETCH_H
+#define MCFDW_PREFETCH_H
+
+#include "mcfdw.h"
+#include "nodes/extensible.h"
+
+/* What a batch knows of a key. */
+typedef enum McPrefetchAnswer
+{
+	MC_PF_UNKNOWN,				/* not in the batch: the call asks memcached */
+	MC_PF_MISS,					/* asked, and memcached had no value */
+	MC_PF_HIT					/* asked, and the value is in *hit */
+} McPrefetchAnswer;
+
+/* A prefetched value as the reply carried it: still to be decoded. */
+typedef struct McPrefetchHit
+{
+	const char *data;
+	size_t		len;
+	bool		has_flags;		/* the reply carried client flags */
+	uint32		flags;
+} McPrefetchHit;
+
+/* The batch whose row is being projected now (prefetch_exec.c), or NULL. */
+extern void *McPrefetchCurrent;
+
+extern McPrefetchAnswer McPrefetchFind(McServer *srv, const char *key,
+									   size_t len, McPrefetchHit *hit);
+
+/*
+ * The answer the batch of the row being projected has for key of srv:
+ * MC_PF_UNKNOWN, at the cost of one test, outside a prefetching node.
+ */
+static inline McPrefetchAnswer
+McPrefetchLookup(McServer *srv, const char *key, size_t len, McPrefetchHit *hit)
+{
+	if (likely(McPrefetchCurrent == NULL))
+		return MC_PF_UNKNOWN;
+	return McPrefetchFind(srv, key, len, hit);
+}
+
+/* The settings (options.c). */
+extern bool mc_prefetch;
+extern int	mc_prefetch_batch_size;
+
+extern const CustomScanMethods McPrefetchScanMethods;
+extern void McPrefetchInit(void);
+
+/* custom_private of the node */
+#define MC_PF_PRIVATE_BOUND		0	/* rows a LIMIT above lets through, -1: none */
+#define MC_PF_PRIVATE_SERVERS	1	/* per call: its server's name, or Integer 0 for mcfdw.server */
+
+#endif							/* MCFDW_PREFETCH_H */
