@@ -268,12 +268,18 @@ pf_hit(void *arg, Datum key, char *base, const McReply *r)
 
 /*
  * McMultiGetRun for a group ("v" as mc_get asks, and "f" when the flags say
- * how to decode), in a subtransaction: with on_failure 'error' a failing
- * instance raises, and that error belongs to the call of the first row
- * whose key is on it, not to rows before it in the batch.  So the error is
- * caught (the subtransaction's abort closes the connections it left out of
- * step) and false returned: the calls ask for themselves, and that row's
- * raises it.  A cancel or a shortage of resources is raised here.
+ * how to decode), as a server without failover and with on_failure 'error'
+ * would run it, in a subtransaction.  A failing instance then raises, and
+ * nothing else: no key is failed over, no call counted degraded or warned
+ * about; the error is caught (the subtransaction's abort closes the
+ * connections it left out of step) and false returned, so the calls ask
+ * for themselves and do what they do today, the first one on that
+ * instance raising, failing over or degrading.  The failure still counts
+ * once towards the instance's failure_limit.  A cancel or a shortage of
+ * resources is raised here.
+ *
+ * The two settings are set aside on the server entry for the run, and put
+ * back before anything else can read them.
  */
 static bool
 run_softly(PfState *s, PfGroup *g, unsigned want)
@@ -282,11 +288,19 @@ run_softly(PfState *s, PfGroup *g, unsigned want)
 	ResourceOwner owner = CurrentResourceOwner;
 	volatile bool ok = true;
 
+	McServer   *srv = g->srv;
+	bool		failover = srv->cfg.failover;
+	bool		miss = srv->cfg.on_failure_miss;
+
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		McMultiGetRun(g->srv, g->keys, NULL, g->nkeys, want, pf_hit, s);
+		srv->cfg.failover = false;
+		srv->cfg.on_failure_miss = false;
+		McMultiGetRun(srv, g->keys, NULL, g->nkeys, want, pf_hit, s);
+		srv->cfg.failover = failover;
+		srv->cfg.on_failure_miss = miss;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -296,6 +310,8 @@ run_softly(PfState *s, PfGroup *g, unsigned want)
 		ErrorData  *edata;
 		int			class;
 
+		srv->cfg.failover = failover;
+		srv->cfg.on_failure_miss = miss;
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();

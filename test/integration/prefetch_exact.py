@@ -48,8 +48,9 @@ db.sql(c, """CREATE FUNCTION loop_rows(lim int, srv name) RETURNS text LANGUAGE 
 c.close()
 
 
-def run(sql, prefetch, setup=()):
-    """The rows (or the error) and the notices of sql in a fresh backend."""
+def run(sql, prefetch, setup=(), after=None):
+    """The rows (or the error) and the notices of sql in a fresh backend,
+    and what the query after says then."""
     conn = db.connect()
     cur = conn.cursor()
     cur.execute("LOAD 'mcfdw'")
@@ -63,13 +64,16 @@ def run(sql, prefetch, setup=()):
     except Exception as e:  # noqa: BLE001
         out = ("error", str(e).splitlines()[0])
     notices = [n.strip() for n in conn.notices]
+    if after:
+        cur.execute(after)
+        notices.append(cur.fetchall())
     conn.close()
     return out, notices
 
 
-def same(sql, name, setup=()):
-    off = run(sql, False, setup)
-    on = run(sql, True, setup)
+def same(sql, name, setup=(), after=None):
+    off = run(sql, False, setup, after)
+    on = run(sql, True, setup, after)
     t.ok(on == off, name, "on:  %r" % (on,), "off: %r" % (off,))
     return on
 
@@ -146,15 +150,17 @@ conn.close()
 
 # on_failure and dead instances
 px.mode = "close"
+degraded = "SELECT server::text, degraded FROM mc_servers WHERE degraded > 0 ORDER BY 1, 2"
 same("SELECT u.id, mc_get('u:' || u.id, 'pf_miss') FROM users u WHERE u.id <> 250 ORDER BY u.id",
-     "on_failure miss, an instance closing every connection: same rows and warning")
+     "on_failure miss, an instance closing every connection: same rows, warning, degraded count",
+     after=degraded)
 same("SELECT u.id, mc_get('u:' || u.id, 'pf_fo') FROM users u WHERE u.id <> 250 ORDER BY u.id",
      "failover, an instance closing every connection: same rows")
 same("SELECT note(u.id, mc_get('u:' || u.id, 'pf')) FROM users u WHERE u.id <> 250 ORDER BY u.id",
      "on_failure error, an instance closing every connection: same error")
 px.mode = "pass"
 same("SELECT u.id, mc_get('u:' || u.id, 'pf_dead') FROM users u ORDER BY u.id",
-     "on_failure miss, a dead instance: same rows")
+     "on_failure miss, a dead instance: same rows, warning, degraded count", after=degraded)
 same("SELECT u.id, mc_get('u:' || u.id, 'pf_dead_err') FROM users u ORDER BY u.id",
      "on_failure error, a dead instance: same error")
 
