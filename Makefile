@@ -53,6 +53,7 @@ OBJS = \
 	src/fdw_join_exec.o \
 	src/prefetch.o \
 	src/prefetch_exec.o \
+	src/prefetch_batch.o \
 	src/rowlayout.o \
 	src/batch.o \
 	src/batch_sql.o \

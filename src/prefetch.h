@@ -3,7 +3,8 @@
  * mc_get_bytea once per row of a scan or join reads the keys of a batch of
  * rows in one pipelined round, and each call takes its answer from the
  * batch.  prefetch.c places the node (a planner hook), prefetch_exec.c runs
- * it; reads.c asks McPrefetchLookup before its own round trip.
+ * it, prefetch_batch.c keeps a batch's answers; reads.c asks
+ * McPrefetchLookup before its own round trip.
  */
 #ifndef MCFDW_PREFETCH_H
 #define MCFDW_PREFETCH_H
@@ -28,8 +29,37 @@ typedef struct McPrefetchHit
 	uint32		flags;
 } McPrefetchHit;
 
-/* The batch whose row is being projected now (prefetch_exec.c), or NULL. */
-extern void *McPrefetchCurrent;
+typedef struct McPfEntry McPfEntry;
+
+/* The calls of one server in a batch, and their keys' answers. */
+typedef struct McPfGroup
+{
+	char	   *server;			/* NULL: mcfdw.server */
+	McServer   *srv;			/* this batch's, or NULL: nothing prefetched */
+	bool		usable;			/* every instance answered */
+	uint64		writes;			/* McPrefetchWrites when the keys were read */
+	McPfEntry **slots;			/* hash table of the keys */
+	uint32		mask;
+	Datum	   *keys;			/* the distinct keys, for McMultiGetRun */
+	int			nkeys;
+} McPfGroup;
+
+/* A batch's answers, per server (prefetch_batch.c). */
+typedef struct McPfAnswers
+{
+	int			ngroups;
+	McPfGroup  *groups;
+	MemoryContext cxt;			/* one batch's keys and values (and rows) */
+	Size		budget;			/* bytes a batch may keep: work_mem */
+	Size		used;
+} McPfAnswers;
+
+/* The batch whose row is being projected now, or NULL. */
+extern McPfAnswers *McPrefetchCurrent;
+
+extern void McPrefetchStart(McPfAnswers *a, int nkeys);
+extern void McPrefetchAdd(McPfAnswers *a, McPfGroup *g, Datum key);
+extern void McPrefetchOnHit(void *arg, Datum key, char *base, const McReply *r);
 
 extern McPrefetchAnswer McPrefetchFind(McServer *srv, const char *key,
 									   size_t len, McPrefetchHit *hit);

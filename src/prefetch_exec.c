@@ -2,25 +2,21 @@
  * prefetch_exec.c — per-row reads prefetched: running the node.
  *
  * Owns: the prefetching node's batches (rows of the node below, read ahead,
- * batches growing from a few rows to mcfdw.prefetch_batch_size, never past
- * a LIMIT right above), their keys read in one McMultiGetRun per server,
- * the answers kept for the batch (McPrefetchFind, which reads.c asks), the
+ * batches growing from 16 rows to mcfdw.prefetch_batch_size, never past a
+ * LIMIT right above), their keys computed as the calls will compute them
+ * and read in one McMultiGetRun per server (in a subtransaction, as a
+ * server with on_failure 'error' and no failover: see run_softly), the
  * row projected with its batch current (McPrefetchCurrent), rescans and
- * EXPLAIN.  A batch's answers are only used while they are what a call of
- * its own would read: not after this backend wrote to memcached
- * (McPrefetchWrites), not when an instance failed or was dead (the calls
- * then make their own round trips, failing over, degrading or raising as
- * they would), and a value is kept in its reply's form, decoded and
- * checked by the call, so an error about it is raised by its own row.
- * Memory: the rows and values of one batch, within work_mem; a value past
- * that is left to its call.  Must not: decode values (reads.c, values.c),
- * route keys (multi_get.c) or plan (prefetch.c).
+ * EXPLAIN.  A batch's answers (prefetch_batch.c) are used only when every
+ * instance answered; otherwise the calls make their own round trips,
+ * failing over, degrading or raising as they would.  Memory: the rows,
+ * keys and values of one batch, within work_mem.  Must not: decode values
+ * (reads.c, values.c), route keys (multi_get.c) or plan (prefetch.c).
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "commands/explain.h"
-#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
@@ -32,40 +28,9 @@
 
 #include "multi_get.h"
 #include "prefetch.h"
-#include "protocol.h"
-
-void	   *McPrefetchCurrent = NULL;
-uint64		McPrefetchWrites = 0;
 
 /* The first batch: a few rows, so a query that stops early reads little. */
 #define PF_FIRST_BATCH		16
-
-/* One distinct key of a batch, and what memcached said of it. */
-typedef struct PfEntry
-{
-	struct PfEntry *next;		/* same hash slot */
-	uint32		hash;
-	uint8		answer;			/* McPrefetchAnswer */
-	bool		has_flags;
-	uint32		flags;
-	char	   *value;
-	size_t		vlen;
-	/* the key as a text datum (4-byte header), for McMultiGetRun */
-	char		key[FLEXIBLE_ARRAY_MEMBER];
-} PfEntry;
-
-/* The calls of one server. */
-typedef struct PfGroup
-{
-	char	   *server;			/* NULL: mcfdw.server */
-	McServer   *srv;			/* this batch's, or NULL: nothing prefetched */
-	bool		usable;			/* the batch's answers may be used */
-	uint64		writes;			/* McPrefetchWrites when the keys were read */
-	PfEntry   **slots;
-	uint32		mask;
-	Datum	   *keys;
-	int			nkeys;
-} PfGroup;
 
 typedef struct PfState
 {
@@ -74,19 +39,16 @@ typedef struct PfState
 	int			nsites;
 	ExprState **site_key;		/* per call: its key over the scan tuple */
 	int		   *site_group;
-	int			ngroups;
-	PfGroup    *groups;
+	McPfAnswers answers;		/* the batch's answers, per server (prefetch_batch.c) */
 	int			max_batch;
 	int64		bound;			/* rows a LIMIT above lets through, or -1 */
 	int64		returned;		/* since the start or rescan */
 	int			next_batch;
-	MemoryContext batch_cxt;	/* one batch's rows, keys and values */
+	MemoryContext batch_cxt;	/* one batch's rows, keys and values: answers.cxt */
 	MinimalTuple *rows;
 	int			nrows;
 	int			pos;
 	bool		done;
-	Size		budget;			/* bytes of rows and values a batch may keep */
-	Size		used;
 	/* for EXPLAIN ANALYZE */
 	int64		nbatches;
 	int64		nkeys;
@@ -162,7 +124,7 @@ pf_begin(CustomScanState *node, EState *estate, int eflags)
 	s->nsites = list_length(cscan->custom_exprs);
 	s->site_key = palloc(sizeof(ExprState *) * s->nsites);
 	s->site_group = palloc(sizeof(int) * s->nsites);
-	s->groups = palloc0(sizeof(PfGroup) * s->nsites);
+	s->answers.groups = palloc0(sizeof(McPfGroup) * s->nsites);
 	foreach(lc, cscan->custom_exprs)
 	{
 		int			i = foreach_current_index(lc);
@@ -171,17 +133,18 @@ pf_begin(CustomScanState *node, EState *estate, int eflags)
 		int			g;
 
 		s->site_key[i] = ExecInitExpr(lfirst(lc), &node->ss.ps);
-		for (g = 0; g < s->ngroups; g++)
-			if (name == NULL ? s->groups[g].server == NULL :
-				(s->groups[g].server && strcmp(s->groups[g].server, name) == 0))
+		for (g = 0; g < s->answers.ngroups; g++)
+			if (name == NULL ? s->answers.groups[g].server == NULL :
+				(s->answers.groups[g].server && strcmp(s->answers.groups[g].server, name) == 0))
 				break;
-		if (g == s->ngroups)
-			s->groups[s->ngroups++].server = name;
+		if (g == s->answers.ngroups)
+			s->answers.groups[s->answers.ngroups++].server = name;
 		s->site_group[i] = g;
 	}
-	s->budget = (Size) work_mem * 1024;
+	s->answers.budget = (Size) work_mem * 1024;
 	s->batch_cxt = AllocSetContextCreate(estate->es_query_cxt, "mcfdw prefetch",
 										 ALLOCSET_DEFAULT_SIZES);
+	s->answers.cxt = s->batch_cxt;
 	s->rows = palloc(sizeof(MinimalTuple) * s->max_batch);
 }
 
@@ -191,7 +154,7 @@ pf_begin(CustomScanState *node, EState *estate, int eflags)
  * raise what they raise, each at its own row.
  */
 static McServer *
-group_server(PfGroup *g)
+group_server(McPfGroup *g)
 {
 	const char *name = g->server ? g->server : mc_default_server;
 	Oid			oid;
@@ -203,67 +166,6 @@ group_server(PfGroup *g)
 		McServerAclCheck(oid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
 		return NULL;
 	return McServerLookup(g->server);
-}
-
-/*
- * Add a key to its group's batch, unless the call is better left to ask
- * itself: a NULL key (no call asks), one the key rules refuse (the call
- * raises the error) or one digested as too long (rare; it asks alone).
- */
-static void
-add_key(PfState *s, PfGroup *g, Datum d)
-{
-	text	   *t = (text *) PG_DETOAST_DATUM_PACKED(d);
-	const char *data = VARDATA_ANY(t);
-	size_t		len = VARSIZE_ANY_EXHDR(t);
-	size_t		plen = g->srv->cfg.key_prefix_len;
-	char		raw[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
-	bool		b64;
-	uint32		h;
-	PfEntry    *e;
-
-	if (len == 0 || len + plen > MC_KEY_MAX)
-		return;
-	memcpy(raw, g->srv->cfg.key_prefix, plen);
-	memcpy(raw + plen, data, len);
-	if (mc_key_check(raw, plen + len, &b64) != MC_KEY_OK)
-		return;
-	h = hash_bytes((const unsigned char *) data, len);
-	for (e = g->slots[h & g->mask]; e; e = e->next)
-		if (e->hash == h && VARSIZE(e->key) - VARHDRSZ == len &&
-			memcmp(VARDATA(e->key), data, len) == 0)
-			return;
-	e = MemoryContextAlloc(s->batch_cxt, offsetof(PfEntry, key) + VARHDRSZ + len);
-	e->hash = h;
-	e->answer = MC_PF_MISS;
-	e->value = NULL;
-	SET_VARSIZE(e->key, VARHDRSZ + len);
-	memcpy(VARDATA(e->key), data, len);
-	e->next = g->slots[h & g->mask];
-	g->slots[h & g->mask] = e;
-	g->keys[g->nkeys++] = PointerGetDatum(e->key);
-	s->used += offsetof(PfEntry, key) + VARHDRSZ + len;
-}
-
-/* McMultiGetRun's hit: keep the value as the reply has it. */
-static void
-pf_hit(void *arg, Datum key, char *base, const McReply *r)
-{
-	PfState    *s = arg;
-	PfEntry    *e = (PfEntry *) (DatumGetPointer(key) - offsetof(PfEntry, key));
-
-	if (s->used + r->value_len > s->budget)
-	{
-		e->answer = MC_PF_UNKNOWN;	/* over work_mem: its call asks itself */
-		return;
-	}
-	e->value = MemoryContextAllocHuge(s->batch_cxt, Max(r->value_len, 1));
-	memcpy(e->value, base + r->value_off, r->value_len);
-	e->vlen = r->value_len;
-	e->has_flags = (r->present & MC_F_FLAGS) != 0;
-	e->flags = e->has_flags ? r->client_flags : 0;
-	e->answer = MC_PF_HIT;
-	s->used += r->value_len;
 }
 
 /*
@@ -282,7 +184,7 @@ pf_hit(void *arg, Datum key, char *base, const McReply *r)
  * back before anything else can read them.
  */
 static bool
-run_softly(PfState *s, PfGroup *g, unsigned want)
+run_softly(PfState *s, McPfGroup *g, unsigned want)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -298,7 +200,7 @@ run_softly(PfState *s, PfGroup *g, unsigned want)
 	{
 		srv->cfg.failover = false;
 		srv->cfg.on_failure_miss = false;
-		McMultiGetRun(srv, g->keys, NULL, g->nkeys, want, pf_hit, s);
+		McMultiGetRun(srv, g->keys, NULL, g->nkeys, want, McPrefetchOnHit, &s->answers);
 		srv->cfg.failover = failover;
 		srv->cfg.on_failure_miss = miss;
 		ReleaseCurrentSubTransaction();
@@ -337,7 +239,7 @@ run_softly(PfState *s, PfGroup *g, unsigned want)
  * here, as the first call to that instance would raise it.
  */
 static void
-run_group(PfState *s, PfGroup *g)
+run_group(PfState *s, McPfGroup *g)
 {
 	McServer   *srv = g->srv;
 	int			n = srv->cfg.nendpoints;
@@ -382,32 +284,17 @@ refill(PfState *s)
 	ExecClearTuple(scan);
 	MemoryContextReset(s->batch_cxt);
 	s->nrows = s->pos = 0;
-	s->used = 0;
+	s->answers.used = 0;
 	if (s->done)
 		return false;
 	if (s->bound >= 0)
 		target = (int) Max(Min((int64) target, s->bound - s->returned), 1);
 
-	old = MemoryContextSwitchTo(s->batch_cxt);
-	for (int g = 0; g < s->ngroups; g++)
-	{
-		PfGroup    *grp = &s->groups[g];
-		uint32		cap = 16;
+	McPrefetchStart(&s->answers, target * s->nsites);
+	for (int g = 0; g < s->answers.ngroups; g++)
+		s->answers.groups[g].srv = group_server(&s->answers.groups[g]);
 
-		while (cap < (uint32) target * s->nsites * 2)
-			cap <<= 1;
-		grp->slots = palloc0(sizeof(PfEntry *) * cap);
-		grp->mask = cap - 1;
-		grp->keys = palloc(sizeof(Datum) * target * s->nsites);
-		grp->nkeys = 0;
-		grp->usable = false;
-		grp->srv = NULL;
-	}
-	MemoryContextSwitchTo(old);
-	for (int g = 0; g < s->ngroups; g++)
-		s->groups[g].srv = group_server(&s->groups[g]);
-
-	while (s->nrows < target && s->used < s->budget)
+	while (s->nrows < target && s->answers.used < s->answers.budget)
 	{
 		TupleTableSlot *slot = ExecProcNode(outer);
 		MinimalTuple row;
@@ -421,14 +308,14 @@ refill(PfState *s)
 		row = ExecCopySlotMinimalTuple(slot);
 		MemoryContextSwitchTo(old);
 		s->rows[s->nrows++] = row;
-		s->used += row->t_len;
+		s->answers.used += row->t_len;
 
 		/* the keys of the row's calls, as the calls will compute them */
 		ExecForceStoreMinimalTuple(row, scan, false);
 		econtext->ecxt_scantuple = scan;
 		for (int i = 0; i < s->nsites; i++)
 		{
-			PfGroup    *g = &s->groups[s->site_group[i]];
+			McPfGroup    *g = &s->answers.groups[s->site_group[i]];
 			bool		isnull;
 			Datum		d;
 
@@ -436,13 +323,13 @@ refill(PfState *s)
 				continue;
 			d = ExecEvalExprSwitchContext(s->site_key[i], econtext, &isnull);
 			if (!isnull)
-				add_key(s, g, d);
+				McPrefetchAdd(&s->answers, g, d);
 		}
 		ResetExprContext(econtext);
 	}
-	for (int g = 0; g < s->ngroups; g++)
-		if (s->groups[g].srv != NULL)
-			run_group(s, &s->groups[g]);
+	for (int g = 0; g < s->answers.ngroups; g++)
+		if (s->answers.groups[g].srv != NULL)
+			run_group(s, &s->answers.groups[g]);
 	if (s->nrows > 0)
 		s->nbatches++;
 	s->next_batch = Min(s->next_batch * 2, s->max_batch);
@@ -460,7 +347,7 @@ pf_exec(CustomScanState *node)
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	TupleTableSlot *scan = node->ss.ss_ScanTupleSlot;
 	TupleTableSlot *result;
-	void	   *prev = McPrefetchCurrent;
+	McPfAnswers *prev = McPrefetchCurrent;
 
 	CHECK_FOR_INTERRUPTS();
 	if (!s->enabled)
@@ -484,52 +371,11 @@ pf_exec(CustomScanState *node)
 	ResetExprContext(econtext);
 	ExecForceStoreMinimalTuple(s->rows[s->pos++], scan, false);
 	econtext->ecxt_scantuple = scan;
-	McPrefetchCurrent = s;
+	McPrefetchCurrent = &s->answers;
 	result = ExecProject(node->ss.ps.ps_ProjInfo);
 	McPrefetchCurrent = prev;
 	s->returned++;
 	return result;
-}
-
-/*
- * The answer of the current batch for a key of srv.  UNKNOWN unless the
- * batch asked it of srv, every instance answered, and nothing was written
- * since.
- */
-McPrefetchAnswer
-McPrefetchFind(McServer *srv, const char *key, size_t len, McPrefetchHit *hit)
-{
-	PfState    *s = McPrefetchCurrent;
-	uint32		h = 0;
-	bool		hashed = false;
-
-	for (int gi = 0; gi < s->ngroups; gi++)
-	{
-		PfGroup    *g = &s->groups[gi];
-
-		if (g->srv != srv || !g->usable || g->writes != McPrefetchWrites)
-			continue;
-		if (!hashed)
-		{
-			h = hash_bytes((const unsigned char *) key, len);
-			hashed = true;
-		}
-		for (PfEntry *e = g->slots[h & g->mask]; e; e = e->next)
-		{
-			if (e->hash != h || VARSIZE(e->key) - VARHDRSZ != len ||
-				memcmp(VARDATA(e->key), key, len) != 0)
-				continue;
-			if (e->answer == MC_PF_HIT)
-			{
-				hit->data = e->value;
-				hit->len = e->vlen;
-				hit->has_flags = e->has_flags;
-				hit->flags = e->flags;
-			}
-			return (McPrefetchAnswer) e->answer;
-		}
-	}
-	return MC_PF_UNKNOWN;
 }
 
 static void
@@ -537,7 +383,7 @@ pf_end(CustomScanState *node)
 {
 	PfState    *s = (PfState *) node;
 
-	if (McPrefetchCurrent == (void *) s)
+	if (McPrefetchCurrent == &s->answers)
 		McPrefetchCurrent = NULL;
 	ExecEndNode(outerPlanState(node));
 	MemoryContextDelete(s->batch_cxt);

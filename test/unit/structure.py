@@ -20,7 +20,7 @@ import re
 import sys
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
-OWNER_OF_INLINE = {"McServerGet": "pool.c"}
+OWNER_OF_INLINE = {"McServerGet": "pool.c", "McPrefetchLookup": "prefetch_batch.c"}
 
 
 def strip(text):
