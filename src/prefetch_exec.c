@@ -246,9 +246,12 @@ run_group(PfState *s, McPfGroup *g)
 	int			failures[MC_MAX_ENDPOINTS];
 	uint64		degraded[MC_MAX_ENDPOINTS];
 	bool		need_flags = srv->cfg.compression || srv->cfg.serialized_flag != 0;
+	MemoryContext old;
+	bool		ok;
 
+	/* one key is one round trip either way: its call makes it */
 	g->usable = false;
-	if (g->nkeys == 0 || srv->ndead > 0)
+	if (g->nkeys < 2 || srv->ndead > 0)
 		return;
 	for (int i = 0; i < n; i++)
 	{
@@ -257,8 +260,11 @@ run_group(PfState *s, McPfGroup *g)
 	}
 	g->writes = McPrefetchWrites;
 	s->nkeys += g->nkeys;
-	if (!run_softly(s, g, MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0)) ||
-		srv->ndead > 0)
+	/* what a failed run leaves allocated goes with the batch */
+	old = MemoryContextSwitchTo(s->batch_cxt);
+	ok = run_softly(s, g, MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0));
+	MemoryContextSwitchTo(old);
+	if (!ok || srv->ndead > 0)
 		return;
 	for (int i = 0; i < n; i++)
 		if (McInstanceHealthOf(srv, i)->failures > failures[i] ||

@@ -1002,17 +1002,22 @@ def w13_prefetch():
     say("13. %s mc_get in one statement, prefetched, against the batched join"
         % format(FT_JOIN_ROWS, ","))
     ft_setup()
-    load = "LOAD 'mcfdw';\n"
     get = "SELECT i.id, mc_get('k' || i.id) FROM bench_ids i%s;\n"
-    off = "SET mcfdw.prefetch = off;\n%sRESET mcfdw.prefetch;\n"
+    floor = "SELECT i.id, 'k' || i.id FROM bench_ids i%s;\n"
+
+    def script(prefetch, sql):
+        # the same statements around each: only the setting differs
+        return ("LOAD 'mcfdw';\nSET mcfdw.prefetch = %s;\n%sRESET mcfdw.prefetch;\n"
+                % ("on" if prefetch else "off", sql))
     scripts = {
-        "floor": load + "SELECT i.id, 'k' || i.id FROM bench_ids i;\n",
-        "join": load + "SELECT i.id, c.value FROM bench_ids i JOIN bench_ft c ON c.key = 'k' || i.id;\n",
-        "prefetch": load + get % "",
-        "per_row": load + off % (get % ""),
-        "floor10": load + "SELECT i.id, 'k' || i.id FROM bench_ids i WHERE i.id < 10;\n",
-        "prefetch10": load + get % " WHERE i.id < 10",
-        "per_row10": load + off % (get % " WHERE i.id < 10"),
+        "floor": script(True, floor % ""),
+        "join": script(True, "SELECT i.id, c.value FROM bench_ids i JOIN bench_ft c "
+                             "ON c.key = 'k' || i.id;\n"),
+        "prefetch": script(True, get % ""),
+        "per_row": script(False, get % ""),
+        "floor10": script(True, floor % " WHERE i.id < 10"),
+        "prefetch10": script(True, get % " WHERE i.id < 10"),
+        "per_row10": script(False, get % " WHERE i.id < 10"),
     }
     conn = connect()
     cur = conn.cursor()
