@@ -172,5 +172,12 @@ t.ok(on_rt <= 6, "with prefetch: a round trip per batch (16, 32, 64, 128, the re
      "%d round trips, %d keys" % (on_rt, on_mg))
 t.is_(on_mg, off_mg, "the same keys asked")
 
+# a LIMIT right above bounds the batch: no key past the limit is asked
+lim_rt, lim_mg = round_trips("SELECT u.id, mc_get('u:' || u.id, 'pf') FROM users u ORDER BY u.id LIMIT 5",
+                             True)
+off_lim_rt, off_lim_mg = round_trips("SELECT u.id, mc_get('u:' || u.id, 'pf') FROM users u "
+                                     "ORDER BY u.id LIMIT 5", False)
+t.is_(lim_mg, off_lim_mg, "LIMIT 5: the keys of the five rows, no more",)
+
 px.stop()
 t.done()
