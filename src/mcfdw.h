@@ -288,7 +288,7 @@ McServerGet(Oid serverid)
  */
 extern void McServerCheckWriteSlow(McServer *srv);
 /*
- * Writes this backend started (prefetch_exec.c): a prefetched batch read
+ * Writes this backend started (prefetch_batch.c): a prefetched batch read
  * before a write is not used after it, so a call sees what it saw without
  * the prefetch.
  */
