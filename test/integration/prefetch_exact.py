@@ -138,9 +138,9 @@ px.requests = bytearray()
 px.record = True
 cur.execute("FETCH 1 FROM cr")
 row = cur.fetchall()
+px.record = False
 cur.execute("FETCH BACKWARD 1 FROM cr")
 back = cur.fetchall()
-px.record = False
 mg = sum(1 for ln in bytes(px.requests).split(b"\r\n") if ln.startswith(b"mg "))
 t.ok(mg <= 1, "cursor: FETCH 1 reads at most its own key", "mg lines: %d" % mg)
 t.is_(row, [(2, "value 2")], "cursor: the second row")
