@@ -43,6 +43,8 @@ bool		mc_warn_on_miss = true;
 
 /* GUC: may the planner join foreign tables in batches (fdw_join.c). */
 bool		mc_enable_batched_join = true;
+bool		mc_prefetch = true;
+int			mc_prefetch_batch_size = 1000;
 
 /* GUC, for the tests: check every hand-laid row against PostgreSQL's. */
 bool		mc_debug_check_rows = false;
@@ -99,6 +101,23 @@ McOptionsInit(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("mcfdw.prefetch",
+							 "Lets a query that calls mc_get or mc_get_bytea once per row read the keys of a batch of rows in one round.",
+							 "Each call then takes its answer from the batch; when off, every call is a round trip of its own.",
+							 &mc_prefetch,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("mcfdw.prefetch_batch_size",
+							"Most rows whose keys mc_get prefetching reads in one round.",
+							"Batches start small and double up to this; rows and values "
+							"read ahead are also kept within work_mem.",
+							&mc_prefetch_batch_size,
+							1000, 1, 100000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("mcfdw.enable_batched_join",
 							 "Lets the planner join a foreign table on its key in batches of outer rows.",
 							 "Each batch of outer rows is one pipelined multi-get; when off, such "

@@ -17,6 +17,8 @@ extern uint64 mc_default_server_gen;
 extern bool mc_debug_check_rows;
 extern int	mc_stats_timeout;
 extern bool mc_warn_on_miss;
+extern bool mc_prefetch;
+extern int	mc_prefetch_batch_size;
 extern void McOptionsInit(void);
 extern void McParseServerOptions(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);

@@ -83,6 +83,7 @@ static Oid	last_oid = InvalidOid;
 static uint64 last_default_gen = 0;	/* last_oid is mcfdw.server's as of
 										 * this mc_default_server_gen; 0 = not */
 McServer   *mc_last_server = NULL;
+uint64		McServerWritesStarted = 0;
 
 /* Forget every role's route (see McRoute). */
 static void

@@ -42,9 +42,18 @@ McServerGet(Oid serverid)
  * that stores, deletes, touches, counts or flushes calls it.
  */
 extern void McServerCheckWriteSlow(McServer *srv);
+
+/*
+ * Writes this backend started (every McServerCheckWrite): a reader that
+ * kept values from before a write can tell that they may be stale (the
+ * prefetch of per-row reads, prefetch_batch.c).
+ */
+extern uint64 McServerWritesStarted;
+
 static inline void
 McServerCheckWrite(McServer *srv)
 {
+	McServerWritesStarted++;
 	if (likely(!srv->cfg.writers_set || srv->write_ok_user == GetUserId()))
 		return;
 	McServerCheckWriteSlow(srv);

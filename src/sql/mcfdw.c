@@ -2,8 +2,9 @@
  * mcfdw.c — module entry point.
  *
  * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c),
- * the per-backend pool (server_cache.c) and, when preloaded, the shared counters
- * (counters.c) and the batched join's planner hook (fdw_join.c).  Nothing
+ * the per-backend server cache (server_cache.c) and, when preloaded, the shared counters
+ * (counters.c), the batched join's planner hook (fdw_join.c) and the
+ * prefetching planner hook (prefetch.c).  Nothing
  * else belongs here.
  */
 #include "postgres.h"
@@ -12,6 +13,7 @@
 
 #include "counters.h"
 #include "fdw.h"
+#include "prefetch.h"
 
 PG_MODULE_MAGIC;
 
@@ -28,4 +30,5 @@ _PG_init(void)
 	McPoolInit();
 	McCountersInit();
 	McJoinInit();
+	McPrefetchInit();
 }

@@ -18,6 +18,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
+#include "prefetch.h"
 #include "single.h"
 
 PG_FUNCTION_INFO_V1(mc_get);
@@ -136,6 +137,25 @@ check_text(McServer *srv, McKey *k, const ReadResult *rr)
 	check_text_value(rr->value, k);
 }
 
+/*
+ * A value a prefetching node read for this call (prefetch.h), as the reply
+ * carried it: decoded here as read_value decodes it, so its errors are this
+ * call's.
+ */
+static void
+prefetched_value(McServer *srv, McKey *k, const McPrefetchHit *pf, ReadResult *out)
+{
+	McZStatus	st = MC_Z_DONE;
+
+	memset(out, 0, sizeof(*out));
+	out->hit = true;
+	out->present = MC_F_VALUE | (pf->has_flags ? MC_F_FLAGS : 0);
+	out->flags = pf->flags;
+	out->value = McValueDecode(srv, pf->data, pf->len, pf->has_flags, pf->flags, &st);
+	if (out->value == NULL)
+		McValueRaise(srv, st, k->raw, k->raw_len);
+}
+
 /* Shared body of mc_get / mc_get_bytea. */
 static Datum
 get_common(FunctionCallInfo fcinfo, bool as_text)
@@ -143,13 +163,26 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	McServer   *srv;
 	McKey		k;
 	ReadResult	rr;
+	McPrefetchHit pf;
+	text	   *key;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McServerLookup(McServerArg(fcinfo, 1));
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	if (!read_value(srv, &k, NULL, true, false, &rr) || !rr.hit)
-		PG_RETURN_NULL();
+	key = PG_GETARG_TEXT_PP(0);
+	McKeyPrepareText(srv, key, &k);
+	switch (McPrefetchLookup(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &pf))
+	{
+		case MC_PF_MISS:
+			PG_RETURN_NULL();
+		case MC_PF_HIT:
+			prefetched_value(srv, &k, &pf, &rr);
+			break;
+		default:
+			if (!read_value(srv, &k, NULL, true, false, &rr) || !rr.hit)
+				PG_RETURN_NULL();
+			break;
+	}
 	if (as_text)
 		check_text(srv, &k, &rr);
 	PG_RETURN_POINTER(rr.value);

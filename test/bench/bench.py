@@ -2,7 +2,8 @@
 """bench.py — the workloads of `make bench`, run by test/bench/bench.sh.
 
 Owns: loading the keys, every workload of issue 5 (and 9, batch writes, of
-issue 11; 11, foreign tables, of issue 14: scan, join, INSERT ... SELECT),
+issue 11; 11, foreign tables, of issue 14: scan, join, INSERT ... SELECT;
+13, per-row mc_get prefetched, of issue 25),
 the targets, and the report: one table printed at the end, the same rows as
 CSV (test/bench/results/latest.csv) and the printed report with the machine
 it ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or
@@ -989,6 +990,70 @@ def w11_foreign_table():
     w11_ft_fullscan()
 
 
+def w13_prefetch():
+    """The query users write first, SELECT i.id, mc_get('k' || i.id) FROM
+    bench_ids i, over 10,000 rows: prefetched (mcfdw.prefetch, one
+    pipelined round per batch of rows) against the batched join over the
+    same keys, and against the same statement with mcfdw.prefetch off (a
+    round trip per row); and over 10 rows, prefetched against off.  Each is
+    measured over its floor, the same rows with their keys computed.  Every
+    script LOADs mcfdw first, so its statements are planned with the
+    prefetch's planner hook in place (pgbench's sessions are new)."""
+    say("13. %s mc_get in one statement, prefetched, against the batched join"
+        % format(FT_JOIN_ROWS, ","))
+    ft_setup()
+    get = "SELECT i.id, mc_get('k' || i.id) FROM bench_ids i%s;\n"
+    floor = "SELECT i.id, 'k' || i.id FROM bench_ids i%s;\n"
+
+    def script(prefetch, sql):
+        # the same statements around each: only the setting differs
+        return ("LOAD 'mcfdw';\nSET mcfdw.prefetch = %s;\n%sRESET mcfdw.prefetch;\n"
+                % ("on" if prefetch else "off", sql))
+    scripts = {
+        "floor": script(True, floor % ""),
+        "join": script(True, "SELECT i.id, c.value FROM bench_ids i JOIN bench_ft c "
+                             "ON c.key = 'k' || i.id;\n"),
+        "prefetch": script(True, get % ""),
+        "per_row": script(False, get % ""),
+        "floor10": script(True, floor % " WHERE i.id < 10"),
+        "prefetch10": script(True, get % " WHERE i.id < 10"),
+        "per_row10": script(False, get % " WHERE i.id < 10"),
+    }
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("LOAD 'mcfdw'")
+    cur.execute("EXPLAIN " + get % "")
+    plan = "\n".join(r[0] for r in cur.fetchall())
+    n = value(conn, "SELECT count(v) FROM (%s) s(id, v)" % (get % "").rstrip(";\n"))
+    conn.close()
+    if "MemcachedPrefetch" not in plan:
+        raise RuntimeError("prefetch: the statement is not prefetched:\n" + plan)
+    if n != FT_JOIN_ROWS:
+        raise RuntimeError("prefetch: found %s of %d keys" % (n, FT_JOIN_ROWS))
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, sc in rotated(list(scripts.items()), r):
+            lat[k].append(pgbench(sc)[1])
+    added = {k: med([a - f for a, f in zip(lat[k], lat["floor"])])
+             for k in ("join", "prefetch", "per_row")}
+    w = "13 %s mc_get in one statement" % format(FT_JOIN_ROWS, ",")
+    row(w, "batched join over the same keys: added over floor", added["join"], "us")
+    rr = ratio(added["prefetch"], added["join"])
+    row(w, "mc_get per row, prefetched: added over floor", added["prefetch"], "us", None, None,
+        "<= 2 x the batched join", check(rr, "<=", 2.0),
+        "ratio to the batched join %.2f" % rr if rr is not None else "")
+    rp = ratio(added["per_row"], added["join"])
+    row(w, "mc_get per row, mcfdw.prefetch off: added over floor", added["per_row"], "us",
+        note="ratio to the batched join %.2f" % rp if rp is not None else "")
+    small = {k: med([a - f for a, f in zip(lat[k], lat["floor10"])])
+             for k in ("prefetch10", "per_row10")}
+    r10 = ratio(small["prefetch10"], small["per_row10"])
+    row(w, "10 rows, prefetched: added over floor", small["prefetch10"], "us", None, None,
+        "<= 1 x prefetch off", check(r10, "<=", 1.0),
+        "ratio to prefetch off %.2f" % r10 if r10 is not None else "")
+    row(w, "10 rows, mcfdw.prefetch off: added over floor", small["per_row10"], "us")
+
+
 def w8_seed():
     say("8. seed 004 workload: %d pgbench clients, 200 keys (160 populated, 95%% 80-250 B, 5%% 100 KB), "
         "%d rounds x %gs per contender and operation" % (CLIENTS, ROUNDS, SECONDS))
@@ -1685,7 +1750,8 @@ def main():
              (9, w9_batch_writes),
              (10, w10_tls),
              (11, w11_foreign_table),
-             (12, w12_compressed)]
+             (12, w12_compressed),
+             (13, w13_prefetch)]
     for num, fn in steps:
         if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
             continue

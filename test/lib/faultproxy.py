@@ -9,6 +9,7 @@ proxy between mcfdw and a real server and pick the fault:
     px.mode = "delay"; px.delay = 0.3    # replies arrive 300 ms late
     ...                                   # point a foreign server at px.port
     px.accepted                           # client connections seen so far
+    px.record = True; px.requests         # the request bytes, kept while record is set
 
 Modes (for replies, server -> client; requests always pass through):
   pass      forward as is
@@ -41,6 +42,8 @@ class FaultProxy:
         self.limit = 3
         self.garbage = b"XX garbage\r\n"
         self.accepted = 0
+        self.record = False
+        self.requests = bytearray()
         self._lsock = socket.socket()
         self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._lsock.bind((HOST, 0))
@@ -94,6 +97,8 @@ class FaultProxy:
                     if s is client:
                         if self.mode == "close":
                             return
+                        if self.record:
+                            self.requests += data
                         upstream.sendall(data)
                         continue
                     if first and self.first_delay:
