@@ -39,6 +39,7 @@ OBJS = \
 	src/conn_tls.o \
 	src/conn_multi.o \
 	src/pipeline.o \
+	src/engine.o \
 	src/functions.o \
 	src/reads.o \
 	src/keys.o \
