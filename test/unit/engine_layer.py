@@ -4,7 +4,9 @@
 The pipelined requests of every surface (multi-gets, batch writes, the
 on-commit queue, foreign-table scans, joins, DML and full-scan dumps) run
 through the request engine (engine.c): only it drives the shared wait
-(pipeline.c's McPipeline*), and no file above it — the foreign-data
+(pipeline.c's McPipeline*) and sends and reads a pipeline's bytes (one
+state machine per instance, not one per kind of request), and no file
+above it — the foreign-data
 wrapper (fdw*.c), the on-commit queue (xact.c), the *_multi writes
 (batch_sql.c), the trigger (trigger.c) — calls the connection layer
 (McConn*).  A file still doing so is listed in PENDING with what it waits
@@ -55,6 +57,14 @@ def main():
         print("ok %d - only engine.c drives the pipelined wait" % n)
     else:
         print("not ok %d - only engine.c drives the pipelined wait: %s" % (n, ", ".join(users)))
+    pumps = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*.c"))
+                   if not os.path.basename(f).startswith("conn")
+                   and calls(f, r"\b(McConn(?:SendSome|RecvSome|LinesRead))\s*\("))
+    n += 1
+    if pumps == ["engine.c"]:
+        print("ok %d - only engine.c sends and reads a pipeline's bytes" % n)
+    else:
+        print("not ok %d - only engine.c sends and reads a pipeline's bytes: %s" % (n, ", ".join(pumps)))
     print("1..%d" % n)
 
 
