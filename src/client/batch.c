@@ -2,26 +2,24 @@
  * batch.c — McBatchWrite: many writes of one server, one pipeline per
  * instance.
  *
- * Owns: the write batch engine.  Ops are routed (health.c's ring and alive
- * map, as mc_get_multi routes keys) and grouped per instance; each instance
- * gets one pipeline of quiet meta commands, each carrying its position as
- * opaque (O<pos>), then "mn"; every pipeline is written before any reply
- * is awaited, and one wait on the server's wait set serves whichever
- * socket is ready.  Quiet mode leaves only the exceptions on the
- * wire (NS, NF, errors for ms/md; HD for a touch, whose misses are the
- * quiet ones), so what "MN" closes without a word took the default outcome.
- * Requests are encoded in slices, so the write buffer stays small however
- * many ops a batch has.
+ * Owns: the writes of the request engine (engine.c).  Ops are routed
+ * (health.c's ring and alive map, as mc_get_multi routes keys) and grouped
+ * per instance; each instance gets one pipeline of quiet meta commands,
+ * each carrying its position as opaque (O<pos>), then "mn", which the
+ * engine writes with every other before any reply is awaited.  Quiet mode
+ * leaves only the exceptions on the wire (NS, NF, errors for ms/md; HD for
+ * a touch, whose misses are the quiet ones), so what "MN" closes without a
+ * word took the default outcome.  Requests are encoded in slices, so the
+ * write buffer stays small however many ops a batch has.  An instance that
+ * failed has its unanswered ops failed over to the others in another round
+ * (failover), unless they may have run.
  *
- * A pooled socket is probed first: a stray reply on it would pass for the
- * pipeline's own.  A SQL caller's deletes are at most once (sent again,
- * what the first send deleted would be NF), and so are sets marked once
- * (an INSERT's rows: sent again, one could overwrite another client's
- * newer value).  The wait and the restart of
- * an instance are pipeline.c's, as multi_get.c's are; the engines stay
- * apart because their replies and outcomes differ.  Must not: open, read
- * or write sockets itself (conn.c, conn_multi.c), touch the catalog or SQL
- * types, or keep state between calls.
+ * A SQL caller's deletes are at most once (sent again, what the first send
+ * deleted would be NF), and so are sets marked once (an INSERT's rows:
+ * sent again, one could overwrite another client's newer value): the
+ * engine marks their connections so.  Must not: open, read or write
+ * sockets, wait, or restart or time out an instance (the engine does),
+ * touch the catalog or SQL types, or keep state between calls.
  */
 #include "postgres.h"
 
@@ -30,7 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
-#include "pipeline.h"
+#include "engine.h"
 #include "health.h"
 #include "server.h"
 
@@ -49,10 +47,12 @@
  */
 #define BW_TLS_SEGMENT		(8 * 1024)
 
-/* One instance's share of a round. */
+/*
+ * One instance's share of a round: its requests and replies (its
+ * connection and progress are the engine's, engine.c).
+ */
 typedef struct BwInstance
 {
-	McConn	   *conn;			/* NULL: unused or dropped */
 	int		   *ops;			/* indexes into the op array, request order */
 	int			nops;
 	int			next_send;		/* ops encoded so far */
@@ -62,10 +62,6 @@ typedef struct BwInstance
 	int			seg_end;		/* ops before this are in sent segments */
 	bool		seg_waiting;	/* the segment sent is not answered yet */
 	bool		seg_single;		/* ... and it is one large set, not quiet */
-	bool		active;			/* waiting for MN */
-	bool		retried;
-	size_t		need;
-	TimestampTz last_progress;
 } BwInstance;
 
 typedef struct BwBatch
@@ -74,12 +70,8 @@ typedef struct BwBatch
 	McBatchOp  *ops;
 	int			nops;
 	bool		soft;			/* the caller's: nothing but a cancel raises */
-	bool		isoft;			/* instance failures do not raise (soft,
-								 * failover or on_failure 'miss') */
 	bool		miss;			/* on_failure 'miss': a failed instance's ops
 								 * fail, the call goes on */
-	TimestampTz deadline;		/* 0: none */
-	int			timeout_ms;
 	char	   *errbuf;
 	size_t		errlen;
 	BwInstance *inst;			/* one per configured instance */
@@ -88,7 +80,11 @@ typedef struct BwBatch
 	bool		reroute;		/* a failed instance left ops to fail over */
 	bool	   *degraded;		/* under miss: instances whose ops failed */
 	bool		segmented;		/* TLS and some sets: see BW_TLS_SEGMENT */
-	bool		at_most_once;	/* deletes and once sets of a SQL call: never sent twice */
+	McEngine	engine;			/* runs the instances' pipelines: soft when
+								 * instance failures do not raise (soft,
+								 * failover or on_failure 'miss'),
+								 * at_most_once for the deletes and once
+								 * sets of a SQL call, and the deadline */
 } BwBatch;
 
 /* Keep the first failure's message for a soft caller. */
@@ -121,21 +117,24 @@ settle_rest(BwBatch *b, BwInstance *bi, McBatchResult r)
 }
 
 /*
- * The instance failed (counted already by health.c): its unanswered ops go
- * to another instance with failover, unless no time is left; else they
- * fail.
+ * The instance failed (counted already by health.c; the engine's
+ * dropped): its unanswered ops go to another instance with failover,
+ * unless no time is left; else they fail.
  */
 static void
-drop_instance(BwBatch *b, BwInstance *bi, int s, bool may_reroute)
+bw_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 {
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+
 	note_error(b, "instance %s: %s", McInstanceName(&b->srv->net, s),
 			   McInstanceHealthOf(b->srv, s)->last_error);
 	/* writes that may have run there must not run elsewhere too */
-	if (b->at_most_once && bi->conn != NULL && McConnInDoubt(bi->conn))
+	if (b->engine.at_most_once && conn != NULL && McConnInDoubt(conn))
 	{
 		may_reroute = false;
 		if (!b->miss)
-			McConnRaise(bi->conn);
+			McConnRaise(conn);
 	}
 	if (may_reroute && b->srv->cfg.failover)
 	{
@@ -148,8 +147,6 @@ drop_instance(BwBatch *b, BwInstance *bi, int s, bool may_reroute)
 		if (b->miss)
 			b->degraded[s] = true;
 	}
-	bi->conn = NULL;
-	bi->active = false;
 }
 
 /*
@@ -230,36 +227,6 @@ route_round(BwBatch *b)
 	return true;
 }
 
-/*
- * Get every instance of the round a connection: a pooled socket, or a
- * connect started here and finished by the wait (pipeline.c), where the
- * connects of all instances proceed together.
- */
-static void
-connect_all(BwBatch *b)
-{
-	McServer   *srv = b->srv;
-	int			n = srv->cfg.nendpoints;
-	TimestampTz now = GetCurrentTimestamp();
-
-	for (int s = 0; s < n; s++)
-	{
-		BwInstance *bi = &b->inst[s];
-
-		if (bi->nops == 0)
-			continue;
-		bi->conn = McPipelineBegin(srv, s, b->isoft);
-		bi->need = 1;
-		bi->last_progress = now;
-		bi->segmented = b->segmented;
-		bi->active = (bi->conn != NULL);
-		if (!bi->active)
-			drop_instance(b, bi, s, true);
-		else if (b->at_most_once && !McConnConnecting(bi->conn))
-			McConnAtMostOnce(bi->conn);
-	}
-}
-
 /* Encode one op at dst; returns its length (header, and data for a set). */
 static size_t
 encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
@@ -312,9 +279,8 @@ encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
 
 /* Encode the next segment of a segmented pipeline, closed by "mn". */
 static void
-fill_segment(BwBatch *b, BwInstance *bi)
+fill_segment(BwBatch *b, BwInstance *bi, McConn *conn)
 {
-	McConn	   *conn = bi->conn;
 	size_t		bytes = 0;
 	int			first = bi->next_send;
 
@@ -371,13 +337,14 @@ fill_segment(BwBatch *b, BwInstance *bi)
  * large value may overshoot it by itself), and "mn" once all are queued.
  */
 static void
-fill_requests(BwBatch *b, BwInstance *bi)
+bw_fill(void *arg, int s, McConn *conn)
 {
-	McConn	   *conn = bi->conn;
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
 
 	if (bi->segmented)
 	{
-		fill_segment(b, bi);
+		fill_segment(b, bi, conn);
 		return;
 	}
 	while (bi->next_send < bi->nops && McConnUnsent(conn) < BW_WRITE_SLICE)
@@ -408,7 +375,7 @@ fill_requests(BwBatch *b, BwInstance *bi)
  * that one is named.  The key is the routed one, printable bytes only.
  */
 static void
-too_large(BwBatch *b, BwInstance *bi, int s, const char *line)
+too_large(BwBatch *b, BwInstance *bi, int s, McConn *conn, const char *line)
 {
 	const McBatchOp *big = NULL;
 	char		key[MC_KEY_MAX + 1];
@@ -432,7 +399,7 @@ too_large(BwBatch *b, BwInstance *bi, int s, const char *line)
 		key[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char) ch;
 	}
 	key[n] = '\0';
-	McConnClose(bi->conn);
+	McConnClose(conn);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 			 errmsg("value of key \"%s\" is too large for memcached server \"%s\"",
@@ -445,10 +412,12 @@ too_large(BwBatch *b, BwInstance *bi, int s, const char *line)
 /*
  * An error reply ends the instance's part: the failing op cannot be told
  * (errors carry no opaque), so every unanswered op of it fails.  The server
- * did answer: nothing is failed over, and only a soft caller goes on.
+ * did answer: nothing is failed over, and only a soft caller goes on (the
+ * engine closes the socket).
  */
-static void
-error_reply(BwBatch *b, BwInstance *bi, int s, const char *base, const McReply *r)
+static McEngRead
+error_reply(BwBatch *b, BwInstance *bi, int s, McConn *conn, const char *base,
+			const McReply *r)
 {
 	size_t		len = r->header_len >= 2 ? Min(r->header_len - 2, 200) : 0;
 	char		line[201];
@@ -460,26 +429,24 @@ error_reply(BwBatch *b, BwInstance *bi, int s, const char *base, const McReply *
 			*p = '?';
 	if (!b->soft && r->type == MC_REPLY_SERVER_ERROR &&
 		strstr(line, "object too large") != NULL)
-		too_large(b, bi, s, line);
+		too_large(b, bi, s, conn, line);
 	if (!b->soft)
-		McConnReplyError(bi->conn, base, r);
+		McConnReplyError(conn, base, r);
 	note_error(b, "instance %s replied: %s", McInstanceName(&b->srv->net, s), line);
-	McConnClose(bi->conn);
 	settle_rest(b, bi, MC_BATCH_FAILED);
-	bi->conn = NULL;
-	bi->active = false;
+	return MC_ENG_CLOSE;
 }
 
 /*
- * Handle every complete reply buffered for an instance.  False when the
- * instance left the batch.
+ * Handle every complete reply buffered for an instance (the engine's
+ * read); a segment answered lets the next be queued.
  */
-static bool
-handle_replies(BwBatch *b, BwInstance *bi, int s)
+static McEngRead
+bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
+		size_t *consumed, size_t *need)
 {
-	McConn	   *conn = bi->conn;
-	size_t		len;
-	char	   *buf = McConnUnread(conn, &len);
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
 	size_t		off = 0;
 
 	for (;;)
@@ -491,7 +458,7 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 
 		if (t == MC_REPLY_NEED_MORE)
 		{
-			bi->need = r.need;
+			*need = r.need;
 			break;
 		}
 		switch (t)
@@ -505,10 +472,9 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 										  (uint32) bi->next_send);
 				if (j < 0)
 				{
-					McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
+					McInstanceFail(b->srv, conn, b->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
 								   "read from", "a reply does not match any outstanding request");
-					drop_instance(b, bi, s, false);
-					return false;
+					return MC_ENG_FAILED;
 				}
 				b->ops[bi->ops[j]].result =
 					(t == MC_REPLY_HD ? MC_BATCH_DONE : MC_BATCH_MISS);
@@ -540,250 +506,75 @@ handle_replies(BwBatch *b, BwInstance *bi, int s)
 					if (op->result == MC_BATCH_PENDING)
 						op->result = (op->kind == MC_BATCH_TOUCH ?
 									  MC_BATCH_MISS : MC_BATCH_DONE);
+					b->engine.inst[s].hits += (op->result == MC_BATCH_DONE);
 				}
 				bi->next_match = bi->nops;
-				bi->active = false;
-				McConnConsume(conn, off + r.consumed);
-				McInstanceEnd(b->srv, conn);
-				bi->conn = NULL;
-				return true;
+				*consumed = off + r.consumed;
+				return MC_ENG_DONE;
 			case MC_REPLY_ERROR:
 			case MC_REPLY_CLIENT_ERROR:
 				/* a server that needs a login, or knows no meta command */
 				if (McConnForeignReply(conn, base, r.header_len, MC_FOREIGN_META))
 				{
-					McInstanceFailed(b->srv, conn, b->isoft);
-					drop_instance(b, bi, s, false);
-					return false;
+					McInstanceFailed(b->srv, conn, b->engine.soft);
+					return MC_ENG_FAILED;
 				}
 				/* FALLTHROUGH */
 			case MC_REPLY_SERVER_ERROR:
-				error_reply(b, bi, s, base, &r);
-				return false;
+				*consumed = off;
+				return error_reply(b, bi, s, conn, base, &r);
 			default:
 				if (McConnForeignReply(conn, base, len - off, MC_FOREIGN_UNPARSED))
 				{
-					McInstanceFailed(b->srv, conn, b->isoft);
-					drop_instance(b, bi, s, false);
-					return false;
+					McInstanceFailed(b->srv, conn, b->engine.soft);
+					return MC_ENG_FAILED;
 				}
-				McInstanceFail(b->srv, conn, b->isoft, ERRCODE_PROTOCOL_VIOLATION,
+				McInstanceFail(b->srv, conn, b->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
 							   "read from", "the reply is not valid meta protocol");
-				drop_instance(b, bi, s, false);
-				return false;
+				return MC_ENG_FAILED;
 		}
 		off += r.consumed;
 	}
-	McConnConsume(conn, off);
-	return true;
+	*consumed = off;
+	return (bi->segmented && !bi->seg_waiting) ? MC_ENG_REFILL : MC_ENG_MORE;
 }
 
 /*
- * A pooled socket turned out closed while idle before any reply came: start
- * over once on a fresh socket (pipeline.c; never for an at-most-once batch).
+ * The instance starts (again, after a restart on a fresh socket: never for
+ * an at-most-once batch) from its first op.
  */
-static bool
-restart_instance(BwBatch *b, BwInstance *bi, int s)
+static void
+bw_start(void *arg, int s)
 {
-	bi->conn = McPipelineRestart(b->srv, s, b->isoft, &bi->retried, bi->next_match > 0);
+	BwBatch    *b = arg;
+	BwInstance *bi = &b->inst[s];
+
 	bi->next_send = 0;
 	bi->mn_queued = false;
+	bi->segmented = b->segmented;
 	bi->seg_end = 0;
 	bi->seg_waiting = bi->seg_single = false;
-	bi->need = 1;
-	return bi->conn != NULL;
-}
-
-/* Send and receive on one instance until it would block. */
-static void
-pump_instance(BwBatch *b, BwInstance *bi, int s, bool readable, TimestampTz now)
-{
-	ssize_t		n;
-	bool		drained;
-
-	if (!bi->active)
-		return;
-next_segment:
-	fill_requests(b, bi);
-	while (McConnUnsent(bi->conn) > 0)
-	{
-		n = McConnSendSome(bi->conn);
-		if (n == -1)
-			McInstanceFailed(b->srv, bi->conn, b->isoft);
-		if (n == -2 && restart_instance(b, bi, s))
-		{
-			fill_requests(b, bi);
-			continue;
-		}
-		if (n < 0)
-		{
-			drop_instance(b, bi, s, true);
-			return;
-		}
-		if (n == 0)
-			break;
-		bi->last_progress = now;
-		fill_requests(b, bi);
-	}
-	while (readable && bi->active)
-	{
-		n = McConnRecvSome(bi->conn, bi->need, &drained);
-		if (n == -1)
-			McInstanceFailed(b->srv, bi->conn, b->isoft);
-		if (n == -2 && restart_instance(b, bi, s))
-		{
-			readable = false;	/* the fresh socket has nothing to read yet */
-			goto next_segment;
-		}
-		if (n < 0)
-		{
-			drop_instance(b, bi, s, true);
-			return;
-		}
-		if (n == 0)
-			break;
-		bi->last_progress = now;
-		if (!handle_replies(b, bi, s))
-			return;
-		if (bi->segmented && bi->active && !bi->seg_waiting)
-			goto next_segment;
-		if (bi->active && drained)
-			break;
-	}
 }
 
 /*
- * An interrupt the caller holds: a soft batch runs after commit, inside
- * the commit's HOLD_INTERRUPTS, where CHECK_FOR_INTERRUPTS does nothing
- * and a terminate or a cancel would wait out the whole budget, locks held.
- * Their signal still sets the latch, which ends the pipeline's wait, and
- * the batch gives up then (as PostgreSQL's wait for synchronous
- * replication does).  NULL when none is pending, or when
- * CHECK_FOR_INTERRUPTS would act on it itself.
- */
-const char *
-McBatchHeldInterrupt(void)
-{
-	bool		held = InterruptHoldoffCount > 0 || CritSectionCount > 0;
-
-	if (ProcDiePending && held)
-		return "the session is being terminated";
-	if (QueryCancelPending && (held || QueryCancelHoldoffCount > 0))
-		return "the statement was canceled";
-	return NULL;
-}
-
-/*
- * McPipeline's view of an instance: its connection while it waits for
- * "MN".  Asked at every wake-up of the wait, so this is where a soft
- * batch gives up on a held interrupt: the instance's unanswered ops fail
- * (not its fault: nothing is counted against its health) and its socket,
- * left mid-request, is closed.
- */
-static McConn *
-bw_waiting(void *arg, int s, TimestampTz *last_progress)
-{
-	BwBatch    *b = arg;
-	BwInstance *bi = &b->inst[s];
-	const char *why;
-
-	*last_progress = bi->last_progress;
-	if (!bi->active)
-		return NULL;
-	if (b->soft && (why = McBatchHeldInterrupt()) != NULL)
-	{
-		note_error(b, "instance %s: the send was given up: %s",
-				   McInstanceName(&b->srv->net, s), why);
-		McConnClose(bi->conn);
-		settle_rest(b, bi, MC_BATCH_FAILED);
-		bi->conn = NULL;
-		bi->active = false;
-		return NULL;
-	}
-	return bi->conn;
-}
-
-/*
- * The connect of instance s finished: the deletes of a SQL call are at
- * most once from here on (a connect that failed sent nothing, and fails
- * over like any failure of the instance).
+ * A soft batch gave the instance up on a held interrupt: its unanswered
+ * ops fail (nothing is counted against its health).
  */
 static void
-bw_connected(void *arg, int s, bool ok, TimestampTz now)
-{
-	BwBatch    *b = arg;
-	BwInstance *bi = &b->inst[s];
-
-	bi->last_progress = now;
-	if (ok)
-	{
-		if (b->at_most_once)
-			McConnAtMostOnce(bi->conn);
-		return;
-	}
-	McInstanceFailed(b->srv, bi->conn, b->isoft);
-	drop_instance(b, bi, s, true);
-}
-
-static void
-bw_pump(void *arg, int s, bool readable, TimestampTz now)
+bw_gave_up(void *arg, int s, const char *why)
 {
 	BwBatch    *b = arg;
 
-	pump_instance(b, &b->inst[s], s, readable, now);
-}
-
-/* Out of time: past the call's deadline, nothing is left for a failover. */
-static void
-bw_expired(void *arg, int s, bool overall)
-{
-	BwBatch    *b = arg;
-	BwInstance *bi = &b->inst[s];
-
-	McInstanceFail(b->srv, bi->conn, b->isoft, ERRCODE_CONNECTION_FAILURE, "read from",
-				   overall ? "timed out: the %d ms allowed ran out" : "timed out after %d ms",
-				   overall ? b->timeout_ms : b->srv->cfg.io_timeout);
-	drop_instance(b, bi, s, !overall);
-}
-
-/*
- * Finish the round's connects and write every pipeline; wait until each
- * has answered "MN" or failed.  With a deadline no connect may outlast it:
- * the connection code takes a connect's bound from the configuration, so
- * it is lowered for the round and put back.
- */
-static void
-run_round(BwBatch *b)
-{
-	McServer   *srv = b->srv;
-	int			save_connect = srv->cfg.connect_timeout;
-	McPipeline	p = {.srv = srv,.arg = b,.waiting = bw_waiting,
-		.connected = bw_connected,.pump = bw_pump,.expired = bw_expired,
-	.deadline = b->deadline};
-
-	if (b->deadline)
-	{
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   b->deadline);
-
-		if (save_connect <= 0 || save_connect > left)
-			srv->cfg.connect_timeout = (int) Max(left, 1);
-	}
-	PG_TRY();
-	{
-		McPipelineRun(&p);
-	}
-	PG_FINALLY();
-	{
-		srv->cfg.connect_timeout = save_connect;
-	}
-	PG_END_TRY();
+	note_error(b, "instance %s: the send was given up: %s",
+			   McInstanceName(&b->srv->net, s), why);
+	settle_rest(b, &b->inst[s], MC_BATCH_FAILED);
 }
 
 /* Rounds until every op is settled: the first, then one per failover. */
 static void
-run_batch(BwBatch *b)
+run_batch(void *arg)
 {
+	BwBatch    *b = arg;
 	int			n = b->srv->cfg.nendpoints;
 
 	b->inst = palloc(sizeof(BwInstance) * n);
@@ -792,8 +583,9 @@ run_batch(BwBatch *b)
 	b->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * 2 * (Size) b->nops);
 	while (route_round(b))
 	{
-		connect_all(b);
-		run_round(b);
+		for (int s = 0; s < n; s++)
+			b->engine.inst[s].work = b->inst[s].nops;
+		McEngineRun(&b->engine);
 		if (!b->reroute)
 			break;
 	}
@@ -802,38 +594,18 @@ run_batch(BwBatch *b)
 /*
  * run_batch for a soft caller: an error no instance reported (no instance
  * left to route to, out of memory) fails what is unsettled instead of
- * raising.  No subtransaction: the connection code closes a connection
- * before it raises, and one left busy is closed at its next use.  The
- * commit-time caller runs with interrupts held, and raising an error
- * resets the hold-off counts, so they are put back.  A cancel is raised on.
+ * raising (McEngineCatch).  A cancel is raised on.
  */
 static void
 run_batch_soft(BwBatch *b)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	uint32		holdoff = InterruptHoldoffCount;
-	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	ErrorData  *ed = McEngineCatch(run_batch, b, false);
 
-	PG_TRY();
-	{
-		run_batch(b);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		InterruptHoldoffCount = holdoff;
-		QueryCancelHoldoffCount = cancel_holdoff;
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		if (ed->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		note_error(b, "%s%s%s", ed->message,
-				   ed->detail ? ": " : "", ed->detail ? ed->detail : "");
-		FreeErrorData(ed);
-	}
-	PG_END_TRY();
+	if (ed == NULL)
+		return;
+	note_error(b, "%s%s%s", ed->message,
+			   ed->detail ? ": " : "", ed->detail ? ed->detail : "");
+	FreeErrorData(ed);
 }
 
 int
@@ -853,6 +625,10 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 		ops[i].result = MC_BATCH_PENDING;
 
 	memset(&b, 0, sizeof(b));
+	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batch write",
+								 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+	McEngineInit(&b.engine, srv, &b);
 	b.srv = srv;
 	b.ops = ops;
 	b.nops = nops;
@@ -866,18 +642,21 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 		 * deleted; a set marked once (an INSERT's row) may have been
 		 * overwritten by another client in between
 		 */
-		b.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE || ops[i].once) && !soft);
+		b.engine.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE || ops[i].once) && !soft);
 	}
-	b.isoft = soft || srv->cfg.failover || b.miss;
-	b.timeout_ms = timeout_ms;
-	b.deadline = timeout_ms > 0 ?
+	b.engine.soft = soft || srv->cfg.failover || b.miss;
+	b.engine.give_up_held = soft;
+	b.engine.timeout_ms = timeout_ms;
+	b.engine.deadline = timeout_ms > 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	b.engine.start = bw_start;
+	b.engine.fill = bw_fill;
+	b.engine.read = bw_read;
+	b.engine.dropped = bw_dropped;
+	b.engine.gave_up = bw_gave_up;
 	b.errbuf = errbuf;
 	b.errlen = errlen;
 
-	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batch write",
-								 ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(work);
 	if (soft)
 		run_batch_soft(&b);
 	else

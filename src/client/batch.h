@@ -8,7 +8,8 @@
  * already converted (ttl as memcached reads it), so nothing here touches
  * the catalog or SQL types.
  *
- * batch.c puts them on the wire as one quiet pipeline per instance
+ * batch.c puts them on the wire (through the request engine, engine.h)
+ * as one quiet pipeline per instance
  * ("md <key> O<pos> q", "ms <key> <len> ... O<pos> q", "mg <key> T<ttl>
  * O<pos> q" for a touch, then "mn"), written to all instances before any
  * reply is read.  Callers: xact.c (writes at commit) and batch_sql.c
@@ -60,17 +61,11 @@ typedef struct McBatchOp
  * timeout never raises: the op fails, and errbuf (errlen bytes, may be 0)
  * gets the first failure's message.  A cancel is still raised; with
  * interrupts held (after commit) a pending terminate or cancel gives the
- * send up instead, its ops failed (McBatchHeldInterrupt).  Without
+ * send up instead, its ops failed (McEngineHeldInterrupt, engine.h).  Without
  * soft the first failure is raised, as the single-key functions raise it.
  */
 extern int	McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 						 bool soft, char *errbuf, size_t errlen);
-
-/*
- * A terminate or cancel pending while interrupts are held (after commit):
- * why a soft batch gave up, or NULL.
- */
-extern const char *McBatchHeldInterrupt(void);
 
 /*
  * Provided by other files for batch.c and xact.c (declared here until the

@@ -1,16 +1,15 @@
 /*
  * multi_get.c — mc_get_multi / mc_get_multi_bytea: many keys, one round.
  *
- * Owns: the batch engine.  Keys are checked and routed once each (keys.c),
- * de-duplicated, and given their instance (health.c); each instance gets one
- * pipeline ("mg <key> v f O<pos> q" per key, then "mn") written before any
- * reply is awaited; then one wait on the server's multi-get wait set serves
- * whichever socket is ready, interruptibly and within io_timeout of
- * inactivity per instance.  Replies are parsed in place, matched to their
- * key by the echoed opaque token, and each value is copied once, into the
- * tuple that SQL receives (laid out by rowlayout.c for the common row); a
- * value the client compressed is inflated (values.c) into one buffer kept
- * for the batch and copied from there.
+ * Owns: the reads of the request engine (engine.c).  Keys are checked and
+ * routed once each (keys.c), de-duplicated, and given their instance
+ * (health.c); each instance gets one pipeline ("mg <key> v f O<pos> q" per
+ * key, then "mn"), which the engine writes before any reply is awaited and
+ * serves on one wait for every instance.  Replies are parsed in place,
+ * matched to their key by the echoed opaque token, and each value is
+ * copied once, into the tuple that SQL receives (laid out by rowlayout.c
+ * for the common row); a value the client compressed is inflated
+ * (values.c) into one buffer kept for the batch and copied from there.
  *
  * Why O and not k: memcached echoes k as the key was stored, and an item a
  * binary-protocol client (Dalli) stored under a key with spaces comes back
@@ -19,8 +18,8 @@
  *
  * Requests are encoded in slices so memory stays bounded however large the
  * batch; rows go to a tuplestore, which spills to disk past work_mem.  Must
- * not: open, read or write sockets itself (conn.c and conn_multi.c do, and
- * report failures that health.c counts), or allocate per key or per reply.
+ * not: open, read or write sockets, wait, or restart or time out an
+ * instance (the engine does), or allocate per key or per reply.
  */
 #include "postgres.h"
 
@@ -37,9 +36,9 @@
 #include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
+#include "engine.h"
 #include "keys.h"
 #include "multi_get.h"
-#include "pipeline.h"
 #include "rowlayout.h"
 #include "health.h"
 #include "server.h"
@@ -68,20 +67,17 @@ typedef struct MgKey
 	bool		b64;			/* must go base64 */
 } MgKey;
 
-/* One instance's share of the batch. */
+/*
+ * One instance's share of the batch: its requests and replies (its
+ * connection and progress are the engine's, engine.c).
+ */
 typedef struct MgInstance
 {
-	McConn	   *conn;			/* NULL: dropped (soft failure) or unused */
 	int		   *keys;			/* indexes into the key array, request order */
 	int			nkeys;
 	int			next_send;		/* keys encoded so far */
 	int			next_match;		/* keys answered or passed over as misses */
 	bool		mn_queued;
-	bool		active;			/* waiting for MN */
-	bool		retried;
-	bool		dropped;		/* its keys were passed over as misses */
-	size_t		need;			/* bytes the buffered partial reply still lacks */
-	TimestampTz last_progress;
 } MgInstance;
 
 /* Everything a batch needs, allocated once per call. */
@@ -94,8 +90,9 @@ typedef struct MgBatch
 	MgKey	   *keys;
 	int			nkeys;
 	MgInstance *instances;		/* one per configured instance */
-	char	   *digests;		/* where digested keys' routed forms are kept */
-	size_t		digests_left;
+	McKeyArena	digests;		/* digested keys' routed forms, so mg_fill
+								 * need not digest them again (rare: long_keys
+								 * 'dalli' and a key over 250 bytes) */
 	Tuplestorestate *tupstore;
 	TupleDesc	tupdesc;
 	char	   *scratch;		/* for values whose header cannot be written in place */
@@ -107,6 +104,7 @@ typedef struct MgBatch
 	unsigned	want;			/* MC_F_* asked for; 0: v and f (mc_get_multi) */
 	McHitFn		hit_fn;			/* McMultiGetRun's caller takes the hits */
 	void	   *hit_arg;
+	McEngine	engine;			/* runs the instances' pipelines */
 } MgBatch;
 
 /* The key as given, for messages and de-duplication. */
@@ -120,29 +118,6 @@ static inline size_t
 key_len(const MgKey *k)
 {
 	return k->form == MC_KEY_DIGESTED ? VARSIZE_ANY_EXHDR(DatumGetPointer(k->datum)) : k->len;
-}
-
-/*
- * Keep a digested key's routed form for the batch, so fill_requests need
- * not digest it again.  Digested keys are rare (long_keys 'dalli' and a key
- * over 250 bytes), and their forms are packed into blocks, not allocated
- * one by one.
- */
-static const char *
-keep_digest(MgBatch *b, const char *raw, size_t len)
-{
-	char	   *p;
-
-	if (b->digests_left < len)
-	{
-		b->digests_left = Max(8192, len);
-		b->digests = palloc(b->digests_left);
-	}
-	p = b->digests;
-	memcpy(p, raw, len);
-	b->digests += len;
-	b->digests_left -= len;
-	return p;
 }
 
 /*
@@ -231,7 +206,7 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 		k->form = (uint8) form;
 		if (unlikely(form == MC_KEY_DIGESTED))
 		{
-			k->src = keep_digest(b, raw, rawlen);
+			k->src = McKeyArenaKeep(&b->digests, raw, rawlen);
 			k->len = rawlen;
 		}
 		k->instance = (uint16) McServerPickWith(srv, raw, rawlen, alive);
@@ -252,44 +227,6 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 		MgInstance *mi = &b->instances[b->keys[i].instance];
 
 		mi->keys[mi->nkeys++] = i;
-	}
-}
-
-/*
- * Drop an instance from the batch after a soft failure: its unanswered keys
- * are misses, as Dalli and libmemcached treat keys of a failing server in a
- * multi-get with failover.
- */
-static void
-drop_instance(MgInstance *mi)
-{
-	mi->conn = NULL;
-	mi->active = false;
-	mi->dropped = true;
-}
-
-/*
- * Get every instance of the batch a connection: a pooled socket, or a
- * connect started here and finished by the wait (pipeline.c), where the
- * connects of all instances proceed together.
- */
-static void
-connect_all(MgBatch *b)
-{
-	int			n = b->srv->cfg.nendpoints;
-	TimestampTz now = GetCurrentTimestamp();
-
-	for (int s = 0; s < n; s++)
-	{
-		MgInstance *mi = &b->instances[s];
-
-		if (mi->nkeys == 0)
-			continue;
-		mi->conn = McPipelineBegin(b->srv, s, b->soft);
-		mi->active = (mi->conn != NULL);
-		mi->dropped = !mi->active;
-		mi->need = 1;
-		mi->last_progress = now;
 	}
 }
 
@@ -325,9 +262,10 @@ encode_wanted(MgBatch *b, const MgKey *k, uint32 pos, char *dst, char *wirebuf)
  * the closing "mn" once every key is queued.
  */
 static void
-fill_requests(MgBatch *b, MgInstance *mi)
+mg_fill(void *arg, int s, McConn *conn)
 {
-	McConn	   *conn = mi->conn;
+	MgBatch    *b = arg;
+	MgInstance *mi = &b->instances[s];
 	size_t		unsent = McConnUnsent(conn);
 
 	if (mi->next_send < mi->nkeys && unsent < MG_WRITE_SLICE)
@@ -459,18 +397,19 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 }
 
 /*
- * Parse and handle every complete reply buffered for an instance.  Returns
- * false if the instance had to be dropped (soft failure).
+ * Parse and handle every complete reply buffered for an instance (the
+ * engine's read): hits become rows (or go to the caller's callback), "MN"
+ * ends the instance's part.
  */
-static bool
-handle_replies(MgBatch *b, MgInstance *mi)
+static McEngRead
+mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
+		size_t *consumed, size_t *need)
 {
-	McConn	   *conn = mi->conn;
-	size_t		len;
-	char	   *buf = McConnUnread(conn, &len);
+	MgBatch    *b = arg;
+	MgInstance *mi = &b->instances[s];
 	size_t		off = 0;		/* bytes of buf handled, consumed at the end */
 
-	while (mi->active)
+	for (;;)
 	{
 		char	   *base = buf + off;
 		McReply		r;
@@ -478,7 +417,7 @@ handle_replies(MgBatch *b, MgInstance *mi)
 
 		if (t == MC_REPLY_NEED_MORE)
 		{
-			mi->need = r.need;
+			*need = r.need;
 			break;
 		}
 		/* HD is a hit only for a caller that asked for no value (existence) */
@@ -497,31 +436,31 @@ handle_replies(MgBatch *b, MgInstance *mi)
 			{
 				if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 									"a reply does not match any outstanding request"))
-					return false;
+					return MC_ENG_FAILED;
 			}
 			/* a lease's empty placeholder is a miss (McReplyIsPlaceholder) */
-			if (McReplyIsPlaceholder(&r))
-				;
-			else if (unlikely(b->hit_fn != NULL))
-				b->hit_fn(b->hit_arg, b->keys[mi->keys[j]].datum, base, &r);
-			else
-				emit_row(b, base, &r, &b->keys[mi->keys[j]]);
+			if (!McReplyIsPlaceholder(&r))
+			{
+				if (unlikely(b->hit_fn != NULL))
+					b->hit_fn(b->hit_arg, b->keys[mi->keys[j]].datum, base, &r);
+				else
+					emit_row(b, base, &r, &b->keys[mi->keys[j]]);
+				b->engine.inst[s].hits++;
+			}
 			mi->next_match = j + 1;
 		}
 		else if (t == MC_REPLY_MN)
 		{
 			mi->next_match = mi->nkeys;
-			mi->active = false;
-			McConnConsume(conn, off + r.consumed);
-			McInstanceEnd(b->srv, conn);
-			return true;
+			*consumed = off + r.consumed;
+			return MC_ENG_DONE;
 		}
 		else if (t == MC_REPLY_EN)
 		{
 			/* q suppresses EN: one that arrives answers nothing we asked */
 			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 								"a miss reply does not match any outstanding request"))
-				return false;
+				return MC_ENG_FAILED;
 		}
 		else if ((t == MC_REPLY_BAD || t == MC_REPLY_ERROR || t == MC_REPLY_CLIENT_ERROR) &&
 				 McConnForeignReply(conn, base, t == MC_REPLY_BAD ? len - off : r.header_len,
@@ -529,7 +468,7 @@ handle_replies(MgBatch *b, MgInstance *mi)
 		{
 			/* a server that needs a login, knows no meta command, or is not memcached */
 			if (!McInstanceFailed(b->srv, conn, b->soft))
-				return false;
+				return MC_ENG_FAILED;
 		}
 		else if (t == MC_REPLY_BAD || t == MC_REPLY_HD)
 		{
@@ -537,7 +476,7 @@ handle_replies(MgBatch *b, MgInstance *mi)
 			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 								t == MC_REPLY_HD ? "a hit carries no value although one was asked for" :
 								"the reply is not valid meta protocol"))
-				return false;
+				return MC_ENG_FAILED;
 		}
 		else
 		{
@@ -546,164 +485,47 @@ handle_replies(MgBatch *b, MgInstance *mi)
 			{
 				McInstanceFail(b->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
 							   "unexpected reply");
-				return false;
+				return MC_ENG_FAILED;
 			}
 			McConnReplyError(conn, base, &r);
 		}
 		off += r.consumed;
 	}
-	McConnConsume(conn, off);
-	return true;
+	*consumed = off;
+	return MC_ENG_MORE;
 }
 
-/*
- * A pooled socket turned out closed while idle before any reply came: start
- * that instance over once on a fresh socket (pipeline.c).  Returns false if
- * it cannot.
- */
-static bool
-restart_instance(MgBatch *b, MgInstance *mi, int s)
-{
-	mi->conn = McPipelineRestart(b->srv, s, b->soft, &mi->retried, mi->next_match > 0);
-	mi->next_send = 0;
-	mi->mn_queued = false;
-	mi->need = 1;
-	return mi->conn != NULL;
-}
-
-/*
- * Send and receive on one instance until it would block.  Interrupts are
- * checked on every pass: a server that never stops sending (the socket is
- * never drained) must not keep a backend from its cancel.  After a restart
- * on a fresh socket the pipeline is queued and sent at once, so the wait
- * set arms the new socket for writing too.
- */
+/* The instance starts (again, on a fresh socket) from its first key. */
 static void
-pump_instance(MgBatch *b, MgInstance *mi, int s, bool readable, TimestampTz now)
-{
-	ssize_t		n;
-	bool		drained;
-
-again:
-	if (!mi->active)
-		return;
-	fill_requests(b, mi);
-	while (McConnUnsent(mi->conn) > 0)
-	{
-		n = McConnSendSome(mi->conn);
-		if (n == -2 && restart_instance(b, mi, s))
-			goto again;
-		if (n == -1)
-			McInstanceFailed(b->srv, mi->conn, b->soft);
-		if (n < 0)
-		{
-			drop_instance(mi);
-			return;
-		}
-		if (n == 0)
-			break;
-		mi->last_progress = now;
-		fill_requests(b, mi);
-	}
-	while (readable && mi->active)
-	{
-		CHECK_FOR_INTERRUPTS();
-		n = McConnRecvSome(mi->conn, mi->need, &drained);
-		if (n == -2 && restart_instance(b, mi, s))
-		{
-			readable = false;	/* the fresh socket has nothing to read yet */
-			goto again;
-		}
-		if (n == -1)
-			McInstanceFailed(b->srv, mi->conn, b->soft);
-		if (n < 0)
-		{
-			drop_instance(mi);
-			return;
-		}
-		if (n == 0)
-			break;
-		mi->last_progress = now;
-		if (!handle_replies(b, mi))
-		{
-			drop_instance(mi);
-			return;
-		}
-		/* a short read means the socket is drained: wait rather than retry */
-		if (mi->active && drained)
-			break;
-	}
-}
-
-/* McPipeline's view of an instance: its connection while it waits for "MN". */
-static McConn *
-mg_waiting(void *arg, int s, TimestampTz *last_progress)
+mg_start(void *arg, int s)
 {
 	MgInstance *mi = &((MgBatch *) arg)->instances[s];
 
-	*last_progress = mi->last_progress;
-	return mi->active ? mi->conn : NULL;
-}
-
-/* The connect of instance s finished; one that failed drops the instance. */
-static void
-mg_connected(void *arg, int s, bool ok, TimestampTz now)
-{
-	MgBatch    *b = arg;
-	MgInstance *mi = &b->instances[s];
-
-	mi->last_progress = now;
-	if (ok)
-		return;
-	McInstanceFailed(b->srv, mi->conn, b->soft);
-	drop_instance(mi);
-}
-
-static void
-mg_pump(void *arg, int s, bool readable, TimestampTz now)
-{
-	MgBatch    *b = arg;
-
-	pump_instance(b, &b->instances[s], s, readable, now);
-}
-
-/* io_timeout of inactivity passed (a multi-get has no deadline of its own). */
-static void
-mg_expired(void *arg, int s, bool overall)
-{
-	MgBatch    *b = arg;
-	MgInstance *mi = &b->instances[s];
-
-	McInstanceFail(b->srv, mi->conn, b->soft, ERRCODE_CONNECTION_FAILURE,
-				   "read from", "timed out after %d ms", b->srv->cfg.io_timeout);
-	drop_instance(mi);
+	mi->next_send = 0;
+	mi->mn_queued = false;
 }
 
 /*
- * The wait loop (pipeline.c): finish the connects, write every pipeline,
- * then serve whichever socket is ready until every instance has answered
- * "MN".
- */
-static void
-run_batch(MgBatch *b)
-{
-	McPipeline	p = {.srv = b->srv,.arg = b,.waiting = mg_waiting,
-	.connected = mg_connected,.pump = mg_pump,.expired = mg_expired};
-
-	McPipelineRun(&p);
-}
-
-/*
- * Fetch the collected keys; with on_failure 'miss' an instance dropped on
- * the way counts as degraded (its keys were misses).
+ * Fetch the collected keys, every instance's pipeline at once (engine.c);
+ * an instance that fails softly is dropped, its unanswered keys misses (as
+ * Dalli and libmemcached treat keys of a failing server in a multi-get
+ * with failover), and with on_failure 'miss' counts as degraded.
  */
 static void
 run_collected(MgBatch *b)
 {
-	connect_all(b);
-	run_batch(b);
+	McEngine   *e = &b->engine;
+
+	McEngineInit(e, b->srv, b);
+	e->soft = b->soft;
+	e->start = mg_start;
+	e->fill = mg_fill;
+	e->read = mg_read;
+	for (int s = 0; s < b->srv->cfg.nendpoints; s++)
+		e->inst[s].work = b->instances[s].nkeys;
+	McEngineRun(e);
 	for (int s = 0; b->srv->cfg.on_failure_miss && s < b->srv->cfg.nendpoints; s++)
-		if (b->instances[s].dropped)
+		if (e->inst[s].dropped)
 			McInstanceDegraded(b->srv, s);
 }
 

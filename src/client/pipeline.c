@@ -1,5 +1,5 @@
 /*
- * pipeline.c — the wait shared by the pipelined engines: many instances of
+ * pipeline.c — the request engine's wait (engine.c): many instances of
  * one server in flight at once, one wait serving whichever is ready.
  *
  * Owns: the loop that arms each waiting instance's socket in the server's
@@ -9,11 +9,10 @@
  * cold instances, advanced together on that same wait (each a step
  * machine of conn_connect.c, with its own bounds); the start of an instance
  * (its pooled socket probed) and its restart when the server closed that
- * socket while idle.  The engines
- * (multi_get.c, batch.c) own their requests, replies and per-instance
- * state, and lend them through McPipeline's callbacks.  Must not: read or
- * write sockets itself, parse replies, or decide what an instance's
- * failure means for its keys (the engine's expired and pump do).
+ * socket while idle.  The engine (engine.c) owns each instance's state
+ * and lends it through McPipeline's callbacks.  Must not: read or write
+ * sockets itself, parse replies, or decide what an instance's failure
+ * means for its requests (the engine's expired and pump do).
  */
 #include "postgres.h"
 

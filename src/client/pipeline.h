@@ -1,12 +1,11 @@
 /*
- * pipeline.h — what the pipelined engines share (pipeline.c): the start
+ * pipeline.h — the request engine's wait (pipeline.c): the start
  * of an instance (its pooled socket probed), the wait on a server's
  * multi-get wait set for the instances of one call (their connects
  * included), and the restart of an instance whose pooled socket the server
  * closed while idle.
- * Used by multi_get.c (reads), batch.c (writes) and fdw_fullscan.c
- * (dumps), which keep their own requests, replies and per-instance state
- * and lend it through callbacks.
+ * Used by engine.c alone, which keeps each instance's state and lends it
+ * through callbacks.
  */
 #ifndef MCFDW_PIPELINE_H
 #define MCFDW_PIPELINE_H

@@ -5,8 +5,8 @@
  *
  * Owns: listing the keys of every live instance of the server with
  * "lru_crawler metadump hash" ("all" on a memcached without the hash walk),
- * every instance's dump at once on one wait (pipeline.c), each read a line
- * at a time (conn_lines.c, metadump.c), keeping those under
+ * every instance's dump at once (the request engine's McEngineDump), each
+ * line parsed (metadump.c), keeping those under
  * the server's key prefix followed by the table's, in a tuplestore (which
  * spills to disk past work_mem, so memory stays bounded whatever the size
  * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
@@ -16,8 +16,7 @@
  * bounded random choice among the listed keys, fetched the same way.  Also
  * owns the per-server item counts ("curr_items" of the stats command),
  * asked with a short bound and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
- * paths (fdw.c), or touch a connection other than through the connection
- * layer's calls.
+ * paths (fdw.c), or touch a connection (the engine runs the dumps).
  *
  * What a full scan cannot list: items whose key cannot be a key of the
  * table — a NUL byte or bytes invalid in the database encoding (the key
@@ -46,8 +45,8 @@
 
 #include "fdw.h"
 #include "metadump.h"
+#include "engine.h"
 #include "multi_get.h"
-#include "pipeline.h"
 
 /* Keys per pipelined multi-get of a full scan. */
 #define MC_FULLSCAN_BATCH	1000
@@ -69,14 +68,9 @@
 /* One instance's dump, while the dumps of every instance run together. */
 typedef struct DumpInst
 {
-	struct McFullScan *fs;
-	int			index;
-	McConn	   *conn;			/* while its dump runs, else NULL */
 	bool		hash;			/* the hash walk, until the instance says BADCLASS */
 	bool		redo;			/* to be sent (again) in the next round */
-	bool		retried;		/* started over once on a fresh socket */
 	int			waited;			/* ms waited out after BUSY */
-	TimestampTz last_progress;
 	/* what its dump said */
 	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
 	char		refusal_line[128];
@@ -157,11 +151,12 @@ keep_key(McFullScan *fs, const char *key, size_t len)
 	fs->kept++;
 }
 
-/* One line of an instance's dump (a McLineFn). */
+/* One line of instance s's dump (McEngineDump's line). */
 static McLineVerdict
-dump_line(void *arg, const char *line, size_t len)
+dump_line(void *arg, int s, const char *line, size_t len)
 {
-	DumpInst   *d = arg;
+	McFullScan *fs = arg;
+	DumpInst   *d = &fs->insts[s];
 	char		key[MC_KEY_MAX];
 	size_t		keylen;
 	McMdLine	t = mc_metadump_line(line, len, key, &keylen);
@@ -170,7 +165,7 @@ dump_line(void *arg, const char *line, size_t len)
 	{
 		case MC_MD_ITEM:
 			d->lines++;
-			keep_key(d->fs, key, keylen);
+			keep_key(fs, key, keylen);
 			return MC_LINE_MORE;
 		case MC_MD_END:
 			return MC_LINE_DONE;
@@ -192,177 +187,9 @@ dump_line(void *arg, const char *line, size_t len)
 }
 
 static const char *
-dump_cmd(DumpInst *d)
+dump_cmd(void *arg, int s)
 {
-	return d->hash ? DUMP_HASH : DUMP_ALL;
-}
-
-/*
- * The instance's dump ends without its keys: it failed, softly (on_failure
- * 'miss': an unreachable instance lists nothing; otherwise the failure was
- * raised before this).
- */
-static void
-dump_dropped(DumpInst *d)
-{
-	d->conn = NULL;
-	McInstanceDegraded(d->fs->srv, d->index);
-}
-
-/*
- * A pooled socket turned out closed while idle before any reply came: the
- * dump starts over once on a fresh socket (pipeline.c), as it reads
- * nothing it could run twice.  False if it cannot.
- */
-static bool
-dump_restart(DumpInst *d)
-{
-	McServer   *srv = d->fs->srv;
-
-	d->conn = McPipelineRestart(srv, d->index, srv->cfg.on_failure_miss,
-								&d->retried, d->lines > 0);
-	if (d->conn == NULL)
-	{
-		dump_dropped(d);
-		return false;
-	}
-	McConnLinesQueue(d->conn, dump_cmd(d));
-	return true;
-}
-
-/*
- * Send and read what instance s can without waiting (McPipeline's pump):
- * one read's worth of its dump at a time, so that every instance's dump
- * moves on at each wake-up, and interrupts are checked between reads even
- * when a server never pauses.
- */
-static void
-dump_pump(void *arg, int s, bool readable, TimestampTz now)
-{
-	McFullScan *fs = arg;
-	DumpInst   *d = &fs->insts[s];
-	McServer   *srv = fs->srv;
-	bool		soft = srv->cfg.on_failure_miss;
-
-again:
-	if (d->conn == NULL)
-		return;
-	while (McConnUnsent(d->conn) > 0)
-	{
-		ssize_t		n = McConnSendSome(d->conn);
-
-		if (n == -2 && dump_restart(d))
-			goto again;
-		if (n == -1)
-		{
-			McInstanceFailed(srv, d->conn, soft);
-			dump_dropped(d);
-		}
-		if (n <= 0)
-			return;
-		d->last_progress = now;
-	}
-	if (!readable)
-		return;
-	CHECK_FOR_INTERRUPTS();
-	switch (McConnLinesRead(d->conn, dump_cmd(d), MC_METADUMP_LINE_MAX, dump_line, d))
-	{
-		case MC_LINES_WAIT:
-			break;
-		case MC_LINES_MORE:
-			d->last_progress = now;
-			break;
-		case MC_LINES_DONE:
-			McInstanceEnd(srv, d->conn);
-			d->conn = NULL;
-			break;
-		case MC_LINES_FAILED:
-			McInstanceFailed(srv, d->conn, soft);
-			dump_dropped(d);
-			break;
-		case MC_LINES_RETRY:
-			if (dump_restart(d))
-			{
-				readable = false;	/* the fresh socket has nothing to read yet */
-				goto again;
-			}
-			break;
-	}
-}
-
-/* McPipeline's view of an instance: its connection while its dump runs. */
-static McConn *
-dump_waiting(void *arg, int s, TimestampTz *last_progress)
-{
-	DumpInst   *d = &((McFullScan *) arg)->insts[s];
-
-	*last_progress = d->last_progress;
-	return d->conn;
-}
-
-/* io_timeout passed with nothing more of the dump (a dump has no deadline). */
-static void
-dump_expired(void *arg, int s, bool overall)
-{
-	McFullScan *fs = arg;
-	DumpInst   *d = &fs->insts[s];
-
-	McInstanceFail(fs->srv, d->conn, fs->srv->cfg.on_failure_miss,
-				   ERRCODE_CONNECTION_FAILURE, "read from", "timed out after %d ms",
-				   fs->srv->cfg.io_timeout);
-	dump_dropped(d);
-}
-
-/*
- * The connect of instance s finished (McPipeline's connected): its dump is
- * queued; one that failed drops the instance as any failure of it.
- */
-static void
-dump_connected(void *arg, int s, bool ok, TimestampTz now)
-{
-	McFullScan *fs = arg;
-	DumpInst   *d = &fs->insts[s];
-
-	d->last_progress = now;
-	if (!ok)
-	{
-		McInstanceFailed(fs->srv, d->conn, fs->srv->cfg.on_failure_miss);
-		dump_dropped(d);
-		return;
-	}
-	McConnLinesQueue(d->conn, dump_cmd(d));
-}
-
-/*
- * Start the dumps of the instances to redo: a pooled socket is sent its
- * dump at once; a cold instance's connect is finished by the wait
- * (pipeline.c, dump_connected), where every instance's connect, TLS
- * handshake and login proceed together.
- */
-static void
-dump_start(McFullScan *fs)
-{
-	McServer   *srv = fs->srv;
-	bool		soft = srv->cfg.on_failure_miss;
-	TimestampTz now = GetCurrentTimestamp();
-
-	for (int i = 0; i < srv->cfg.nendpoints; i++)
-	{
-		DumpInst   *d = &fs->insts[i];
-
-		if (!d->redo)
-			continue;
-		d->redo = false;
-		d->retried = false;
-		d->refusal = MC_MD_ITEM;
-		d->lines = 0;
-		d->last_progress = now;
-		d->conn = McPipelineBegin(srv, i, soft);
-		if (d->conn == NULL)
-			dump_dropped(d);
-		else if (!McConnConnecting(d->conn))
-			McConnLinesQueue(d->conn, dump_cmd(d));
-	}
+	return ((McFullScan *) arg)->insts[s].hash ? DUMP_HASH : DUMP_ALL;
 }
 
 /*
@@ -419,8 +246,8 @@ dump_refusals(McFullScan *fs)
 }
 
 /*
- * List the keys of every instance, their dumps running together on one
- * wait (pipeline.c): a round sends every dump still to do and reads them to
+ * List the keys of every instance, their dumps running together
+ * (McEngineDump): a round sends every dump still to do and reads them to
  * their ends; an instance that refused is sent its dump again in the next
  * round.  An instance marked dead is passed over only with failover on,
  * where its keys are routed to the others as for any read; otherwise it
@@ -435,8 +262,7 @@ dump_all(McFullScan *fs, McServer *srv)
 	const bool *alive = McServerAliveMap(srv, alivebuf);
 	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
 	TupleDesc	desc = CreateTemplateTupleDesc(1);
-	McPipeline	p = {.srv = srv,.arg = fs,.waiting = dump_waiting,
-		.connected = dump_connected,.pump = dump_pump,.expired = dump_expired};
+	bool		todo[MC_MAX_ENDPOINTS];
 	bool		any;
 
 	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);
@@ -451,15 +277,21 @@ dump_all(McFullScan *fs, McServer *srv)
 	fs->srv = srv;
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
-		fs->insts[i].fs = fs;
-		fs->insts[i].index = i;
 		fs->insts[i].hash = true;
 		fs->insts[i].redo = (alive == NULL || alive[i] || !srv->cfg.failover);
 	}
 	do
 	{
-		dump_start(fs);
-		McPipelineRun(&p);
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+		{
+			DumpInst   *d = &fs->insts[i];
+
+			todo[i] = d->redo;
+			d->redo = false;
+			d->refusal = MC_MD_ITEM;
+			d->lines = 0;
+		}
+		McEngineDump(srv, todo, dump_cmd, dump_line, MC_METADUMP_LINE_MAX, fs);
 		if (dump_refusals(fs))
 		{
 			/* a crawl a cancelled scan left running ends when memcached next writes */

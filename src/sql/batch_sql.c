@@ -17,7 +17,6 @@
  * the last value wins.  The count is of distinct keys stored, deleted or
  * touched.
  */
-#include "client.h"
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
@@ -27,7 +26,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "client.h"
 #include "batch.h"
+#include "engine.h"
 #include "keys.h"
 
 PG_FUNCTION_INFO_V1(mc_set_multi);
@@ -42,8 +43,7 @@ typedef struct BatchBuild
 	int			nops;
 	int		   *slots;			/* open addressing over ops; -1 = empty */
 	uint32		mask;
-	char	   *arena;			/* routed keys not found in the array itself */
-	size_t		arena_left;
+	McKeyArena	arena;			/* routed keys not found in the array itself */
 } BatchBuild;
 
 static void
@@ -59,26 +59,8 @@ build_init(BatchBuild *bb, McServer *srv, int n)
 	bb->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * (Size) cap);
 	memset(bb->slots, -1, sizeof(int) * (Size) cap);
 	bb->mask = cap - 1;
-	bb->arena = NULL;
-	bb->arena_left = 0;
-}
-
-/* Keep a routed key that lies in a stack buffer; packed, not one palloc each. */
-static const char *
-keep_key(BatchBuild *bb, const char *raw, size_t len)
-{
-	char	   *p;
-
-	if (bb->arena_left < len)
-	{
-		bb->arena_left = Max(16384, len);
-		bb->arena = palloc(bb->arena_left);
-	}
-	p = bb->arena;
-	memcpy(p, raw, len);
-	bb->arena += len;
-	bb->arena_left -= len;
-	return p;
+	bb->arena.next = NULL;
+	bb->arena.left = 0;
 }
 
 /*
@@ -115,7 +97,7 @@ add_key(BatchBuild *bb, McBatchKind kind, Datum key)
 	op = &bb->ops[bb->nops++];
 	memset(op, 0, sizeof(*op));
 	op->kind = kind;
-	op->key = (raw == data) ? raw : keep_key(bb, raw, rawlen);
+	op->key = (raw == data) ? raw : McKeyArenaKeep(&bb->arena, raw, rawlen);
 	op->keylen = rawlen;
 	return op;
 }

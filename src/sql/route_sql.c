@@ -11,7 +11,6 @@
  * the get path does.  Must not: connect or send anything (it reports
  * routing, it does not probe), or route a key itself.
  */
-#include "client.h"
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
@@ -20,6 +19,7 @@
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
+#include "client.h"
 #include "keys.h"
 
 PG_FUNCTION_INFO_V1(mc_route);

@@ -32,6 +32,7 @@
 
 #include "batch.h"
 #include "counters.h"
+#include "engine.h"
 #include "keys.h"
 #include "xact.h"
 
@@ -43,7 +44,7 @@ PG_FUNCTION_INFO_V1(mc_invalidation_stats);
  * After commit a server's writes get at most connect_timeout + io_timeout,
  * each capped here, and a timeout of 0 ("wait forever") counts as the cap:
  * the commit holds its locks while it waits, with interrupts held, so only
- * a terminate or a cancel (which give the send up, McBatchHeldInterrupt)
+ * a terminate or a cancel (which give the send up, McEngineHeldInterrupt)
  * end the wait sooner.
  */
 #define MC_COMMIT_WAIT_MAX_MS	5000
@@ -353,14 +354,14 @@ send_queue(void)
 		send_server(serverid, umid, ops, nops, end);
 		start = end;
 		/* a terminate or cancel ended the wait: the other servers are not tried */
-		if (start < nqueue && McBatchHeldInterrupt() != NULL)
+		if (start < nqueue && McEngineHeldInterrupt() != NULL)
 		{
 			ereport(WARNING,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("queued memcached writes to other servers were not sent after commit: %s",
-							McBatchHeldInterrupt()),
+							McEngineHeldInterrupt()),
 					 errhint("The transaction is committed.  Cached values of the queued keys may be stale until they expire.")));
-			count_rest_lost(McBatchHeldInterrupt());
+			count_rest_lost(McEngineHeldInterrupt());
 			break;
 		}
 	}
@@ -396,30 +397,24 @@ count_rest_lost(const char *why)
 
 /*
  * send_queue after commit: whatever goes wrong is a WARNING, and what was
- * not sent is counted lost.  Raising an error resets the interrupt
- * hold-off counts the commit relies on, so they are put back.
+ * not sent is counted lost (McEngineCatch puts back the interrupt hold-off
+ * counts the commit relies on).
  */
+static void
+send_queue_cb(void *arg)
+{
+	send_queue();
+}
+
 static void
 send_queue_after_commit(void)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	uint32		holdoff = InterruptHoldoffCount;
-	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	ErrorData  *ed;
 
 	sort_queue();
-	PG_TRY();
+	ed = McEngineCatch(send_queue_cb, NULL, true);
+	if (ed != NULL)
 	{
-		send_queue();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		InterruptHoldoffCount = holdoff;
-		QueryCancelHoldoffCount = cancel_holdoff;
-		MemoryContextSwitchTo(cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
 		count_rest_lost(ed->message ? ed->message : "unknown error");
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -428,7 +423,6 @@ send_queue_after_commit(void)
 				 errhint("The transaction is committed.  Cached values of the queued keys may be stale until they expire.")));
 		FreeErrorData(ed);
 	}
-	PG_END_TRY();
 
 	/*
 	 * A cancel that came during the send gave the send up; the transaction
@@ -437,7 +431,7 @@ send_queue_after_commit(void)
 	 * replication consumes it.  A terminate stays pending: the backend
 	 * exits once interrupts are resumed.
 	 */
-	if (QueryCancelPending && McBatchHeldInterrupt() != NULL && !ProcDiePending)
+	if (QueryCancelPending && McEngineHeldInterrupt() != NULL && !ProcDiePending)
 		QueryCancelPending = false;
 }
 

@@ -1,0 +1,549 @@
+/*
+ * engine.c — the pipelined request engine: many requests of one server,
+ * one pipeline per instance, every pipeline in flight at once.
+ *
+ * Owns: each instance's part of a run (McEngInst) and its state machine —
+ * started on a probed pooled socket or a connect finished on the shared
+ * wait (pipeline.c), requests queued by the client as the socket takes
+ * them, replies read without waiting and handed to the client, restarted
+ * once on a fresh socket when the pooled one turns out closed while idle
+ * before any reply came, marked at most once when the client's requests
+ * must not run twice, failed on io_timeout, the call's deadline (a
+ * connect's bound lowered to it) or a bad reply, given up on a terminate
+ * or cancel held after commit, ended (its health reset) when its last
+ * reply came; the key dumps of a full scan (McEngineDump), read a line at
+ * a time; McEngineCatch, the error trap of the callers that run after
+ * commit; McKeyArena, where the clients keep the routed keys of a run.
+ * Clients (multi_get.c, batch.c) own their requests, the meaning
+ * of replies and what a failure does to their requests.  Must not: parse
+ * replies, encode requests, or touch SQL types or the catalog.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "engine.h"
+#include "pipeline.h"
+#include "health.h"
+
+/* Instances' parts for a run of srv; the rest of e is the client's to set. */
+void
+McEngineInit(McEngine *e, McServer *srv, void *arg)
+{
+	memset(e, 0, sizeof(*e));
+	e->srv = srv;
+	e->arg = arg;
+	e->inst = palloc0(sizeof(McEngInst) * srv->cfg.nendpoints);
+}
+
+/*
+ * Instance s's part of the run is over: its requests (work), those
+ * answered as asked (hits, the rest misses unless it failed), the reply
+ * bytes, and whether it failed, ran out of time or was given up (how).
+ * Every way a part ends comes through here, so the statistics of a run's
+ * requests are counted here and nowhere else.
+ */
+static void
+eng_outcome(McEngine *e, int s, McEngOutcome how)
+{
+	(void) e;
+	(void) s;
+	(void) how;
+}
+
+/*
+ * The instance failed (counted already by health.c): the client decides
+ * what becomes of its requests, then it leaves the run.
+ */
+static void
+eng_drop(McEngine *e, int s, bool may_reroute)
+{
+	McEngInst  *ei = &e->inst[s];
+
+	if (e->dropped)
+		e->dropped(e->arg, s, ei->conn, may_reroute);
+	ei->conn = NULL;
+	ei->active = false;
+	ei->dropped = true;
+	eng_outcome(e, s, MC_ENG_OUT_FAILED);
+}
+
+/*
+ * A pooled socket turned out closed while idle before any reply came:
+ * start the instance over once on a fresh socket (pipeline.c).  False if
+ * it cannot (counted).
+ */
+static bool
+eng_restart(McEngine *e, int s)
+{
+	McEngInst  *ei = &e->inst[s];
+
+	ei->conn = McPipelineRestart(e->srv, s, e->soft, &ei->retried, ei->answered);
+	ei->need = 1;
+	e->start(e->arg, s);
+	return ei->conn != NULL;
+}
+
+/* McConnLinesRead's callback: a line of instance s's reply to the client. */
+typedef struct EngLine
+{
+	McEngine   *e;
+	int			s;
+} EngLine;
+
+static McLineVerdict
+eng_line(void *arg, const char *line, size_t len)
+{
+	EngLine    *l = arg;
+
+	l->e->inst[l->s].answered = true;
+	l->e->inst[l->s].bytes += len;
+	return l->e->line(l->e->arg, l->s, line, len);
+}
+
+/*
+ * Hand the instance's buffered replies to the client and act on what it
+ * says.  False when the instance's part is over.
+ */
+static bool
+eng_read(McEngine *e, int s, bool *refill)
+{
+	McEngInst  *ei = &e->inst[s];
+	McConn	   *conn = ei->conn;
+	size_t		len;
+	char	   *buf = McConnUnread(conn, &len);
+	size_t		consumed = 0;
+
+	switch (e->read(e->arg, s, conn, buf, len, &consumed, &ei->need))
+	{
+		case MC_ENG_REFILL:
+			*refill = true;
+			/* FALLTHROUGH */
+		case MC_ENG_MORE:
+			ei->answered |= (consumed > 0);
+			McConnConsume(conn, consumed);
+			return true;
+		case MC_ENG_DONE:
+			McConnConsume(conn, consumed);
+			McInstanceEnd(e->srv, conn);
+			eng_outcome(e, s, MC_ENG_OUT_DONE);
+			break;
+		case MC_ENG_FAILED:
+			eng_drop(e, s, false);
+			return false;
+		case MC_ENG_CLOSE:
+			McConnClose(conn);
+			eng_outcome(e, s, MC_ENG_OUT_ERROR);
+			break;
+	}
+	ei->conn = NULL;
+	ei->active = false;
+	return false;
+}
+
+/*
+ * One read of a dump's lines; *restarted when the instance started over
+ * on a fresh socket (nothing to read there yet).
+ */
+static void
+eng_read_lines(McEngine *e, int s, TimestampTz now, bool *restarted)
+{
+	McEngInst  *ei = &e->inst[s];
+	EngLine		l = {e, s};
+
+	switch (McConnLinesRead(ei->conn, e->line_cmd(e->arg, s), e->line_max, eng_line, &l))
+	{
+		case MC_LINES_WAIT:
+			break;
+		case MC_LINES_MORE:
+			ei->last_progress = now;
+			break;
+		case MC_LINES_DONE:
+			McInstanceEnd(e->srv, ei->conn);
+			ei->conn = NULL;
+			ei->active = false;
+			eng_outcome(e, s, MC_ENG_OUT_DONE);
+			break;
+		case MC_LINES_FAILED:
+			McInstanceFailed(e->srv, ei->conn, e->soft);
+			eng_drop(e, s, true);
+			break;
+		case MC_LINES_RETRY:
+			if (eng_restart(e, s))
+				*restarted = true;
+			else
+				eng_drop(e, s, true);
+			break;
+	}
+}
+
+/*
+ * Send and receive on one instance until it would block (McPipeline's
+ * pump).  Interrupts are checked before every read: a server that never
+ * stops sending (the socket is never drained) must not keep a backend
+ * from its cancel.  After a restart on a fresh socket the requests are
+ * queued and sent at once, so the wait arms the new socket for writing
+ * too.  A dump reads once per wake-up, so every instance's dump moves on.
+ */
+static void
+eng_pump(void *arg, int s, bool readable, TimestampTz now)
+{
+	McEngine   *e = arg;
+	McEngInst  *ei = &e->inst[s];
+	ssize_t		n;
+	bool		drained;
+
+again:
+	if (!ei->active)
+		return;
+	e->fill(e->arg, s, ei->conn);
+	while (McConnUnsent(ei->conn) > 0)
+	{
+		n = McConnSendSome(ei->conn);
+		if (n == -2 && eng_restart(e, s))
+			goto again;
+		if (n == -1)
+			McInstanceFailed(e->srv, ei->conn, e->soft);
+		if (n < 0)
+		{
+			eng_drop(e, s, true);
+			return;
+		}
+		if (n == 0)
+			break;
+		ei->last_progress = now;
+		e->fill(e->arg, s, ei->conn);
+	}
+	while (readable && ei->active)
+	{
+		bool		refill = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (e->line != NULL)
+		{
+			bool		restarted = false;
+
+			eng_read_lines(e, s, now, &restarted);
+			if (!restarted)
+				return;
+			readable = false;	/* the fresh socket has nothing to read yet */
+			goto again;
+		}
+		n = McConnRecvSome(ei->conn, ei->need, &drained);
+		if (n == -2 && eng_restart(e, s))
+		{
+			readable = false;	/* the fresh socket has nothing to read yet */
+			goto again;
+		}
+		if (n == -1)
+			McInstanceFailed(e->srv, ei->conn, e->soft);
+		if (n < 0)
+		{
+			eng_drop(e, s, true);
+			return;
+		}
+		if (n == 0)
+			break;
+		ei->last_progress = now;
+		ei->bytes += n;
+		if (!eng_read(e, s, &refill))
+			return;
+		if (refill)
+			goto again;
+		/* a short read means the socket is drained: wait rather than retry */
+		if (drained)
+			break;
+	}
+}
+
+/*
+ * McPipeline's view of an instance: its connection while its part runs.
+ * Asked at every wake-up of the wait, so this is where a run that must
+ * give up on a held interrupt does: the client settles the instance's
+ * requests (not its fault: nothing is counted against its health) and its
+ * socket, left mid-request, is closed.
+ */
+static McConn *
+eng_waiting(void *arg, int s, TimestampTz *last_progress)
+{
+	McEngine   *e = arg;
+	McEngInst  *ei = &e->inst[s];
+	const char *why;
+
+	*last_progress = ei->last_progress;
+	if (!ei->active)
+		return NULL;
+	if (e->give_up_held && (why = McEngineHeldInterrupt()) != NULL)
+	{
+		if (e->gave_up)
+			e->gave_up(e->arg, s, why);
+		McConnClose(ei->conn);
+		ei->conn = NULL;
+		ei->active = false;
+		eng_outcome(e, s, MC_ENG_OUT_GIVEN_UP);
+		return NULL;
+	}
+	return ei->conn;
+}
+
+/*
+ * The connect of instance s finished: requests that must not run twice
+ * are at most once from here on (a connect that failed sent nothing, and
+ * may fail over like any failure of the instance).
+ */
+static void
+eng_connected(void *arg, int s, bool ok, TimestampTz now)
+{
+	McEngine   *e = arg;
+	McEngInst  *ei = &e->inst[s];
+
+	ei->last_progress = now;
+	if (ok)
+	{
+		if (e->at_most_once)
+			McConnAtMostOnce(ei->conn);
+		return;
+	}
+	McInstanceFailed(e->srv, ei->conn, e->soft);
+	eng_drop(e, s, true);
+}
+
+/* Out of time: io_timeout of inactivity, or the call's deadline (no failover then). */
+static void
+eng_expired(void *arg, int s, bool overall)
+{
+	McEngine   *e = arg;
+
+	McInstanceFail(e->srv, e->inst[s].conn, e->soft, ERRCODE_CONNECTION_FAILURE, "read from",
+				   overall ? "timed out: the %d ms allowed ran out" : "timed out after %d ms",
+				   overall ? e->timeout_ms : e->srv->cfg.io_timeout);
+	eng_drop(e, s, !overall);
+}
+
+/*
+ * Get every instance with work a connection: a pooled socket, or a
+ * connect started here and finished by the wait (pipeline.c), where the
+ * connects of all instances proceed together.
+ */
+static void
+eng_begin(McEngine *e)
+{
+	McServer   *srv = e->srv;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int s = 0; s < srv->cfg.nendpoints; s++)
+	{
+		McEngInst  *ei = &e->inst[s];
+
+		ei->active = ei->retried = ei->answered = ei->dropped = false;
+		ei->conn = NULL;
+		ei->hits = 0;
+		ei->bytes = 0;
+		if (!ei->work)
+			continue;
+		ei->need = 1;
+		ei->last_progress = now;
+		e->start(e->arg, s);
+		ei->conn = McPipelineBegin(srv, s, e->soft);
+		ei->active = (ei->conn != NULL);
+		if (!ei->active)
+			eng_drop(e, s, true);
+		else if (e->at_most_once && !McConnConnecting(ei->conn))
+			McConnAtMostOnce(ei->conn);
+	}
+}
+
+/*
+ * One run: start every instance with work, write every pipeline, then
+ * serve whichever socket is ready until each instance's part has ended or
+ * failed.  With a deadline no connect may outlast it: the connection code
+ * takes a connect's bound from the configuration, so it is lowered for
+ * the run and put back.
+ */
+void
+McEngineRun(McEngine *e)
+{
+	McServer   *srv = e->srv;
+	int			save_connect = srv->cfg.connect_timeout;
+	McPipeline	p = {.srv = srv,.arg = e,.waiting = eng_waiting,
+		.connected = eng_connected,.pump = eng_pump,.expired = eng_expired,
+	.deadline = e->deadline};
+
+	eng_begin(e);
+	if (e->deadline == 0)
+	{
+		McPipelineRun(&p);
+		return;
+	}
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   e->deadline);
+
+		if (save_connect <= 0 || save_connect > left)
+			srv->cfg.connect_timeout = (int) Max(left, 1);
+	}
+	PG_TRY();
+	{
+		McPipelineRun(&p);
+	}
+	PG_FINALLY();
+	{
+		srv->cfg.connect_timeout = save_connect;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * An interrupt the caller holds: a run after commit is inside the
+ * commit's HOLD_INTERRUPTS, where CHECK_FOR_INTERRUPTS does nothing and a
+ * terminate or a cancel would wait out the whole budget, locks held.
+ * Their signal still sets the latch, which ends the pipeline's wait, and
+ * the run gives up then (as PostgreSQL's wait for synchronous replication
+ * does).  NULL when none is pending, or when CHECK_FOR_INTERRUPTS would
+ * act on it itself.
+ */
+const char *
+McEngineHeldInterrupt(void)
+{
+	bool		held = InterruptHoldoffCount > 0 || CritSectionCount > 0;
+
+	if (ProcDiePending && held)
+		return "the session is being terminated";
+	if (QueryCancelPending && (held || QueryCancelHoldoffCount > 0))
+		return "the statement was canceled";
+	return NULL;
+}
+
+/*
+ * The error trap of the callers that run after commit.  No
+ * subtransaction: the connection code closes a connection before it
+ * raises, and one left busy is closed at its next use.  Raising an error
+ * resets the interrupt hold-off counts the commit relies on, so they are
+ * put back.
+ */
+ErrorData *
+McEngineCatch(void (*fn) (void *arg), void *arg, bool keep_cancel)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	ErrorData  *volatile ed = NULL;
+
+	PG_TRY();
+	{
+		fn(arg);
+	}
+	PG_CATCH();
+	{
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		if (!keep_cancel && ed->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	return ed;
+}
+
+/* A routed key kept for the run (McKeyArena). */
+const char *
+McKeyArenaKeep(McKeyArena *a, const char *raw, size_t len)
+{
+	char	   *p;
+
+	if (a->left < len)
+	{
+		a->left = Max(16384, len);
+		a->next = palloc(a->left);
+	}
+	p = a->next;
+	memcpy(p, raw, len);
+	a->next += len;
+	a->left -= len;
+	return p;
+}
+
+/* The dumps of a full scan (McEngineDump). */
+typedef struct EngDump
+{
+	McEngine	e;
+	const char *(*cmd) (void *arg, int s);
+	McDumpLineFn line;
+	void	   *arg;
+	bool		queued[MC_MAX_ENDPOINTS];
+} EngDump;
+
+static void
+dump_start(void *arg, int s)
+{
+	((EngDump *) arg)->queued[s] = false;
+}
+
+/* The dump's one command, queued once the connection is ready. */
+static void
+dump_fill(void *arg, int s, McConn *conn)
+{
+	EngDump    *d = arg;
+
+	if (d->queued[s])
+		return;
+	McConnLinesQueue(conn, d->cmd(d->arg, s));
+	d->queued[s] = true;
+}
+
+static const char *
+dump_cmd(void *arg, int s)
+{
+	EngDump    *d = arg;
+
+	return d->cmd(d->arg, s);
+}
+
+static McLineVerdict
+dump_line(void *arg, int s, const char *line, size_t len)
+{
+	EngDump    *d = arg;
+
+	return d->line(d->arg, s, line, len);
+}
+
+/*
+ * An instance's dump ends without its keys: it failed, softly (on_failure
+ * 'miss': an unreachable instance lists nothing; otherwise the failure was
+ * raised before this).
+ */
+static void
+dump_dropped(void *arg, int s, McConn *conn, bool may_reroute)
+{
+	EngDump    *d = arg;
+
+	McInstanceDegraded(d->e.srv, s);
+}
+
+void
+McEngineDump(McServer *srv, const bool *todo,
+			 const char *(*cmd) (void *arg, int s),
+			 McDumpLineFn line, size_t line_max, void *arg)
+{
+	EngDump    *d = palloc0(sizeof(EngDump));
+
+	McEngineInit(&d->e, srv, d);
+	d->cmd = cmd;
+	d->line = line;
+	d->arg = arg;
+	d->e.soft = srv->cfg.on_failure_miss;
+	d->e.start = dump_start;
+	d->e.fill = dump_fill;
+	d->e.line_cmd = dump_cmd;
+	d->e.line = dump_line;
+	d->e.line_max = line_max;
+	d->e.dropped = dump_dropped;
+	for (int s = 0; s < srv->cfg.nendpoints; s++)
+		d->e.inst[s].work = todo[s] ? 1 : 0;
+	McEngineRun(&d->e);
+	pfree(d->e.inst);
+	pfree(d);
+}
