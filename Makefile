@@ -39,7 +39,8 @@ OBJS = \
 	src/conn_tls.o \
 	src/conn_multi.o \
 	src/pipeline.o \
-	src/functions.o \
+	src/sql_args.o \
+	src/writes.o \
 	src/reads.o \
 	src/keys.o \
 	src/values.o \

@@ -81,7 +81,7 @@ extern const char *McBatchHeldInterrupt(void);
  *     For work whose server was resolved and checked earlier in the
  *     transaction and that runs after its commit, when the catalog is off
  *     limits.
- *   McIntervalToTtl (functions.c): a ttl interval as memcached reads it.
+ *   McIntervalToTtl (sql_args.c, sql_args.h): a ttl interval as memcached reads it.
  */
 extern McServer *McServerPeek(Oid serverid, Oid umid);
 extern int64 McIntervalToTtl(Interval *iv);

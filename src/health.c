@@ -9,7 +9,7 @@
  * McInstanceFailed, McInstanceEnd) so the connection's outcome reaches the
  * health record; choosing the instance for a key, with failover.  Must
  * not: touch sockets (the conn_*.c files do) or know what commands mean
- * (functions.c, multi_get.c, batch.c do).
+ * (writes.c, reads.c, multi_get.c, batch.c do).
  */
 #include "postgres.h"
 

@@ -202,9 +202,6 @@ typedef enum McLinesStatus
 	MC_LINES_RETRY				/* pooled socket closed while idle: nothing ran */
 } McLinesStatus;
 
-/* reads.c */
-extern bool McTextValid(const char *p, size_t len);
-
 /*
  * The empty item memcached creates for a lease (mg N): zero bytes, a win
  * flag (W to the winner, Z to the others), not stale.  Every read treats
@@ -233,6 +230,7 @@ extern void McValueRaise(McServer *srv, McZStatus status, const char *key,
 						 size_t keylen) McNoReturn();
 extern void McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
 							 const char *key, size_t keylen, const char *bytes_hint);
+extern bool McTextValid(const char *p, size_t len);
 /* McValueCheckText's hint for the SQL functions */
 #define MC_BYTEA_HINT "Read it with the _bytea variant of the function"
 extern bool McValueDeflate(McServer *srv, const char **data, size_t *len,

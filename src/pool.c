@@ -12,7 +12,7 @@
  * callbacks that close connections an error or a cancel left out of step.
  * Must not: touch sockets (the conn_*.c
  * files do), judge health or route keys (health.c does), or know what
- * commands mean (functions.c, multi_get.c do).
+ * commands mean (writes.c, reads.c, multi_get.c do).
  *
  * Lifetime: everything here lives in "mcfdw pool", a child of
  * TopMemoryContext, for the life of the backend.  Server entries are marked

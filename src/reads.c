@@ -6,18 +6,14 @@
  * Owns: the request each read sends (one mg per call), turning its reply
  * into a SQL value (inflated by values.c when the flags say compressed;
  * mc_get_raw returns the stored bytes untouched), the lease's answer
- * (won, stale, the placeholder an N flag creates), and the check that a
- * text value is valid in the database encoding (McTextValid, shared with
- * multi_get.c).  A NULL reply base from the pool is on_failure 'miss'
+ * (won, stale, the placeholder an N flag creates), and the error for a
+ * text value that is not valid in the database encoding (values.c's
+ * McTextValid says which).  A NULL reply base from the pool is on_failure 'miss'
  * degrading the call: reads give NULL.  Must not: apply key rules (keys.c),
- * touch sockets (conn.c, through functions.c's McKeyRoundtrip), parse
+ * touch sockets (conn.c, through writes.c's McKeyRoundtrip), parse
  * bytes (protocol.c) or know zlib (values.c, compress.c).
  */
 #include "postgres.h"
-
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include "access/htup_details.h"
 #include "funcapi.h"
@@ -38,60 +34,6 @@ PG_FUNCTION_INFO_V1(mc_get_raw);
 PG_FUNCTION_INFO_V1(mc_get_lease);
 PG_FUNCTION_INFO_V1(mc_get_lease_bytea);
 PG_FUNCTION_INFO_V1(mc_meta);
-
-/*
- * Is this value valid text in the database encoding?  Every server encoding
- * is ASCII-compatible, so ASCII without NUL bytes is valid in all of them:
- * check eight bytes at a time for a high bit or a zero byte, and leave the
- * full verification to the rest.
- */
-bool
-McTextValid(const char *p, size_t len)
-{
-	const char *start = p;
-	const char *end = p + len;
-	uint64		acc = 0;
-
-#ifdef __SSE2__
-	/* sixteen bytes a step: a high bit, or a zero byte (made 0xff by cmpeq) */
-	{
-		const __m128i zero = _mm_setzero_si128();
-		__m128i		vacc = zero;
-
-		if (len >= 16)
-		{
-			__m128i		v;
-
-			while (end - p > 16)
-			{
-				v = _mm_loadu_si128((const __m128i *) p);
-				vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
-				p += 16;
-			}
-			/* the last sixteen bytes, overlapping what was already seen */
-			v = _mm_loadu_si128((const __m128i *) (end - 16));
-			vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
-			return _mm_movemask_epi8(vacc) == 0 ||
-				pg_verifymbstr(start, (int) len, true);
-		}
-	}
-#endif
-	/* one test at the end: any high bit or zero byte in any word */
-	while (end - p >= 8)
-	{
-		uint64		w;
-
-		memcpy(&w, p, 8);
-		acc |= w | ((w - UINT64CONST(0x0101010101010101)) & ~w);
-		p += 8;
-	}
-	if (acc & UINT64CONST(0x8080808080808080))
-		return pg_verifymbstr(start, (int) len, true);
-	for (; p < end; p++)
-		if (*p == '\0' || IS_HIGHBIT_SET(*p))
-			return pg_verifymbstr(start, (int) len, true);
-	return true;
-}
 
 /*
  * A text result must be valid in the database encoding; binary values must

@@ -1,24 +1,15 @@
 /*
- * single.h — what the single-key SQL functions share: functions.c (writes,
+ * single.h — what the single-key SQL functions share: writes.c (writes,
  * and the helpers below) and reads.c (reads).
  *
- * Owns: nothing of its own; the declarations of functions.c's helpers for
+ * Owns: nothing of its own; the declarations of writes.c's helpers for
  * reads.c.  Must not: be included by files that do not implement
  * single-key SQL functions.
  */
 #ifndef MCFDW_SINGLE_H
 #define MCFDW_SINGLE_H
 
-#include "keys.h"
-
-/* The server name argument at argno, or NULL for mcfdw.server. */
-extern const char *McServerArg(FunctionCallInfo fcinfo, int argno);
-
-/* memcached reads a ttl above 30 days as an absolute unix time. */
-#define MC_RELATIVE_TTL_MAX		(30 * SECS_PER_DAY)
-
-/* The ttl at argument argno, as memcached reads it: an interval, or with until a timestamptz. */
-extern int64 McTtlArg(FunctionCallInfo fcinfo, int argno, bool until);
+#include "sql_args.h"
 
 /* The opaque token of the next request (one backend-wide sequence, never 0). */
 extern uint32 McNextOpaque(void);

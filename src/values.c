@@ -7,7 +7,9 @@
  * inflating a value whose flags carry compressed_flag (straight into the
  * buffer the caller returns: no copy of the inflated bytes), deflating a
  * value written at or over compress_threshold and marking it, and refusing
- * a serialized object (Ruby Marshal, Python pickle) as text.  Inflation is
+ * a serialized object (Ruby Marshal, Python pickle) as text; whether bytes
+ * are valid text in the database encoding (McTextValid: every read that
+ * returns text, mc_get's, mc_get_multi's and a foreign table's, asks here).  Inflation is
  * bounded by max_value_size, so a zip bomb costs at most that much memory
  * and time.  Must not: touch connections or replies (callers hand over the
  * bytes and flags), or change a value whose flags already carry
@@ -16,6 +18,11 @@
  */
 #include "postgres.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
@@ -168,6 +175,60 @@ McValueCheckText(McServer *srv, bool has_flags, uint32 flags,
 						   flags, bit),
 				 errhint("%s, or have the application store plain strings (Dalli: raw: true; pylibmc, pymemcache: a str).  Dalli sets this flag for serializer: JSON too: for such a cache leave serialized_flag unset and read the values as text or jsonb.",
 						 bytes_hint)));
+}
+
+/*
+ * Is this value valid text in the database encoding?  Every server encoding
+ * is ASCII-compatible, so ASCII without NUL bytes is valid in all of them:
+ * check eight bytes at a time for a high bit or a zero byte, and leave the
+ * full verification to the rest.
+ */
+bool
+McTextValid(const char *p, size_t len)
+{
+	const char *start = p;
+	const char *end = p + len;
+	uint64		acc = 0;
+
+#ifdef __SSE2__
+	/* sixteen bytes a step: a high bit, or a zero byte (made 0xff by cmpeq) */
+	{
+		const __m128i zero = _mm_setzero_si128();
+		__m128i		vacc = zero;
+
+		if (len >= 16)
+		{
+			__m128i		v;
+
+			while (end - p > 16)
+			{
+				v = _mm_loadu_si128((const __m128i *) p);
+				vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
+				p += 16;
+			}
+			/* the last sixteen bytes, overlapping what was already seen */
+			v = _mm_loadu_si128((const __m128i *) (end - 16));
+			vacc = _mm_or_si128(vacc, _mm_or_si128(v, _mm_cmpeq_epi8(v, zero)));
+			return _mm_movemask_epi8(vacc) == 0 ||
+				pg_verifymbstr(start, (int) len, true);
+		}
+	}
+#endif
+	/* one test at the end: any high bit or zero byte in any word */
+	while (end - p >= 8)
+	{
+		uint64		w;
+
+		memcpy(&w, p, 8);
+		acc |= w | ((w - UINT64CONST(0x0101010101010101)) & ~w);
+		p += 8;
+	}
+	if (acc & UINT64CONST(0x8080808080808080))
+		return pg_verifymbstr(start, (int) len, true);
+	for (; p < end; p++)
+		if (*p == '\0' || IS_HIGHBIT_SET(*p))
+			return pg_verifymbstr(start, (int) len, true);
+	return true;
 }
 
 /*

@@ -1,10 +1,9 @@
 /*
- * functions.c — the single-key SQL functions that write: stores, deletes,
- * mc_mark_stale, touches, counters, flush; and what every single-key
- * function shares.
+ * writes.c — the single-key SQL functions that write: stores, deletes,
+ * mc_mark_stale, touches, counters, flush.
  *
- * Owns: argument handling (NULLs, ttl and expiry conversion), the opaque
- * token sequence, building one meta command per call and sending it
+ * Owns: their arguments' NULLs and checks (the shared ones are
+ * sql_args.c's), the opaque token sequence, building one meta command per call and sending it
  * (McKeyRoundtrip, which reads.c uses too), and turning a write's reply
  * into a SQL value.  A NULL reply base from the pool is on_failure 'miss'
  * degrading the call: writes and deletes give false, counters NULL.  Must
@@ -16,13 +15,8 @@
  */
 #include "postgres.h"
 
-#include <time.h>
-
-#include "common/int.h"
 #include "utils/builtins.h"
-#include "utils/timestamp.h"
 
-#include "batch.h"
 #include "single.h"
 
 PG_FUNCTION_INFO_V1(mc_set);
@@ -44,107 +38,6 @@ PG_FUNCTION_INFO_V1(mc_cas_until);
 PG_FUNCTION_INFO_V1(mc_touch_until);
 PG_FUNCTION_INFO_V1(mc_incr_until);
 PG_FUNCTION_INFO_V1(mc_decr_until);
-
-/* Server name argument at position argno, or NULL for the default. */
-const char *
-McServerArg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return NULL;
-	return NameStr(*PG_GETARG_NAME(argno));
-}
-
-
-/*
- * Convert a ttl interval to what memcached expects.  Months count as 30
- * days and days as 24 hours (as EXTRACT(EPOCH) does); fractions round up so
- * a short ttl never becomes "no expiry".  Beyond 30 days memcached wants an
- * absolute unix time, so the conversion is done here and users can keep
- * thinking in intervals.
- */
-static int64
-interval_to_ttl(Interval *iv)
-{
-	int64		usecs;
-	int64		secs;
-
-	if (pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
-							USECS_PER_DAY, &usecs) ||
-		pg_add_s64_overflow(usecs, iv->time, &usecs))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("ttl is out of range")));
-	if (usecs <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be positive"),
-				 errhint("Pass NULL for no expiry, or use mc_delete() to remove a key.")));
-	secs = usecs / USECS_PER_SEC + (usecs % USECS_PER_SEC ? 1 : 0);
-	if (secs > MC_RELATIVE_TTL_MAX)
-	{
-		secs += (int64) time(NULL);
-		if (secs > PG_INT32_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-					 errmsg("ttl is out of range"),
-					 errdetail("memcached cannot expire items after January 2038.")));
-	}
-	return secs;
-}
-
-/*
- * Convert an absolute expiry (the *_until functions) to what memcached
- * expects: seconds from now up to 30 days, an absolute unix time beyond.
- * A time already past gives -1, which memcached takes as "expired at
- * once"; -infinity too.  Separate functions rather than timestamptz
- * overloads, because an untyped literal such as '1 hour' would then match
- * both interval and timestamptz and be ambiguous.
- */
-static int64
-expiry_to_ttl(TimestampTz ts)
-{
-	int64		usecs;
-	int64		secs;
-
-	if (TIMESTAMP_IS_NOBEGIN(ts))
-		return -1;
-	if (TIMESTAMP_NOT_FINITE(ts) ||
-		pg_sub_s64_overflow(ts, GetCurrentTimestamp(), &usecs))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("expiry time is out of range"),
-				 errhint("Pass NULL for no expiry.")));
-	if (usecs <= 0)
-		return -1;
-	secs = usecs / USECS_PER_SEC + (usecs % USECS_PER_SEC ? 1 : 0);
-	if (secs > MC_RELATIVE_TTL_MAX)
-	{
-		secs = ts / USECS_PER_SEC + (ts % USECS_PER_SEC > 0 ? 1 : 0) +
-			(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
-		if (secs > PG_INT32_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-					 errmsg("expiry time is out of range"),
-					 errdetail("memcached cannot expire items after January 2038.")));
-	}
-	return secs;
-}
-
-/* The ttl at argument argno: an interval, or with until a timestamptz. */
-int64
-McTtlArg(FunctionCallInfo fcinfo, int argno, bool until)
-{
-	if (until)
-		return expiry_to_ttl(PG_GETARG_TIMESTAMPTZ(argno));
-	return interval_to_ttl(PG_GETARG_INTERVAL_P(argno));
-}
-
-/* interval_to_ttl for the other files (batch.h). */
-int64
-McIntervalToTtl(Interval *iv)
-{
-	return interval_to_ttl(iv);
-}
 
 /*
  * The opaque token of the next request: a backend-wide sequence (never 0,
