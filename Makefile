@@ -39,6 +39,7 @@ OBJS = \
 	src/conn_tls.o \
 	src/conn_multi.o \
 	src/pipeline.o \
+	src/keyop.o \
 	src/sql_args.o \
 	src/writes.o \
 	src/reads.o \

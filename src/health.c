@@ -7,9 +7,10 @@
  * server entry, and nothing but this file writes it afterwards.  Every
  * request goes through here (McInstanceBegin, McRoundtrip,
  * McInstanceFailed, McInstanceEnd) so the connection's outcome reaches the
- * health record; choosing the instance for a key, with failover.  Must
- * not: touch sockets (the conn_*.c files do) or know what commands mean
- * (writes.c, reads.c, multi_get.c, batch.c do).
+ * health record; choosing the instance for a key, with failover (and
+ * McRoundtripRouted, one request sent where its key routes: keyop.c's).
+ * Must not: touch sockets (the conn_*.c files do), build requests or know
+ * what commands mean (keyop.c, multi_get.c, batch.c do).
  */
 #include "postgres.h"
 
@@ -310,7 +311,7 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
  * The instance a read of key would try first now, given alive from
  * McServerAliveMap (NULL: all alive), or -1 when it would reach none: its
  * instance is dead and failover is off (the read fails, or is a miss with
- * on_failure 'miss'), or failover finds no live instance.  McRoundtripKey's
+ * on_failure 'miss'), or failover finds no live instance.  McRoundtripRouted's
  * choice, reported instead of raised, for mc_route: nothing is contacted.
  */
 int
@@ -324,7 +325,7 @@ McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
 }
 
 /*
- * McRoundtripKey with failover on: an instance that fails the request is
+ * McRoundtripRouted with failover on: an instance that fails the request is
  * skipped for the rest of the call (alive: the health map, or NULL when
  * every instance is alive).  With on_failure 'miss', running out of
  * instances is a miss (NULL) counted against the key's own instance.
@@ -386,8 +387,8 @@ roundtrip_failover(McServer *srv, const char *key, size_t keylen,
  * instead, counted by McInstanceDegraded; *connp is then the key's instance.
  */
 const char *
-McRoundtripKey(McServer *srv, const char *key, size_t keylen,
-			   const McRequest *req, McReply *reply, McConn **connp)
+McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
+				  const McRequest *req, McReply *reply, McConn **connp)
 {
 	bool		buf[MC_MAX_ENDPOINTS];
 	const bool *alive;

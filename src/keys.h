@@ -44,5 +44,6 @@ extern size_t McKeyWire(McServer *srv, const char *src, size_t srclen,
 						McKeyForm form, bool b64, char *buf,
 						const char **wire);
 extern void McKeyPrepare(McServer *srv, const char *data, size_t len, McKey *k);
+extern void McKeyFromRouted(const char *raw, size_t rawlen, McKey *k);
 
 #endif							/* MCFDW_KEYS_H */

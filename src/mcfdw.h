@@ -313,9 +313,9 @@ extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
-extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
-								  const McRequest *req, McReply *reply,
-								  McConn **connp);
+extern const char *McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
+									 const McRequest *req, McReply *reply,
+									 McConn **connp);
 
 /*
  * conn.c and conn_io.c: one socket per instance.  A failing instance is reported, never

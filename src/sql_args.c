@@ -4,11 +4,11 @@
  * (batch_sql.c), the on-commit queue (xact.c) and a foreign table's ttl
  * column (fdw_modify.c).
  *
- * Owns: the optional server name argument (NULL: mcfdw.server), turning a
- * ttl interval or an absolute expiry into what memcached reads (seconds up
- * to 30 days, a unix time beyond), and the server and key of a single-key
- * call, looked up, checked for writing and prepared by keys.c in the order
- * every such call does it.  Must not: send anything, or apply key rules
+ * Owns: the optional server name argument (NULL: mcfdw.server;
+ * sql_args.h, inline), turning a ttl interval or an absolute expiry into what memcached reads (seconds up
+ * to 30 days, a unix time beyond), and (sql_args.h) the server and key of
+ * a single-key call, looked up, checked for writing and prepared by keys.c
+ * in the order every such call does it.  Must not: send anything, or apply key rules
  * itself (keys.c does).
  */
 #include "postgres.h"
@@ -20,15 +20,6 @@
 #include "utils/timestamp.h"
 
 #include "sql_args.h"
-
-/* The server name argument at argno, or NULL for the default. */
-const char *
-McServerArg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return NULL;
-	return NameStr(*PG_GETARG_NAME(argno));
-}
 
 /*
  * Convert a ttl interval to what memcached expects.  Months count as 30
@@ -119,22 +110,4 @@ int64
 McIntervalToTtl(Interval *iv)
 {
 	return interval_to_ttl(iv);
-}
-
-/*
- * The server and the key of a single-key call: the server first (an
- * unknown one, or one the role may not use, is the first error), then the
- * writers check for a call that writes, then the key's rules.
- */
-McServer *
-McSingleKeyArgs(FunctionCallInfo fcinfo, int server_argno, bool writes, McKey *k)
-{
-	McServer   *srv = McServerLookup(McServerArg(fcinfo, server_argno));
-	text	   *key;
-
-	if (writes)
-		McServerCheckWrite(srv);
-	key = PG_GETARG_TEXT_PP(0);
-	McKeyPrepare(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), k);
-	return srv;
 }

@@ -3,122 +3,46 @@
  * mc_mark_stale, touches, counters, flush.
  *
  * Owns: their arguments' NULLs and checks (the shared ones are
- * sql_args.c's), the opaque token sequence, building one meta command per call and sending it
- * (McKeyRoundtrip, which reads.c uses too), and turning a write's reply
- * into a SQL value.  A NULL reply base from the pool is on_failure 'miss'
- * degrading the call: writes and deletes give false, counters NULL.  Must
- * not: apply key rules itself (keys.c does), touch sockets (conn.c does,
- * reached through health.c's McRoundtripKey and McRoundtrip, which also
- * count the instance's health), parse bytes (protocol.c does) or compress
- * (values.c does).  Every function takes an optional server name; NULL
- * means mcfdw.server.
+ * sql_args.c's), the operation each call runs (keyop.h: one meta command
+ * per call), and turning a write's reply into a SQL value.  An operation
+ * on_failure 'miss' answered degrades the call: writes and deletes give
+ * false, counters NULL.  Must not: apply key rules itself (keys.c does),
+ * build requests or touch sockets (keyop.c and health.c do, and count the
+ * instance's health), parse bytes (protocol.c does) or compress (values.c
+ * does).  Every function takes an optional server name; NULL means
+ * mcfdw.server.
  */
 #include "postgres.h"
 
 #include "utils/builtins.h"
 
-#include "single.h"
+#include "keyop.h"
+#include "sql_args.h"
 
-PG_FUNCTION_INFO_V1(mc_set);
-PG_FUNCTION_INFO_V1(mc_add);
-PG_FUNCTION_INFO_V1(mc_replace);
-PG_FUNCTION_INFO_V1(mc_append);
-PG_FUNCTION_INFO_V1(mc_prepend);
-PG_FUNCTION_INFO_V1(mc_cas);
 PG_FUNCTION_INFO_V1(mc_delete);
-PG_FUNCTION_INFO_V1(mc_touch);
-PG_FUNCTION_INFO_V1(mc_incr);
-PG_FUNCTION_INFO_V1(mc_decr);
-PG_FUNCTION_INFO_V1(mc_flush_all);
 PG_FUNCTION_INFO_V1(mc_mark_stale);
-PG_FUNCTION_INFO_V1(mc_set_until);
-PG_FUNCTION_INFO_V1(mc_add_until);
-PG_FUNCTION_INFO_V1(mc_replace_until);
-PG_FUNCTION_INFO_V1(mc_cas_until);
-PG_FUNCTION_INFO_V1(mc_touch_until);
-PG_FUNCTION_INFO_V1(mc_incr_until);
-PG_FUNCTION_INFO_V1(mc_decr_until);
+PG_FUNCTION_INFO_V1(mc_flush_all);
+
+/* A store function without the optional argument. */
+#define NO_ARG		(-1)
 
 /*
- * The opaque token of the next request: a backend-wide sequence (never 0,
- * which means "no token"), so a reply left over from any earlier request,
- * or sent unasked, cannot pass for this one's (conn.c checks the echo).
- */
-uint32
-McNextOpaque(void)
-{
-	static uint32 seq = 0;
-
-	if (unlikely(++seq == 0))
-		seq = 1;
-	return seq;
-}
-
-/*
- * Send one request for key k and read its one reply.  idempotent says
- * whether running it twice is harmless: only then may a request whose
- * reply was lost be sent again (see McConnRoundtrip).  Returns the reply
- * base; the caller reads what it needs, then calls McConnConsume and
- * McInstanceEnd.
- */
-const char *
-McKeyRoundtrip(McServer *srv, McKey *k, McConn **connp, const char *cmd,
-		  const char *data, long datalen, const McReqOpts *opts,
-		  bool idempotent, McReply *r)
-{
-	char		hdr[MC_REQ_HEADER_MAX];
-	char		otxt[12];
-	char		digits[10];
-	int			nd = 0;
-	McReqOpts	o = *opts;
-	McRequest	req;
-	uint32		opaque = McNextOpaque();
-
-	/* the token in decimal, as mc_encode_get_value writes it */
-	for (uint32 v = opaque; v != 0; v /= 10)
-		digits[nd++] = (char) ('0' + v % 10);
-	for (int i = 0; i < nd; i++)
-		otxt[i] = digits[nd - 1 - i];
-	o.opaque = otxt;
-	o.opaque_len = nd;
-	req.hdr = hdr;
-	req.hlen = mc_encode_request(hdr, cmd, k->wire, k->wire_len, k->b64, datalen, &o);
-	req.data = data;
-	req.dlen = datalen < 0 ? 0 : (size_t) datalen;
-	req.opaque = opaque;
-	req.idempotent = idempotent;
-	return McRoundtripKey(srv, k->raw, k->raw_len, &req, r, connp);
-}
-
-/*
- * Where each optional argument of a store function sits; -1 when the
- * function has no such argument.
- */
-typedef struct StoreArgs
-{
-	char		mode;			/* ms M<mode> */
-	int			cas_arg;
-	int			ttl_arg;
-	int			flags_arg;
-	int			server_arg;
-	bool		until;			/* the ttl is an absolute timestamptz */
-} StoreArgs;
-
-/*
- * Shared body of every ms-based function.  Returns true when the server
- * stored the value, false when the mode's condition was not met (add on an
- * existing key, replace/append on a missing one, cas mismatch).  Values are
- * sent as raw bytes with their length, so any byte (NUL included) is safe.
+ * Shared body of every ms-based function: mode is ms's M<mode>, and the
+ * other arguments say where its optional arguments sit (NO_ARG when the
+ * function has none); until: its ttl is an absolute timestamptz.  Returns
+ * true when the server stored the value, false when the mode's condition
+ * was not met (add on an existing key, replace/append on a missing one,
+ * cas mismatch).  Values are sent as raw bytes with their length, so any
+ * byte (NUL included) is safe.
  */
 static Datum
-store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
+store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
+		   int flags_arg, int server_arg, bool until)
 {
 	McServer   *srv;
 	McKey		k;
-	McConn	   *conn;
-	McReply		r;
+	McKeyOp		op;
 	McReqOpts	opts = {0};
-	const char *base;
 	struct varlena *value;
 	const char *data;
 	size_t		len;
@@ -126,44 +50,45 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 	bool		stored;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
-		(a->cas_arg >= 0 && PG_ARGISNULL(a->cas_arg)))
+		(cas_arg >= 0 && PG_ARGISNULL(cas_arg)))
 		PG_RETURN_NULL();
-	srv = McServerLookup(McServerArg(fcinfo, a->server_arg));
-	McServerCheckWrite(srv);
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
+	srv = McSingleKeyArgs(fcinfo, server_arg, true, &k);
 	value = PG_GETARG_VARLENA_PP(1);
 
-	opts.mode = a->mode;
-	if (a->ttl_arg >= 0 && !PG_ARGISNULL(a->ttl_arg))
+	McKeyOpInit(&op, MC_OP_STORE, &k);
+	op.opts = &opts;
+	opts.mode = mode;
+	if (ttl_arg >= 0 && !PG_ARGISNULL(ttl_arg))
 	{
 		opts.has_ttl = true;
-		opts.ttl = McTtlArg(fcinfo, a->ttl_arg, a->until);
+		opts.ttl = McTtlArg(fcinfo, ttl_arg, until);
 	}
-	if (a->flags_arg >= 0 && !PG_ARGISNULL(a->flags_arg))
+	if (flags_arg >= 0 && !PG_ARGISNULL(flags_arg))
 	{
 		opts.has_client_flags = true;
-		opts.client_flags = (uint32) PG_GETARG_INT32(a->flags_arg);
+		opts.client_flags = (uint32) PG_GETARG_INT32(flags_arg);
 	}
-	if (a->cas_arg >= 0)
+	if (cas_arg >= 0)
 	{
 		opts.has_cas = true;
-		opts.cas = (uint64) PG_GETARG_INT64(a->cas_arg);
+		opts.cas = (uint64) PG_GETARG_INT64(cas_arg);
 	}
 	/* whole values are compressed as the client would; appended bytes never */
 	data = VARDATA_ANY(value);
 	len = VARSIZE_ANY_EXHDR(value);
 	flags = opts.client_flags;
-	if (a->mode != 'A' && a->mode != 'P' && McValueDeflate(srv, &data, &len, &flags))
+	if (mode != 'A' && mode != 'P' && McValueDeflate(srv, &data, &len, &flags))
 	{
 		opts.has_client_flags = true;
 		opts.client_flags = flags;
 	}
+	op.data = data;
+	op.datalen = len;
 	/* only a plain set leaves the same state and answer when run twice */
-	base = McKeyRoundtrip(srv, &k, &conn, "ms", data, (long) len, &opts,
-						  a->mode == 'S' && a->cas_arg < 0, &r);
-	if (base == NULL)
+	op.once = !(mode == 'S' && cas_arg < 0);
+	if (!McKeyOpRun(srv, &op))
 		PG_RETURN_BOOL(false);
-	switch (r.type)
+	switch (op.reply.type)
 	{
 		case MC_REPLY_HD:
 			stored = true;
@@ -174,130 +99,55 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 			stored = false;
 			break;
 		default:
-			McConnReplyError(conn, base, &r);
+			McKeyOpReplyError(&op);
 	}
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
+	McKeyOpEnd(&op);
 	PG_RETURN_BOOL(stored);
 }
 
 /* mc_set(key, value, ttl, flags, server): store unconditionally. */
-Datum
-mc_set(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'S', -1, 2, 3, 4, false};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_set, store_call, 'S', NO_ARG, 2, 3, 4, false)
 /* mc_add(key, value, ttl, flags, server): store only if the key is absent. */
-Datum
-mc_add(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'E', -1, 2, 3, 4, false};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_add, store_call, 'E', NO_ARG, 2, 3, 4, false)
 /* mc_replace(key, value, ttl, flags, server): store only if present. */
-Datum
-mc_replace(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'R', -1, 2, 3, 4, false};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_replace, store_call, 'R', NO_ARG, 2, 3, 4, false)
 /* mc_append(key, value, server): add bytes after an existing value. */
-Datum
-mc_append(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'A', -1, -1, -1, 2, false};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_append, store_call, 'A', NO_ARG, NO_ARG, NO_ARG, 2, false)
 /* mc_prepend(key, value, server): add bytes before an existing value. */
-Datum
-mc_prepend(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'P', -1, -1, -1, 2, false};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_prepend, store_call, 'P', NO_ARG, NO_ARG, NO_ARG, 2, false)
 /* mc_cas(key, value, cas, ttl, flags, server): store if cas still matches. */
-Datum
-mc_cas(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'S', 2, 3, 4, 5, false};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_cas, store_call, 'S', 2, 3, 4, 5, false)
 /* mc_set_until(key, value, expires, flags, server): mc_set, absolute expiry. */
-Datum
-mc_set_until(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'S', -1, 2, 3, 4, true};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_set_until, store_call, 'S', NO_ARG, 2, 3, 4, true)
 /* mc_add_until(key, value, expires, flags, server) */
-Datum
-mc_add_until(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'E', -1, 2, 3, 4, true};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_add_until, store_call, 'E', NO_ARG, 2, 3, 4, true)
 /* mc_replace_until(key, value, expires, flags, server) */
-Datum
-mc_replace_until(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'R', -1, 2, 3, 4, true};
-
-	return store_common(fcinfo, &a);
-}
-
+MC_SQL_FUNCTION(mc_replace_until, store_call, 'R', NO_ARG, 2, 3, 4, true)
 /* mc_cas_until(key, value, cas, expires, flags, server) */
-Datum
-mc_cas_until(PG_FUNCTION_ARGS)
-{
-	static const StoreArgs a = {'S', 2, 3, 4, 5, true};
-
-	return store_common(fcinfo, &a);
-}
+MC_SQL_FUNCTION(mc_cas_until, store_call, 'S', 2, 3, 4, 5, true)
 
 /*
- * Shared body of the calls whose answer is whether the key existed:
- * mc_delete (HD or NF) and mc_touch (HD or EN).
+ * Shared body of the calls whose answer is whether the key existed: op (a
+ * delete or a touch, its options set) answered HD or missing (NF for md,
+ * EN for mg).
  */
 static Datum
-exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
-			const McReqOpts *opts, bool idempotent, McReplyType missing)
+exists_call(FunctionCallInfo fcinfo, int server_argno, McKeyOp *op,
+			McReplyType missing)
 {
 	McServer   *srv;
 	McKey		k;
-	McConn	   *conn;
-	McReply		r;
-	const char *base;
 	bool		found = false;
 
-	srv = McServerLookup(McServerArg(fcinfo, server_argno));
-	McServerCheckWrite(srv);
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	base = McKeyRoundtrip(srv, &k, &conn, cmd, NULL, -1, opts, idempotent, &r);
-	if (base == NULL)
+	srv = McSingleKeyArgs(fcinfo, server_argno, true, &k);
+	op->key = &k;
+	if (!McKeyOpRun(srv, op))
 		PG_RETURN_BOOL(false);
-	if (r.type == MC_REPLY_HD)
+	if (op->reply.type == MC_REPLY_HD)
 		found = true;
-	else if (r.type != missing)
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
+	else if (op->reply.type != missing)
+		McKeyOpReplyError(op);
+	McKeyOpEnd(op);
 	PG_RETURN_BOOL(found);
 }
 
@@ -305,12 +155,14 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, const char *cmd,
 Datum
 mc_delete(PG_FUNCTION_ARGS)
 {
-	McReqOpts	opts = {0};
+	McKeyOp		op;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
+	McKeyOpInit(&op, MC_OP_DELETE, NULL);
 	/* a second delete would answer "missing" for a key the first removed */
-	return exists_call(fcinfo, 1, "md", &opts, false, MC_REPLY_NF);
+	op.once = true;
+	return exists_call(fcinfo, 1, &op, MC_REPLY_NF);
 }
 
 /*
@@ -324,65 +176,62 @@ mc_delete(PG_FUNCTION_ARGS)
 Datum
 mc_mark_stale(PG_FUNCTION_ARGS)
 {
+	McKeyOp		op;
 	McReqOpts	opts = {0};
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
+	McKeyOpInit(&op, MC_OP_DELETE, NULL);
+	op.opts = &opts;
 	opts.invalidate = true;
 	if (!PG_ARGISNULL(1))
 	{
 		opts.has_ttl = true;
 		opts.ttl = McTtlArg(fcinfo, 1, false);
 	}
-	return exists_call(fcinfo, 2, "md", &opts, false, MC_REPLY_NF);
+	op.once = true;
+	return exists_call(fcinfo, 2, &op, MC_REPLY_NF);
 }
 
 /*
- * mc_touch(key, ttl, server): reset an item's expiry without fetching it.
- * A NULL ttl removes the expiry.  Returns true if the key existed.
+ * mc_touch(key, ttl, server) and mc_touch_until(key, expires, server):
+ * reset an item's expiry without fetching it ("mg <key> T<ttl>").  A NULL
+ * ttl removes the expiry.  Returns true if the key existed.
  */
 static Datum
-touch_common(FunctionCallInfo fcinfo, bool until)
+touch_call(FunctionCallInfo fcinfo, bool until)
 {
+	McKeyOp		op;
 	McReqOpts	opts = {0};
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
+	McKeyOpInit(&op, MC_OP_GET, NULL);
+	op.opts = &opts;
 	opts.has_ttl = true;
 	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
-	return exists_call(fcinfo, 2, "mg", &opts, true, MC_REPLY_EN);
+	return exists_call(fcinfo, 2, &op, MC_REPLY_EN);
 }
 
-/* mc_touch(key, ttl, server) */
-Datum
-mc_touch(PG_FUNCTION_ARGS)
-{
-	return touch_common(fcinfo, false);
-}
-
-/* mc_touch_until(key, expires, server): mc_touch with an absolute expiry. */
-Datum
-mc_touch_until(PG_FUNCTION_ARGS)
-{
-	return touch_common(fcinfo, true);
-}
+MC_SQL_FUNCTION(mc_touch, touch_call, false)
+MC_SQL_FUNCTION(mc_touch_until, touch_call, true)
 
 /*
- * Shared body of mc_incr / mc_decr (key, delta, initial, ttl, server).
- * memcached counters are unsigned 64-bit; decrements stop at zero and
- * increments wrap, as the server defines.  With an initial value a missing
- * key is created (with ttl, NULL = no expiry); without one a missing key
- * gives NULL.
+ * Shared body of mc_incr / mc_decr (key, delta, initial, ttl, server) and
+ * their _until forms (an absolute expiry for a created key).  memcached
+ * counters are unsigned 64-bit; decrements stop at zero and increments
+ * wrap, as the server defines.  With an initial value a missing key is
+ * created (with ttl, NULL = no expiry); without one a missing key gives
+ * NULL.  Each returns the new value.
  */
 static Datum
-arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
+arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 {
 	McServer   *srv;
 	McKey		k;
-	McConn	   *conn;
-	McReply		r;
+	McKeyOp		op;
 	McReqOpts	opts = {0};
-	const char *base;
+	McReply    *r = &op.reply;
 	uint64		v = 0;
 	bool		isnull = false;
 	int64		delta;
@@ -396,10 +245,10 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errmsg("delta must not be negative"),
 				 errhint("Use mc_%s() to move the counter the other way.",
 						 incr ? "decr" : "incr")));
-	srv = McServerLookup(McServerArg(fcinfo, 4));
-	McServerCheckWrite(srv);
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	opts.want = MC_F_VALUE;
+	srv = McSingleKeyArgs(fcinfo, 4, true, &k);
+	McKeyOpInit(&op, MC_OP_ARITH, &k);
+	op.want = MC_F_VALUE;
+	op.opts = &opts;
 	opts.mode = incr ? 'I' : 'D';
 	opts.has_delta = true;
 	opts.delta = (uint64) delta;
@@ -416,26 +265,25 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 		opts.has_vivify_ttl = true;
 		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McTtlArg(fcinfo, 3, until);
 	}
-	base = McKeyRoundtrip(srv, &k, &conn, "ma", NULL, -1, &opts, false, &r);
-	if (base == NULL)
+	op.once = true;
+	if (!McKeyOpRun(srv, &op))
 		PG_RETURN_NULL();
-	if (r.type == MC_REPLY_VA)
+	if (r->type == MC_REPLY_VA)
 	{
 		uint64_t	u;
 
 		/* memcached counters are 64-bit unsigned: anything else is garbage */
-		if (!mc_parse_u64(base + r.value_off, r.value_len, UINT64_MAX, &u))
-			McConnReplyError(conn, base, &r);
+		if (!mc_parse_u64(op.base + r->value_off, r->value_len, UINT64_MAX, &u))
+			McKeyOpReplyError(&op);
 		v = u;
 	}
-	else if (r.type == MC_REPLY_NF || r.type == MC_REPLY_NS)
+	else if (r->type == MC_REPLY_NF || r->type == MC_REPLY_NS)
 		isnull = true;
-	else if (r.type == MC_REPLY_CLIENT_ERROR &&
-			 r.msg_len >= 11 && memmem(base + r.msg_off, r.msg_len, "non-numeric", 11))
+	else if (r->type == MC_REPLY_CLIENT_ERROR &&
+			 r->msg_len >= 11 && memmem(op.base + r->msg_off, r->msg_len, "non-numeric", 11))
 	{
 		/* the reply is complete and the stream in step: keep the socket */
-		McConnConsume(conn, r.consumed);
-		McInstanceEnd(srv, conn);
+		McKeyOpEnd(&op);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("cannot %s memcached key \"%.*s\": its value is not a number",
@@ -443,9 +291,8 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errdetail("Counters must hold an unsigned decimal number of at most 20 digits.")));
 	}
 	else
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
+		McKeyOpReplyError(&op);
+	McKeyOpEnd(&op);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (v > (uint64) PG_INT64_MAX)
@@ -456,33 +303,10 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 	PG_RETURN_INT64((int64) v);
 }
 
-/* mc_incr(key, delta, initial, ttl, server) returns the new value. */
-Datum
-mc_incr(PG_FUNCTION_ARGS)
-{
-	return arith_common(fcinfo, true, false);
-}
-
-/* mc_incr_until(key, delta, initial, expires, server) */
-Datum
-mc_incr_until(PG_FUNCTION_ARGS)
-{
-	return arith_common(fcinfo, true, true);
-}
-
-/* mc_decr(key, delta, initial, ttl, server) returns the new value. */
-Datum
-mc_decr(PG_FUNCTION_ARGS)
-{
-	return arith_common(fcinfo, false, false);
-}
-
-/* mc_decr_until(key, delta, initial, expires, server) */
-Datum
-mc_decr_until(PG_FUNCTION_ARGS)
-{
-	return arith_common(fcinfo, false, true);
-}
+MC_SQL_FUNCTION(mc_incr, arith_call, true, false)
+MC_SQL_FUNCTION(mc_incr_until, arith_call, true, true)
+MC_SQL_FUNCTION(mc_decr, arith_call, false, false)
+MC_SQL_FUNCTION(mc_decr_until, arith_call, false, true)
 
 /*
  * mc_flush_all(server) invalidates every item on every instance of the
