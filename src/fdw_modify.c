@@ -68,7 +68,7 @@ typedef struct McModify
 {
 	McTable		t;
 	McServer   *srv;
-	McValueIO	vio;
+	McColumnIO	vio;
 	AttrNumber	key_junk;		/* UPDATE, DELETE: the row's key in the plan's row */
 	AttrNumber	wholerow_junk;	/* DELETE ... RETURNING: the row as the scan read it */
 	int			batch_size;
@@ -162,7 +162,7 @@ modify_state(EState *estate, Relation rel)
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
 											  m->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McValueIOInit(&m->vio, att->atttypid, att->atttypmod);
+		McColumnIOInit(&m->vio, att->atttypid, att->atttypmod);
 	}
 	m->cxt = AllocSetContextCreate(estate->es_query_cxt, "mcfdw modify",
 								   ALLOCSET_DEFAULT_SIZES);
@@ -392,7 +392,7 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("memcached cannot store a NULL value"),
 					 errhint("DELETE the row to remove its key.")));
-		op->value = McValueWrite(&m->vio, d, &op->valuelen);
+		op->value = McColumnWrite(&m->vio, d, &op->valuelen);
 	}
 	else
 		op->value = "";

@@ -6,8 +6,8 @@
  * for failover): pool.c allocates the record zeroed when it builds a
  * server entry, and nothing but this file writes it afterwards.  Every
  * request goes through here (McInstanceBegin, McRoundtrip,
- * McInstanceFailed, McInstanceEnd) so the connection's outcome reaches the
- * health record; choosing the instance for a key, with failover (and
+ * McInstanceCountFailure, McInstanceEnd) so the connection's outcome
+ * reaches the health record; choosing the instance for a key, with failover (and
  * McRoundtripRouted, one request sent where its key routes: keyop.c's).
  * Must not: touch sockets (the conn_*.c files do), build requests or know
  * what commands mean (keyop.c, multi_get.c, batch.c do).
@@ -82,7 +82,7 @@ McServerAliveMap(McServer *srv, bool *buf)
  * a timeout.  Returns false when it returns.
  */
 bool
-McInstanceFailed(McServer *srv, McConn *conn, bool soft)
+McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 {
 	McInstanceHealth *h = &srv->health[McConnIndex(conn)];
 	bool		hard;
@@ -116,18 +116,18 @@ McInstanceFailed(McServer *srv, McConn *conn, bool soft)
 /*
  * The caller found the instance misbehaving (a reply that fits no request,
  * a batch that stopped making progress): close the connection and count
- * the failure as McInstanceFailed does.
+ * the failure as McInstanceCountFailure does.
  */
 bool
-McInstanceFail(McServer *srv, McConn *conn, bool soft, int sqlerrcode,
-			   const char *action, const char *fmt,...)
+McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft, int sqlerrcode,
+					 const char *action, const char *fmt,...)
 {
 	va_list		ap;
 
 	va_start(ap, fmt);
 	McConnFailedV(conn, sqlerrcode, action, fmt, ap);
 	va_end(ap);
-	return McInstanceFailed(srv, conn, soft);
+	return McInstanceCountFailure(srv, conn, soft);
 }
 
 /*
@@ -177,7 +177,7 @@ McInstanceBegin(McServer *srv, int index, bool soft)
 		return NULL;
 	if (!McConnPrepare(conn))
 	{
-		McInstanceFailed(srv, conn, soft);
+		McInstanceCountFailure(srv, conn, soft);
 		return NULL;
 	}
 	return conn;
@@ -200,7 +200,7 @@ McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
 		return NULL;
 	base = McConnRoundtrip(conn, req, reply);
 	if (base == NULL)
-		McInstanceFailed(srv, conn, soft);
+		McInstanceCountFailure(srv, conn, soft);
 	return base;
 }
 
@@ -235,7 +235,7 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 					sizeof(srv->health[index].last_error));
 			return false;
 		}
-		return McInstanceFailed(srv, conn, true);
+		return McInstanceCountFailure(srv, conn, true);
 	}
 	srv->health[index].failures = 0;
 	return true;
