@@ -26,12 +26,12 @@ typedef enum McKeyOpKind
 
 typedef struct McKeyOp
 {
-	/* the operation (McKeyOpInit sets all but the kind's own fields) */
+	/* the operation (McKeyOpInit: nothing wanted, sent or once) */
 	McKeyOpKind kind;
 	const McKey *key;
 	unsigned	want;			/* MC_F_* fields the reply is to carry */
 	const McReqOpts *opts;		/* what else is sent (its want and opaque are
-								 * this file's), NULL for nothing */
+								 * keyop.c's), NULL for nothing */
 	const char *data;			/* STORE: the value's bytes */
 	size_t		datalen;
 	bool		once;			/* must not run twice: never resent, never

@@ -4,12 +4,12 @@
  * mc_meta.
  *
  * Owns: the operation each read runs (keyop.h: one mg per call), turning
- * its reply into a SQL value (inflated by values.c when the flags say compressed;
- * mc_get_raw returns the stored bytes untouched), the lease's answer
- * (won, stale, the placeholder an N flag creates), and the error for a
- * text value that is not valid in the database encoding (values.c's
- * McTextValid says which).  A NULL reply base from the pool is on_failure 'miss'
- * degrading the call: reads give NULL.  Must not: apply key rules (keys.c),
+ * its reply into a SQL value (inflated by values.c when the flags say
+ * compressed; mc_get_raw returns the stored bytes untouched), the lease's
+ * answer (won, stale, the placeholder an N flag creates), and the error
+ * for a text value that is not valid in the database encoding (values.c's
+ * McTextValid says which).  An operation on_failure 'miss' answered
+ * degrades the call: reads give NULL.  Must not: apply key rules (keys.c),
  * build requests or touch sockets (keyop.c, health.c), parse bytes
  * (protocol.c) or know zlib (values.c, compress.c).
  */
