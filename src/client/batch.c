@@ -472,7 +472,7 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 										  (uint32) bi->next_send);
 				if (j < 0)
 				{
-					McInstanceFail(b->srv, conn, b->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
+					McInstanceMisbehaved(b->srv, conn, b->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
 								   "read from", "a reply does not match any outstanding request");
 					return MC_ENG_FAILED;
 				}
@@ -516,7 +516,7 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 				/* a server that needs a login, or knows no meta command */
 				if (McConnForeignReply(conn, base, r.header_len, MC_FOREIGN_META))
 				{
-					McInstanceFailed(b->srv, conn, b->engine.soft);
+					McInstanceCountFailure(b->srv, conn, b->engine.soft);
 					return MC_ENG_FAILED;
 				}
 				/* FALLTHROUGH */
@@ -526,10 +526,10 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 			default:
 				if (McConnForeignReply(conn, base, len - off, MC_FOREIGN_UNPARSED))
 				{
-					McInstanceFailed(b->srv, conn, b->engine.soft);
+					McInstanceCountFailure(b->srv, conn, b->engine.soft);
 					return MC_ENG_FAILED;
 				}
-				McInstanceFail(b->srv, conn, b->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
+				McInstanceMisbehaved(b->srv, conn, b->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
 							   "read from", "the reply is not valid meta protocol");
 				return MC_ENG_FAILED;
 		}

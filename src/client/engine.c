@@ -166,7 +166,7 @@ eng_read_lines(McEngine *e, int s, TimestampTz now, bool *restarted)
 			eng_outcome(e, s, MC_ENG_OUT_DONE);
 			break;
 		case MC_LINES_FAILED:
-			McInstanceFailed(e->srv, ei->conn, e->soft);
+			McInstanceCountFailure(e->srv, ei->conn, e->soft);
 			eng_drop(e, s, true);
 			break;
 		case MC_LINES_RETRY:
@@ -204,7 +204,7 @@ again:
 		if (n == -2 && eng_restart(e, s))
 			goto again;
 		if (n == -1)
-			McInstanceFailed(e->srv, ei->conn, e->soft);
+			McInstanceCountFailure(e->srv, ei->conn, e->soft);
 		if (n < 0)
 		{
 			eng_drop(e, s, true);
@@ -237,7 +237,7 @@ again:
 			goto again;
 		}
 		if (n == -1)
-			McInstanceFailed(e->srv, ei->conn, e->soft);
+			McInstanceCountFailure(e->srv, ei->conn, e->soft);
 		if (n < 0)
 		{
 			eng_drop(e, s, true);
@@ -305,7 +305,7 @@ eng_connected(void *arg, int s, bool ok, TimestampTz now)
 			McConnAtMostOnce(ei->conn);
 		return;
 	}
-	McInstanceFailed(e->srv, ei->conn, e->soft);
+	McInstanceCountFailure(e->srv, ei->conn, e->soft);
 	eng_drop(e, s, true);
 }
 
@@ -315,7 +315,7 @@ eng_expired(void *arg, int s, bool overall)
 {
 	McEngine   *e = arg;
 
-	McInstanceFail(e->srv, e->inst[s].conn, e->soft, ERRCODE_CONNECTION_FAILURE, "read from",
+	McInstanceMisbehaved(e->srv, e->inst[s].conn, e->soft, ERRCODE_CONNECTION_FAILURE, "read from",
 				   overall ? "timed out: the %d ms allowed ran out" : "timed out after %d ms",
 				   overall ? e->timeout_ms : e->srv->cfg.io_timeout);
 	eng_drop(e, s, !overall);

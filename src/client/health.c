@@ -6,10 +6,11 @@
  * for failover): server_cache.c allocates the record zeroed when it builds a
  * server entry, and nothing but this file writes it afterwards.  Every
  * request goes through here (McInstanceBegin, McRoundtrip,
- * McInstanceFailed, McInstanceEnd) so the connection's outcome reaches the
- * health record; choosing the instance for a key, with failover.  Must
- * not: touch sockets (the conn_*.c files do) or know what commands mean
- * (functions.c, multi_get.c, batch.c do).
+ * McInstanceCountFailure, McInstanceEnd) so the connection's outcome
+ * reaches the health record; choosing the instance for a key, with failover (and
+ * McRoundtripRouted, one request sent where its key routes: keyop.c's).
+ * Must not: touch sockets (the conn_*.c files do), build requests or know
+ * what commands mean (keyop.c, multi_get.c, batch.c do).
  */
 #include "postgres.h"
 
@@ -83,7 +84,7 @@ McServerAliveMap(McServer *srv, bool *buf)
  * a timeout.  Returns false when it returns.
  */
 bool
-McInstanceFailed(McServer *srv, McConn *conn, bool soft)
+McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 {
 	McInstanceHealth *h = &srv->health[McConnIndex(conn)];
 	bool		hard;
@@ -117,18 +118,18 @@ McInstanceFailed(McServer *srv, McConn *conn, bool soft)
 /*
  * The caller found the instance misbehaving (a reply that fits no request,
  * a batch that stopped making progress): close the connection and count
- * the failure as McInstanceFailed does.
+ * the failure as McInstanceCountFailure does.
  */
 bool
-McInstanceFail(McServer *srv, McConn *conn, bool soft, int sqlerrcode,
-			   const char *action, const char *fmt,...)
+McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft, int sqlerrcode,
+					 const char *action, const char *fmt,...)
 {
 	va_list		ap;
 
 	va_start(ap, fmt);
 	McConnFailedV(conn, sqlerrcode, action, fmt, ap);
 	va_end(ap);
-	return McInstanceFailed(srv, conn, soft);
+	return McInstanceCountFailure(srv, conn, soft);
 }
 
 /*
@@ -178,7 +179,7 @@ McInstanceBegin(McServer *srv, int index, bool soft)
 		return NULL;
 	if (!McConnPrepare(conn))
 	{
-		McInstanceFailed(srv, conn, soft);
+		McInstanceCountFailure(srv, conn, soft);
 		return NULL;
 	}
 	return conn;
@@ -201,7 +202,7 @@ McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
 		return NULL;
 	base = McConnRoundtrip(conn, req, reply);
 	if (base == NULL)
-		McInstanceFailed(srv, conn, soft);
+		McInstanceCountFailure(srv, conn, soft);
 	return base;
 }
 
@@ -236,7 +237,7 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 					sizeof(srv->health[index].last_error));
 			return false;
 		}
-		return McInstanceFailed(srv, conn, true);
+		return McInstanceCountFailure(srv, conn, true);
 	}
 	srv->health[index].failures = 0;
 	return true;
@@ -312,7 +313,7 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
  * The instance a read of key would try first now, given alive from
  * McServerAliveMap (NULL: all alive), or -1 when it would reach none: its
  * instance is dead and failover is off (the read fails, or is a miss with
- * on_failure 'miss'), or failover finds no live instance.  McRoundtripKey's
+ * on_failure 'miss'), or failover finds no live instance.  McRoundtripRouted's
  * choice, reported instead of raised, for mc_route: nothing is contacted.
  */
 int
@@ -326,7 +327,7 @@ McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
 }
 
 /*
- * McRoundtripKey with failover on: an instance that fails the request is
+ * McRoundtripRouted with failover on: an instance that fails the request is
  * skipped for the rest of the call (alive: the health map, or NULL when
  * every instance is alive).  With on_failure 'miss', running out of
  * instances is a miss (NULL) counted against the key's own instance.
@@ -388,8 +389,8 @@ roundtrip_failover(McServer *srv, const char *key, size_t keylen,
  * instead, counted by McInstanceDegraded; *connp is then the key's instance.
  */
 const char *
-McRoundtripKey(McServer *srv, const char *key, size_t keylen,
-			   const McRequest *req, McReply *reply, McConn **connp)
+McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
+				  const McRequest *req, McReply *reply, McConn **connp)
 {
 	bool		buf[MC_MAX_ENDPOINTS];
 	const bool *alive;

@@ -14,8 +14,8 @@ extern void McHealthRebuilt(McServer *srv, McInstanceHealth *health);
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
 extern McConn *McInstanceBegin(McServer *srv, int index, bool soft);
-extern bool McInstanceFailed(McServer *srv, McConn *conn, bool soft);
-extern bool McInstanceFail(McServer *srv, McConn *conn, bool soft,
+extern bool McInstanceCountFailure(McServer *srv, McConn *conn, bool soft);
+extern bool McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,
 						   const char *fmt,...) pg_attribute_printf(6, 7);
 extern void McInstanceEnd(McServer *srv, McConn *conn);
@@ -29,7 +29,7 @@ extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
-extern const char *McRoundtripKey(McServer *srv, const char *key, size_t keylen,
+extern const char *McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
 								  const McRequest *req, McReply *reply,
 								  McConn **connp);
 

@@ -146,6 +146,21 @@ McKeyWire(McServer *srv, const char *src, size_t srclen, McKeyForm form,
 }
 
 /*
+ * The wire form of a key a caller routed earlier (McKeyRoute's raw form,
+ * kept with many others), into k for one operation (keyop.h).  The routed
+ * form points into the caller's buffer, so k must not outlive it.
+ */
+void
+McKeyFromRouted(const char *raw, size_t rawlen, McKey *k)
+{
+	if (mc_key_check(raw, rawlen, &k->b64) != MC_KEY_OK)
+		elog(ERROR, "routed memcached key of %zu bytes does not fit", rawlen);
+	k->raw = raw;
+	k->raw_len = rawlen;
+	k->wire_len = wire_of(raw, rawlen, k->b64, k->wirebuf, &k->wire);
+}
+
+/*
  * Both forms of a key, for the single-key functions.  The forms point into
  * the argument when they can (no prefix, printable key), so k must not
  * outlive it.

@@ -1,7 +1,7 @@
 /*
  * keys.h — the key rules (keys.c): what goes on the wire for a key, and the
  * routed form its instance is chosen by.  Included by the files that take
- * keys from SQL (functions.c, reads.c, multi_get.c, batch_sql.c, xact.c).
+ * keys from SQL (sql_args.c, multi_get.c, batch_sql.c, xact.c, the foreign-table files).
  */
 #ifndef MCFDW_KEYS_H
 #define MCFDW_KEYS_H
@@ -44,5 +44,6 @@ extern size_t McKeyWire(McServer *srv, const char *src, size_t srclen,
 						McKeyForm form, bool b64, char *buf,
 						const char **wire);
 extern void McKeyPrepare(McServer *srv, const char *data, size_t len, McKey *k);
+extern void McKeyFromRouted(const char *raw, size_t rawlen, McKey *k);
 
 #endif							/* MCFDW_KEYS_H */

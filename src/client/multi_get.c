@@ -434,7 +434,7 @@ mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 
 			if (j < 0)
 			{
-				if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				if (!McInstanceMisbehaved(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 									"a reply does not match any outstanding request"))
 					return MC_ENG_FAILED;
 			}
@@ -458,7 +458,7 @@ mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 		else if (t == MC_REPLY_EN)
 		{
 			/* q suppresses EN: one that arrives answers nothing we asked */
-			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+			if (!McInstanceMisbehaved(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 								"a miss reply does not match any outstanding request"))
 				return MC_ENG_FAILED;
 		}
@@ -467,13 +467,13 @@ mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 									MC_FOREIGN_META | MC_FOREIGN_UNPARSED))
 		{
 			/* a server that needs a login, knows no meta command, or is not memcached */
-			if (!McInstanceFailed(b->srv, conn, b->soft))
+			if (!McInstanceCountFailure(b->srv, conn, b->soft))
 				return MC_ENG_FAILED;
 		}
 		else if (t == MC_REPLY_BAD || t == MC_REPLY_HD)
 		{
 			/* an HD where a value was asked for would be a row without its value */
-			if (!McInstanceFail(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+			if (!McInstanceMisbehaved(b->srv, conn, b->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
 								t == MC_REPLY_HD ? "a hit carries no value although one was asked for" :
 								"the reply is not valid meta protocol"))
 				return MC_ENG_FAILED;
@@ -483,7 +483,7 @@ mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 			/* on_failure 'miss' hides unavailability, not error replies */
 			if (b->soft && !b->srv->cfg.on_failure_miss)
 			{
-				McInstanceFail(b->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
+				McInstanceMisbehaved(b->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
 							   "unexpected reply");
 				return MC_ENG_FAILED;
 			}

@@ -229,7 +229,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
 
 	if (*retried || answered)
 	{
-		McInstanceFail(srv, McConnOf(&srv->net, s), soft, ERRCODE_CONNECTION_FAILURE,
+		McInstanceMisbehaved(srv, McConnOf(&srv->net, s), soft, ERRCODE_CONNECTION_FAILURE,
 					   "read from", "the server closed the connection");
 		return NULL;
 	}
@@ -239,7 +239,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
 		return NULL;
 	if (!McConnFinishConnect(conn))
 	{
-		McInstanceFailed(srv, conn, soft);
+		McInstanceCountFailure(srv, conn, soft);
 		return NULL;
 	}
 	return conn;

@@ -40,12 +40,12 @@ typedef struct McTable
 } McTable;
 
 /* How the value column's type is read and written. */
-typedef enum McValueKind
+typedef enum McColumnKind
 {
 	MC_VALUE_TEXT,				/* text, varchar: the bytes, valid in the encoding */
 	MC_VALUE_BYTEA,				/* the bytes as they are */
 	MC_VALUE_IO					/* any other type: its input/output functions */
-} McValueKind;
+} McColumnKind;
 
 /* The meta flags a field is read with. */
 static inline unsigned
@@ -77,29 +77,29 @@ McFieldWant(McField f)
 #define MC_PRIVATE_FULLSCAN	2
 
 /* A value column's conversions, set up once per scan or modification. */
-typedef struct McValueIO
+typedef struct McColumnIO
 {
-	McValueKind kind;
+	McColumnKind kind;
 	Oid			type;
 	int32		typmod;
 	FmgrInfo	in;				/* MC_VALUE_IO */
 	Oid			ioparam;
 	FmgrInfo	out;
-} McValueIO;
+} McColumnIO;
 
 /* fdw_table.c */
-extern void McValueIOInit(McValueIO *io, Oid type, int32 typmod);
-extern unsigned McValueFields(McServer *srv, const McValueIO *io, unsigned want);
-extern void McValueCheck(const McValueIO *io, McServer *srv, const McReply *r,
-						 const char *v, size_t len, const char *key, size_t keylen);
-extern Datum McValueRead(McValueIO *io, McServer *srv, const McReply *r, char *v,
-						 size_t len, const char *key, size_t keylen);
-extern const char *McValueWrite(McValueIO *io, Datum d, size_t *len);
+extern void McColumnIOInit(McColumnIO *io, Oid type, int32 typmod);
+extern unsigned McColumnFields(McServer *srv, const McColumnIO *io, unsigned want);
+extern void McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
+						  const char *v, size_t len, const char *key, size_t keylen);
+extern Datum McColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v,
+						  size_t len, const char *key, size_t keylen);
+extern const char *McColumnWrite(McColumnIO *io, Datum d, size_t *len);
 extern void McTableLoad(Relation rel, McTable *t);
-extern McValueKind McValueKindOf(Oid type);
+extern McColumnKind McColumnKindOf(Oid type);
 extern Datum McKeyWithPrefix(const McTable *t, Datum key);
 extern Datum McKeyWithoutPrefix(const McTable *t, Datum key);
-extern void McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv,
+extern void McRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv,
 						   Datum given, char *base, const McReply *r,
 						   Datum *values, bool *nulls, int natts);
 

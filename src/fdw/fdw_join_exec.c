@@ -50,7 +50,7 @@ typedef struct McJoinState
 	bool	   *inner_byval;
 	int			batch_size;		/* join_batch_size: the most rows a batch has */
 	int			cur_batch;		/* this batch's (see next_batch_size) */
-	McValueIO	vio;
+	McColumnIO	vio;
 	TupleDesc	tabdesc;		/* the foreign table's */
 	Datum	   *rowvalues;		/* one item as a row of the table */
 	bool	   *rownulls;
@@ -148,7 +148,7 @@ join_begin(CustomScanState *node, EState *estate, int eflags)
 	{
 		Form_pg_attribute att = TupleDescAttr(s->tabdesc, s->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McValueIOInit(&s->vio, att->atttypid, att->atttypmod);
+		McColumnIOInit(&s->vio, att->atttypid, att->atttypmod);
 	}
 
 	outer = ExecInitNode(linitial(cscan->custom_plans), estate, eflags);
@@ -346,7 +346,7 @@ fill_batch(McJoinState *s)
 
 		s->srv = McServerGet(s->t.serverid);
 		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
-					  McValueFields(s->srv, &s->vio, s->want), join_hit, s);
+					  McColumnFields(s->srv, &s->vio, s->want), join_hit, s);
 		MemoryContextSwitchTo(old);
 	}
 	next_batch_size(s);

@@ -34,7 +34,8 @@
  * Values: text and varchar as their bytes, bytea as it is, other types as
  * their output function writes them (fdw_table.c).  ttl: the ttl column's
  * value (seconds, > 0), else the table's ttl option (0 = no expiry).
- * Must not: plan, or touch sockets other than through health.c and batch.c.
+ * Must not: plan, or touch sockets other than through keyop.c (UPDATE's
+ * one replace), health.c and batch.c.
  */
 #include "postgres.h"
 
@@ -61,13 +62,13 @@
 
 #include "batch.h"
 #include "fdw.h"
-#include "keys.h"
+#include "keyop.h"
 
 typedef struct McModify
 {
 	McTable		t;
 	McServer   *srv;
-	McValueIO	vio;
+	McColumnIO	vio;
 	AttrNumber	key_junk;		/* UPDATE, DELETE: the row's key in the plan's row */
 	AttrNumber	wholerow_junk;	/* DELETE ... RETURNING: the row as the scan read it */
 	int			batch_size;
@@ -161,7 +162,7 @@ modify_state(EState *estate, Relation rel)
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
 											  m->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McValueIOInit(&m->vio, att->atttypid, att->atttypmod);
+		McColumnIOInit(&m->vio, att->atttypid, att->atttypmod);
 	}
 	m->cxt = AllocSetContextCreate(estate->es_query_cxt, "mcfdw modify",
 								   ALLOCSET_DEFAULT_SIZES);
@@ -391,7 +392,7 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("memcached cannot store a NULL value"),
 					 errhint("DELETE the row to remove its key.")));
-		op->value = McValueWrite(&m->vio, d, &op->valuelen);
+		op->value = McColumnWrite(&m->vio, d, &op->valuelen);
 	}
 	else
 		op->value = "";
@@ -620,55 +621,39 @@ McGetForeignModifyBatchSize(ResultRelInfo *rinfo)
  * The new cas, when asked for, goes to *newcas.
  */
 static McReplyType
-replace_one(McModify *m, const McBatchOp *op, bool has_cas, uint64 cas,
+replace_one(McModify *m, const McBatchOp *bop, bool has_cas, uint64 cas,
 			bool want_cas, uint64 *newcas, bool *got_cas)
 {
-	char		wire[MC_KEY_MAX];
-	size_t		wlen;
-	bool		b64;
-	char		hdr[MC_REQ_HEADER_MAX];
+	McKey		k;
+	McKeyOp		op;
 	McReqOpts	opts = {0};
-	McRequest	req;
-	McReply		r;
-	McConn	   *conn;
-	const char *base;
+	McReply    *r = &op.reply;
 
-	if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
-		elog(ERROR, "routed memcached key of %zu bytes does not fit", op->keylen);
-	if (b64)
-		wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
-	else
-	{
-		memcpy(wire, op->key, op->keylen);
-		wlen = op->keylen;
-	}
+	McKeyFromRouted(bop->key, bop->keylen, &k);
+	McKeyOpInit(&op, MC_OP_STORE, &k);
 	opts.mode = 'R';
-	opts.has_ttl = op->has_ttl;
-	opts.ttl = op->ttl;
-	opts.has_client_flags = op->has_flags;
-	opts.client_flags = op->flags;
+	opts.has_ttl = bop->has_ttl;
+	opts.ttl = bop->ttl;
+	opts.has_client_flags = bop->has_flags;
+	opts.client_flags = bop->flags;
 	opts.has_cas = has_cas;
 	opts.cas = cas;
-	opts.want = want_cas ? MC_F_CAS : 0;
-	req.hlen = mc_encode_request(hdr, "ms", wire, wlen, b64, (long) op->valuelen, &opts);
-	req.hdr = hdr;
-	req.data = op->value;
-	req.dlen = op->valuelen;
-	req.opaque = 0;
+	op.opts = &opts;
+	op.want = want_cas ? MC_F_CAS : 0;
+	op.data = bop->value;
+	op.datalen = bop->valuelen;
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
-	req.idempotent = !has_cas;
-	base = McRoundtripKey(m->srv, op->key, op->keylen, &req, &r, &conn);
-	if (base == NULL)
-		return MC_REPLY_NEED_MORE;	/* counted degraded by McRoundtripKey */
-	if (r.type != MC_REPLY_HD && r.type != MC_REPLY_NS &&
-		r.type != MC_REPLY_EX && r.type != MC_REPLY_NF)
-		McConnReplyError(conn, base, &r);
-	*got_cas = r.type == MC_REPLY_HD && (r.present & MC_F_CAS);
+	op.once = has_cas;
+	if (!McKeyOpRun(m->srv, &op))
+		return MC_REPLY_NEED_MORE;	/* counted degraded by health.c */
+	if (r->type != MC_REPLY_HD && r->type != MC_REPLY_NS &&
+		r->type != MC_REPLY_EX && r->type != MC_REPLY_NF)
+		McKeyOpReplyError(&op);
+	*got_cas = r->type == MC_REPLY_HD && (r->present & MC_F_CAS);
 	if (*got_cas)
-		*newcas = r.cas;
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(m->srv, conn);
-	return r.type;
+		*newcas = r->cas;
+	McKeyOpEnd(&op);
+	return r->type;
 }
 
 /*

@@ -51,7 +51,7 @@ typedef struct McScan
 	McServer   *srv;			/* during fetch: compressed values inflate */
 	List	   *kinds;			/* MC_KEYEXPR_* per key expression */
 	List	   *exprstates;
-	McValueIO	vio;
+	McColumnIO	vio;
 	TupleDesc	desc;
 	Datum	   *values;
 	bool	   *nulls;
@@ -92,7 +92,7 @@ typedef struct McPrefixedKey
  * value, then integer flags, and nothing else?
  */
 static bool
-rows_by_hand(const McTable *t, TupleDesc desc, const McValueIO *vio)
+rows_by_hand(const McTable *t, TupleDesc desc, const McColumnIO *vio)
 {
 	return McRowLayoutFits(desc) &&
 		t->attnum[MC_FIELD_KEY] == 1 && t->attnum[MC_FIELD_VALUE] == 2 &&
@@ -119,7 +119,7 @@ McBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		Form_pg_attribute att = TupleDescAttr(s->desc, s->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McValueIOInit(&s->vio, att->atttypid, att->atttypmod);
+		McColumnIOInit(&s->vio, att->atttypid, att->atttypmod);
 	}
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -266,7 +266,7 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 		text	   *k = (text *) DatumGetPointer(given);	/* add_key detoasted it */
 		bool		done;
 
-		McValueCheck(&s->vio, s->srv, r, data, r->value_len, VARDATA_ANY(k),
+		McColumnCheck(&s->vio, s->srv, r, data, r->value_len, VARDATA_ANY(k),
 					 VARSIZE_ANY_EXHDR(k));
 		/* the row buffer lives as long as the scan */
 		old = MemoryContextSwitchTo(s->scan_cxt);
@@ -298,7 +298,7 @@ fetch(ForeignScanState *node)
 	{
 		s->srv = McServerGet(s->t.serverid);
 		tuplestore_clear(s->ts);
-		s->more = McFullScanNext(s->full, s->srv, McValueFields(s->srv, &s->vio, s->want),
+		s->more = McFullScanNext(s->full, s->srv, McColumnFields(s->srv, &s->vio, s->want),
 								 scan_hit, s);
 		s->fetched = true;
 		return;
@@ -310,7 +310,7 @@ fetch(ForeignScanState *node)
 	{
 		s->srv = McServerGet(s->t.serverid);
 		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
-									 McValueFields(s->srv, &s->vio, s->want),
+									 McColumnFields(s->srv, &s->vio, s->want),
 									 scan_hit, s);
 	}
 	s->fetched = true;
@@ -395,7 +395,7 @@ McEndForeignScan(ForeignScanState *node)
 typedef struct McSample
 {
 	McTable		t;
-	McValueIO	vio;
+	McColumnIO	vio;
 	McServer   *srv;
 	TupleDesc	desc;
 	Datum	   *values;
@@ -463,7 +463,7 @@ acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
 	{
 		Form_pg_attribute att = TupleDescAttr(a.desc, a.t.attnum[MC_FIELD_VALUE] - 1);
 
-		McValueIOInit(&a.vio, att->atttypid, att->atttypmod);
+		McColumnIOInit(&a.vio, att->atttypid, att->atttypmod);
 	}
 	for (int f = MC_FIELD_VALUE; f < MC_NFIELDS; f++)
 		if (a.t.attnum[f] != 0)
@@ -477,7 +477,7 @@ acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
 									  ALLOCSET_DEFAULT_SIZES);
 	a.srv = McServerGet(a.t.serverid);
 	fs = McFullScanBegin(&a.t);
-	listed = McFullScanSample(fs, a.srv, targrows, McValueFields(a.srv, &a.vio, want),
+	listed = McFullScanSample(fs, a.srv, targrows, McColumnFields(a.srv, &a.vio, want),
 							  sample_hit, &a, &nsampled);
 	McFullScanEnd(fs);
 	MemoryContextDelete(a.row_cxt);

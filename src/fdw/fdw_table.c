@@ -229,12 +229,12 @@ load_table(Relation rel, McTable *t)
  * lacks and columns holding no field NULL.  given is the key column's
  * value (the key without the table's prefix, McKeyWithoutPrefix, which
  * the scan has at hand); a compressed value is inflated through srv, and
- * checked as mc_get checks a value (McValueCheck).  A
+ * checked as mc_get checks a value (McColumnCheck).  A
  * by-reference value may lie in the reply's buffer: copy what must outlive
  * the hit.  A value the column's type refuses is an error naming the key.
  */
 void
-McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv, Datum given,
+McRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv, Datum given,
 			   char *base, const McReply *r, Datum *values, bool *nulls, int natts)
 {
 	AttrNumber	a;
@@ -259,7 +259,7 @@ McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv, Datum given,
 			data = VARDATA(v);
 			len = VARSIZE(v) - VARHDRSZ;
 		}
-		values[a - 1] = McValueRead(vio, srv, r, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+		values[a - 1] = McColumnRead(vio, srv, r, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
 		nulls[a - 1] = false;
 	}
 	if ((a = t->attnum[MC_FIELD_FLAGS]) != 0 && (r->present & MC_F_FLAGS))
@@ -282,8 +282,8 @@ McRowFromReply(const McTable *t, McValueIO *vio, McServer *srv, Datum given,
 	}
 }
 
-McValueKind
-McValueKindOf(Oid type)
+McColumnKind
+McColumnKindOf(Oid type)
 {
 	if (type == TEXTOID || type == VARCHAROID)
 		return MC_VALUE_TEXT;
@@ -325,13 +325,13 @@ McKeyWithoutPrefix(const McTable *t, Datum key)
 }
 
 void
-McValueIOInit(McValueIO *io, Oid type, int32 typmod)
+McColumnIOInit(McColumnIO *io, Oid type, int32 typmod)
 {
 	Oid			func;
 	bool		isvarlena;
 
 	memset(io, 0, sizeof(*io));
-	io->kind = McValueKindOf(type);
+	io->kind = McColumnKindOf(type);
 	io->type = type;
 	io->typmod = typmod;
 	if (io->kind == MC_VALUE_IO)
@@ -372,7 +372,7 @@ bytes_datum(char *v, size_t len)
  * or (for a column that is not bytea) a serialized object.
  */
 unsigned
-McValueFields(McServer *srv, const McValueIO *io, unsigned want)
+McColumnFields(McServer *srv, const McColumnIO *io, unsigned want)
 {
 	if ((want & MC_F_VALUE) &&
 		(srv->cfg.compression ||
@@ -388,8 +388,8 @@ McValueFields(McServer *srv, const McValueIO *io, unsigned want)
  * database encoding (McTextValid refuses NUL bytes too); bytea takes any.
  */
 void
-McValueCheck(const McValueIO *io, McServer *srv, const McReply *r,
-			 const char *v, size_t len, const char *key, size_t keylen)
+McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
+			  const char *v, size_t len, const char *key, size_t keylen)
 {
 	if (io->kind == MC_VALUE_BYTEA)
 		return;
@@ -404,20 +404,20 @@ McValueCheck(const McValueIO *io, McServer *srv, const McReply *r,
 }
 
 /*
- * A stored value (of reply r, see McValueCheck) as the value column's
+ * A stored value (of reply r, see McColumnCheck) as the value column's
  * type.  v lies in the read buffer, and the bytes before it may be
  * overwritten.  A value the type does not accept is an error naming the
  * key (the primary message), with the type's own complaint as the detail.
  */
 Datum
-McValueRead(McValueIO *io, McServer *srv, const McReply *r, char *v, size_t len,
-			const char *key, size_t keylen)
+McColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v, size_t len,
+			 const char *key, size_t keylen)
 {
 	char	   *str;
 	Datum		d = (Datum) 0;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	McValueCheck(io, srv, r, v, len, key, keylen);
+	McColumnCheck(io, srv, r, v, len, key, keylen);
 	if (io->kind != MC_VALUE_IO)
 		return bytes_datum(v, len);
 
@@ -451,7 +451,7 @@ McValueRead(McValueIO *io, McServer *srv, const McReply *r, char *v, size_t len,
 
 /* A column value as the bytes to store (*len of them). */
 const char *
-McValueWrite(McValueIO *io, Datum d, size_t *len)
+McColumnWrite(McColumnIO *io, Datum d, size_t *len)
 {
 	if (io->kind == MC_VALUE_IO)
 	{

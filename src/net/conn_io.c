@@ -69,7 +69,7 @@ McConnName(McConn *conn)
  * for the caller.  Used for connect errors, timeouts, resets, EOF and
  * unparseable replies — everything that says the instance is unhealthy.
  * Nothing is counted or raised here: the caller hands the connection to
- * health.c (McInstanceFailed), which counts the failure against the
+ * health.c (McInstanceCountFailure), which counts the failure against the
  * instance's health and raises it with McConnRaise unless the call is soft
  * (a multi-get with failover drops the instance and goes on).  "hard"
  * failures are raised even then.  Always returns false.

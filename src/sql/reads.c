@@ -3,13 +3,16 @@
  * mc_gat (and their _bytea and _until forms), mc_get_raw, mc_get_lease,
  * mc_meta.
  *
- * Owns: the request each read sends (one mg per call), turning its reply
- * into a SQL value (inflated by values.c when the flags say compressed;
- * mc_get_raw returns the stored bytes untouched), the lease's answer
- * (won, stale, the placeholder an N flag creates).  A NULL reply base from the pool is on_failure 'miss'
- * degrading the call: reads give NULL.  Must not: apply key rules (keys.c),
- * touch sockets (conn.c, through functions.c's McKeyRoundtrip), parse
- * bytes (protocol.c) or know zlib (values.c, compress.c).
+ * Owns: the operation each read runs (keyop.h: one mg per call), turning
+ * its reply into a SQL value (inflated by values.c when the flags say
+ * compressed; mc_get_raw returns the stored bytes untouched), the lease's
+ * answer (won, stale, the placeholder an N flag creates), and the error
+ * for a text value that is not valid in the database encoding (values.c's
+ * McTextValid says which).  An operation on_failure 'miss' answered
+ * degrades the call: reads give NULL.  mc_get and mc_get_bytea first ask
+ * the batch a prefetching node read for this row (prefetch.h).  Must not: apply key rules (keys.c),
+ * build requests or touch sockets (keyop.c, health.c), parse bytes
+ * (protocol.c) or know zlib (values.c, compress.c).
  */
 #include "postgres.h"
 
@@ -18,20 +21,10 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
+#include "keyop.h"
 #include "prefetch.h"
-#include "single.h"
+#include "sql_args.h"
 
-PG_FUNCTION_INFO_V1(mc_get);
-PG_FUNCTION_INFO_V1(mc_get_bytea);
-PG_FUNCTION_INFO_V1(mc_gets);
-PG_FUNCTION_INFO_V1(mc_gets_bytea);
-PG_FUNCTION_INFO_V1(mc_gat);
-PG_FUNCTION_INFO_V1(mc_gat_bytea);
-PG_FUNCTION_INFO_V1(mc_gat_until);
-PG_FUNCTION_INFO_V1(mc_gat_bytea_until);
-PG_FUNCTION_INFO_V1(mc_get_raw);
-PG_FUNCTION_INFO_V1(mc_get_lease);
-PG_FUNCTION_INFO_V1(mc_get_lease_bytea);
 PG_FUNCTION_INFO_V1(mc_meta);
 
 /*
@@ -39,7 +32,7 @@ PG_FUNCTION_INFO_V1(mc_meta);
  * be read with the bytea variants instead.
  */
 static void
-check_text_value(struct varlena *v, McKey *k)
+check_text_value(struct varlena *v, const McKey *k)
 {
 	if (!McTextValid(VARDATA(v), VARSIZE(v) - VARHDRSZ))
 		ereport(ERROR,
@@ -60,77 +53,51 @@ typedef struct ReadResult
 } ReadResult;
 
 /*
- * Send one mg for key k and read the value it returns.  opts NULL is the
- * plain get (mc_encode_get_value's short request); otherwise flags are
- * added when the server reads them (compression, serialized_flag).  raw
+ * Run op, an mg, for the value it returns: the value is wanted, and its
+ * flags when the server reads them (compression, serialized_flag).  raw
  * keeps the stored bytes.  The reply is consumed before any error about
  * the value is raised, so the socket stays usable.  False when the call
  * degraded (on_failure 'miss').
  */
 static bool
-read_value(McServer *srv, McKey *k, McReqOpts *opts, bool idempotent, bool raw,
-		   ReadResult *out)
+read_value(McServer *srv, McKeyOp *op, bool raw, ReadResult *out)
 {
-	McConn	   *conn;
-	McReply		r;
-	const char *base;
+	McReply    *r = &op->reply;
 	McZStatus	st = MC_Z_DONE;
 	bool		need_flags = srv->cfg.compression || srv->cfg.serialized_flag != 0;
 
 	memset(out, 0, sizeof(*out));
-	if (opts == NULL && !need_flags)
-	{
-		char		hdr[MC_REQ_HEADER_MAX];
-		McRequest	req;
-
-		req.opaque = McNextOpaque();
-		req.hdr = hdr;
-		req.hlen = mc_encode_get_value(hdr, k->wire, k->wire_len, k->b64, req.opaque);
-		req.data = NULL;
-		req.dlen = 0;
-		req.idempotent = true;
-		base = McRoundtripKey(srv, k->raw, k->raw_len, &req, &r, &conn);
-	}
-	else
-	{
-		McReqOpts	o = {0};
-
-		if (opts != NULL)
-			o = *opts;
-		o.want |= MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0);
-		base = McKeyRoundtrip(srv, k, &conn, "mg", NULL, -1, &o, idempotent, &r);
-	}
-	if (base == NULL)
+	op->want |= MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0);
+	if (!McKeyOpRun(srv, op))
 		return false;
-	if (r.type != MC_REPLY_VA && r.type != MC_REPLY_EN)
-		McConnReplyError(conn, base, &r);
-	if (r.type == MC_REPLY_VA)
+	if (r->type != MC_REPLY_VA && r->type != MC_REPLY_EN)
+		McKeyOpReplyError(op);
+	if (r->type == MC_REPLY_VA)
 	{
-		out->present = r.present | MC_F_VALUE;
-		out->flags = (r.present & MC_F_FLAGS) ? r.client_flags : 0;
-		out->cas = (r.present & MC_F_CAS) ? r.cas : 0;
+		out->present = r->present | MC_F_VALUE;
+		out->flags = (r->present & MC_F_FLAGS) ? r->client_flags : 0;
+		out->cas = (r->present & MC_F_CAS) ? r->cas : 0;
 	}
 	/* the empty item a lease (N) created is no value: a miss for every read */
-	if (r.type == MC_REPLY_VA && !McReplyIsPlaceholder(&r))
+	if (r->type == MC_REPLY_VA && !McReplyIsPlaceholder(r))
 	{
 		out->hit = true;
 		if (raw)
-			out->value = McValueDecode(srv, base + r.value_off, r.value_len,
+			out->value = McValueDecode(srv, op->base + r->value_off, r->value_len,
 									   false, 0, &st);
 		else
-			out->value = McValueDecode(srv, base + r.value_off, r.value_len,
-									   (r.present & MC_F_FLAGS) != 0, out->flags, &st);
+			out->value = McValueDecode(srv, op->base + r->value_off, r->value_len,
+									   (r->present & MC_F_FLAGS) != 0, out->flags, &st);
 	}
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
+	McKeyOpEnd(op);
 	if (out->hit && out->value == NULL)
-		McValueRaise(srv, st, k->raw, k->raw_len);
+		McValueRaise(srv, st, op->key->raw, op->key->raw_len);
 	return true;
 }
 
 /* A value about to be returned as text: not serialized, valid in the encoding. */
 static void
-check_text(McServer *srv, McKey *k, const ReadResult *rr)
+check_text(McServer *srv, const McKey *k, const ReadResult *rr)
 {
 	McValueCheckText(srv, (rr->present & MC_F_FLAGS) != 0, rr->flags,
 					 k->raw, k->raw_len, MC_BYTEA_HINT);
@@ -156,21 +123,24 @@ prefetched_value(McServer *srv, McKey *k, const McPrefetchHit *pf, ReadResult *o
 		McValueRaise(srv, st, k->raw, k->raw_len);
 }
 
-/* Shared body of mc_get / mc_get_bytea. */
+/*
+ * mc_get(key text, server name) returns text, mc_get_bytea(key, server)
+ * bytea (binary-safe): NULL on a miss.
+ */
 static Datum
-get_common(FunctionCallInfo fcinfo, bool as_text)
+get_call(FunctionCallInfo fcinfo, bool as_text)
 {
 	McServer   *srv;
 	McKey		k;
+	McKeyOp		op;
 	ReadResult	rr;
 	McPrefetchHit pf;
 	text	   *key;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	srv = McServerLookup(McServerArg(fcinfo, 1));
+	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
 	key = PG_GETARG_TEXT_PP(0);
-	McKeyPrepareText(srv, key, &k);
 	switch (McPrefetchLookup(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &pf))
 	{
 		case MC_PF_MISS:
@@ -179,7 +149,8 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 			prefetched_value(srv, &k, &pf, &rr);
 			break;
 		default:
-			if (!read_value(srv, &k, NULL, true, false, &rr) || !rr.hit)
+			McKeyOpInit(&op, MC_OP_GET, &k);
+			if (!read_value(srv, &op, false, &rr) || !rr.hit)
 				PG_RETURN_NULL();
 			break;
 	}
@@ -188,19 +159,8 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	PG_RETURN_POINTER(rr.value);
 }
 
-/* mc_get(key text, server name) returns text: NULL on a miss. */
-Datum
-mc_get(PG_FUNCTION_ARGS)
-{
-	return get_common(fcinfo, true);
-}
-
-/* mc_get_bytea(key text, server name) returns bytea: binary-safe. */
-Datum
-mc_get_bytea(PG_FUNCTION_ARGS)
-{
-	return get_common(fcinfo, false);
-}
+MC_SQL_FUNCTION(mc_get, get_call, true)
+MC_SQL_FUNCTION(mc_get_bytea, get_call, false)
 
 /* A composite result of natts columns. */
 static Datum
@@ -220,21 +180,21 @@ make_record(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
  * trip.  mc_get_raw returns the bytes as stored, compressed or not.
  */
 static Datum
-gets_common(FunctionCallInfo fcinfo, bool as_text, bool raw)
+gets_call(FunctionCallInfo fcinfo, bool as_text, bool raw)
 {
 	McServer   *srv;
 	McKey		k;
-	McReqOpts	opts = {0};
+	McKeyOp		op;
 	ReadResult	rr;
 	Datum		values[3];
 	bool		nulls[3];
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	srv = McServerLookup(McServerArg(fcinfo, 1));
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	opts.want = MC_F_FLAGS | (raw ? 0 : MC_F_CAS);
-	if (!read_value(srv, &k, &opts, true, raw, &rr) || !rr.hit)
+	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
+	McKeyOpInit(&op, MC_OP_GET, &k);
+	op.want = MC_F_FLAGS | (raw ? 0 : MC_F_CAS);
+	if (!read_value(srv, &op, raw, &rr) || !rr.hit)
 		PG_RETURN_NULL();
 	if (as_text)
 		check_text(srv, &k, &rr);
@@ -248,36 +208,24 @@ gets_common(FunctionCallInfo fcinfo, bool as_text, bool raw)
 }
 
 /* mc_gets(key, server) returns (value text, flags integer, cas bigint). */
-Datum
-mc_gets(PG_FUNCTION_ARGS)
-{
-	return gets_common(fcinfo, true, false);
-}
-
+MC_SQL_FUNCTION(mc_gets, gets_call, true, false)
 /* mc_gets_bytea(key, server) returns (value bytea, flags integer, cas bigint). */
-Datum
-mc_gets_bytea(PG_FUNCTION_ARGS)
-{
-	return gets_common(fcinfo, false, false);
-}
-
+MC_SQL_FUNCTION(mc_gets_bytea, gets_call, false, false)
 /* mc_get_raw(key, server) returns (value bytea, flags integer): as stored. */
-Datum
-mc_get_raw(PG_FUNCTION_ARGS)
-{
-	return gets_common(fcinfo, false, true);
-}
+MC_SQL_FUNCTION(mc_get_raw, gets_call, false, true)
 
 /*
- * Shared body of mc_gat / mc_gat_bytea and their _until forms: get and
- * touch in one round trip (mg <key> v T<ttl>).  NULL on a miss; a NULL ttl
- * removes the expiry, as mc_touch's does.
+ * Shared body of mc_gat / mc_gat_bytea (key, ttl, server) and their _until
+ * forms (key, expires, server): get and touch in one round trip (mg <key>
+ * v T<ttl>), returning the value, its expiry reset.  NULL on a miss; a
+ * NULL ttl removes the expiry, as mc_touch's does.
  */
 static Datum
-gat_common(FunctionCallInfo fcinfo, bool as_text, bool until)
+gat_call(FunctionCallInfo fcinfo, bool as_text, bool until)
 {
 	McServer   *srv;
 	McKey		k;
+	McKeyOp		op;
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 
@@ -285,43 +233,21 @@ gat_common(FunctionCallInfo fcinfo, bool as_text, bool until)
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
 	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
-	srv = McServerLookup(McServerArg(fcinfo, 2));
-	McServerCheckWrite(srv);	/* a touch: the item's expiry changes */
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	if (!read_value(srv, &k, &opts, true, false, &rr) || !rr.hit)
+	/* a touch: the item's expiry changes */
+	srv = McSingleKeyArgs(fcinfo, 2, true, &k);
+	McKeyOpInit(&op, MC_OP_GET, &k);
+	op.opts = &opts;
+	if (!read_value(srv, &op, false, &rr) || !rr.hit)
 		PG_RETURN_NULL();
 	if (as_text)
 		check_text(srv, &k, &rr);
 	PG_RETURN_POINTER(rr.value);
 }
 
-/* mc_gat(key, ttl, server) returns text: the value, its expiry reset. */
-Datum
-mc_gat(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, true, false);
-}
-
-/* mc_gat_bytea(key, ttl, server) returns bytea. */
-Datum
-mc_gat_bytea(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, false, false);
-}
-
-/* mc_gat_until(key, expires, server) returns text. */
-Datum
-mc_gat_until(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, true, true);
-}
-
-/* mc_gat_bytea_until(key, expires, server) returns bytea. */
-Datum
-mc_gat_bytea_until(PG_FUNCTION_ARGS)
-{
-	return gat_common(fcinfo, false, true);
-}
+MC_SQL_FUNCTION(mc_gat, gat_call, true, false)
+MC_SQL_FUNCTION(mc_gat_bytea, gat_call, false, false)
+MC_SQL_FUNCTION(mc_gat_until, gat_call, true, true)
+MC_SQL_FUNCTION(mc_gat_bytea_until, gat_call, false, true)
 
 /*
  * Shared body of mc_get_lease / mc_get_lease_bytea (key, lease_ttl,
@@ -342,10 +268,11 @@ mc_gat_bytea_until(PG_FUNCTION_ARGS)
  * is never resent.
  */
 static Datum
-lease_common(FunctionCallInfo fcinfo, bool as_text)
+lease_call(FunctionCallInfo fcinfo, bool as_text)
 {
 	McServer   *srv;
 	McKey		k;
+	McKeyOp		op;
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 	Datum		values[5] = {0};
@@ -360,7 +287,6 @@ lease_common(FunctionCallInfo fcinfo, bool as_text)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("lease_ttl must not be NULL"),
 				 errdetail("It bounds how long other callers wait for the winner's value.")));
-	opts.want = MC_F_FLAGS | MC_F_CAS;
 	opts.has_vivify_ttl = true;
 	opts.vivify_ttl = McTtlArg(fcinfo, 1, false);
 	if (!PG_ARGISNULL(2))
@@ -373,10 +299,13 @@ lease_common(FunctionCallInfo fcinfo, bool as_text)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("recache_below must be at most 30 days")));
 	}
-	srv = McServerLookup(McServerArg(fcinfo, 3));
-	McServerCheckWrite(srv);	/* creates the placeholder, takes the win */
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	if (read_value(srv, &k, &opts, false, false, &rr) && rr.present != 0)
+	/* creates the placeholder, takes the win */
+	srv = McSingleKeyArgs(fcinfo, 3, true, &k);
+	McKeyOpInit(&op, MC_OP_GET, &k);
+	op.want = MC_F_FLAGS | MC_F_CAS;
+	op.opts = &opts;
+	op.once = true;
+	if (read_value(srv, &op, false, &rr) && rr.present != 0)
 	{
 		won = (rr.present & MC_F_WIN) != 0;
 		stale = (rr.present & MC_F_STALE) != 0;
@@ -397,19 +326,8 @@ lease_common(FunctionCallInfo fcinfo, bool as_text)
 	PG_RETURN_DATUM(make_record(fcinfo, values, nulls));
 }
 
-/* mc_get_lease(key, lease_ttl, recache_below, server) */
-Datum
-mc_get_lease(PG_FUNCTION_ARGS)
-{
-	return lease_common(fcinfo, true);
-}
-
-/* mc_get_lease_bytea(key, lease_ttl, recache_below, server) */
-Datum
-mc_get_lease_bytea(PG_FUNCTION_ARGS)
-{
-	return lease_common(fcinfo, false);
-}
+MC_SQL_FUNCTION(mc_get_lease, lease_call, true)
+MC_SQL_FUNCTION(mc_get_lease_bytea, lease_call, false)
 
 /*
  * mc_meta(key, server) returns (size, ttl_remaining, last_access,
@@ -425,10 +343,9 @@ mc_meta(PG_FUNCTION_ARGS)
 {
 	McServer   *srv;
 	McKey		k;
-	McConn	   *conn;
-	McReply		r;
+	McKeyOp		op;
 	McReqOpts	opts = {0};
-	const char *base;
+	McReply    *r = &op.reply;
 	Datum		values[7];
 	bool		nulls[7];
 	uint64_t	v;
@@ -436,35 +353,34 @@ mc_meta(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	srv = McServerLookup(McServerArg(fcinfo, 1));
-	McKeyPrepareText(srv, PG_GETARG_TEXT_PP(0), &k);
-	opts.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
+	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
+	McKeyOpInit(&op, MC_OP_GET, &k);
+	op.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
+	op.opts = &opts;
 	opts.no_bump = true;
-	base = McKeyRoundtrip(srv, &k, &conn, "mg", NULL, -1, &opts, true, &r);
-	if (base == NULL)
+	if (!McKeyOpRun(srv, &op))
 		PG_RETURN_NULL();
-	if (r.type == MC_REPLY_HD)
+	if (r->type == MC_REPLY_HD)
 	{
 		hit = true;
-		nulls[0] = !(r.present & MC_F_SIZE) || r.size > PG_INT32_MAX;
-		values[0] = Int32GetDatum(nulls[0] ? 0 : (int32) r.size);
-		nulls[1] = !(r.present & MC_F_TTL) || r.ttl < 0 || r.ttl > PG_INT32_MAX;
-		values[1] = Int32GetDatum(nulls[1] ? 0 : (int32) r.ttl);
-		nulls[2] = !mc_reply_flag_u64(base, &r, 'l', &v) || v > PG_INT32_MAX;
+		nulls[0] = !(r->present & MC_F_SIZE) || r->size > PG_INT32_MAX;
+		values[0] = Int32GetDatum(nulls[0] ? 0 : (int32) r->size);
+		nulls[1] = !(r->present & MC_F_TTL) || r->ttl < 0 || r->ttl > PG_INT32_MAX;
+		values[1] = Int32GetDatum(nulls[1] ? 0 : (int32) r->ttl);
+		nulls[2] = !mc_reply_flag_u64(op.base, r, 'l', &v) || v > PG_INT32_MAX;
 		values[2] = Int32GetDatum(nulls[2] ? 0 : (int32) v);
-		nulls[3] = !mc_reply_flag_u64(base, &r, 'h', &v);
+		nulls[3] = !mc_reply_flag_u64(op.base, r, 'h', &v);
 		values[3] = BoolGetDatum(!nulls[3] && v != 0);
-		nulls[4] = !(r.present & MC_F_CAS);
-		values[4] = Int64GetDatum((int64) r.cas);
-		nulls[5] = !(r.present & MC_F_FLAGS);
-		values[5] = Int32GetDatum((int32) r.client_flags);
+		nulls[4] = !(r->present & MC_F_CAS);
+		values[4] = Int64GetDatum((int64) r->cas);
+		nulls[5] = !(r->present & MC_F_FLAGS);
+		values[5] = Int32GetDatum((int32) r->client_flags);
 		nulls[6] = false;
-		values[6] = BoolGetDatum((r.present & MC_F_STALE) != 0);
+		values[6] = BoolGetDatum((r->present & MC_F_STALE) != 0);
 	}
-	else if (r.type != MC_REPLY_EN)
-		McConnReplyError(conn, base, &r);
-	McConnConsume(conn, r.consumed);
-	McInstanceEnd(srv, conn);
+	else if (r->type != MC_REPLY_EN)
+		McKeyOpReplyError(&op);
+	McKeyOpEnd(&op);
 	if (!hit)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(make_record(fcinfo, values, nulls));

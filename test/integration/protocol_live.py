@@ -167,7 +167,7 @@ F = {k[len("MC_F_"):]: C[k] for k in C if k.startswith("MC_F_")}
 # --- helpers around the C functions ----------------------------------------
 
 def key_encode(raw):
-    """The wire form of a key as functions.c builds it: mc_key_check, then
+    """The wire form of a key as keys.c builds it: mc_key_check, then
     mc_b64_encode when the key must go base64."""
     b64 = ctypes.c_bool()
     st = lib.mc_key_check(raw, len(raw), ctypes.byref(b64))
