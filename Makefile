@@ -1,4 +1,4 @@
-# mcfdw — memcached for PostgreSQL 15, 17 and 18.
+# mcfdw — memcached for PostgreSQL 15, 16, 17 and 18.
 #
 #   make run          install what is missing, build, install, start a private
 #                     memcached + PostgreSQL, open psql (or run the demo)
@@ -125,7 +125,7 @@ EXTRA_CLEAN = test/unit/bin $(BUILD_FLAGS)
 PG_CONFIG_DEFAULT = /usr/lib/postgresql/15/bin/pg_config
 PG_CONFIG ?= $(if $(wildcard $(PG_CONFIG_DEFAULT)),$(PG_CONFIG_DEFAULT),pg_config)
 
-# PG=17 or PG=18 (or 16, built only): another major, fetched once into a
+# PG=16, PG=17 or PG=18: another major, fetched once into a
 # cache outside the tree by test/rig/majors.sh, whose pg_config the build,
 # the install and the rig then use.  `make test PG=17` runs the pg_regress
 # and integration suites against it (the C unit tests and the fuzzer do not
