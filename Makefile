@@ -7,12 +7,14 @@
 #                     builds with -Werror, and installs and tests the build
 #                     with Asserts compiled in (ASSERTS=1)
 #   make test PG=17   the pg_regress and integration suites against
-#                     PostgreSQL 17 (or 18), fetched by test/rig/majors.sh
+#                     PostgreSQL 17 (or 16, 18), fetched by test/rig/majors.sh
 #   make unit         build and run the C unit tests only (no servers)
 #   make deps         install the missing Debian packages (test/rig/packages.txt)
 #   make deb          the Debian package postgresql-15-mcfdw (debian/) in dist/
 #   make deb-check    build it, lintian, install it into the system's
 #                     PostgreSQL 15 and use it, remove it (CI, after make test)
+#   make deb-check PG=17   the same for postgresql-17-mcfdw (or 18) in a root
+#                     of the Debian suite that packages it (test/rig/debroot.sh)
 #   make / make install / make installcheck   the usual PGXS targets
 #                     (WERROR=1: warnings are errors; ASSERTS=1: the
 #                     extension's Asserts are compiled in)
@@ -234,9 +236,12 @@ bench: deps
 # creates the extension in a fresh cluster and uses it against a private
 # memcached, then removes it and puts back what a `make install` had put
 # there; TAP lines and "N passed, N failed".  .ci/run runs it after make test.
+# With PG=17 or PG=18, postgresql-17-mcfdw (or -18) in dist/pg17 (pg18),
+# built, linted, installed and used in a root of trixie (sid), made once by
+# test/rig/debroot.sh; Debian packages no PostgreSQL 16, so there is none.
 .PHONY: deb deb-check
 deb: deps
-	@test/rig/deb.sh build
+	@test/rig/deb.sh build $(PG)
 
 deb-check: deps
-	@test/rig/deb.sh check
+	@test/rig/deb.sh check $(PG)
