@@ -186,7 +186,6 @@ build_packages() {
 	# only this build's files: dist/pgV of another major stays
 	mkdir -p "$DIST"
 	find "$DIST" -maxdepth 1 -type f -delete
-	mkdir -p "$DIST"
 	cp "$BUILD"/*.deb "$BUILD"/*.dsc "$BUILD"/*.changes \
 		"$BUILD"/*.buildinfo "$BUILD"/*.tar.* "$log" "$DIST/"
 	DEB=$(ls "$DIST/${PACKAGE}_${version}_"*.deb)
