@@ -35,8 +35,10 @@ with open(HISTORY) as f:
 ports = mcrig.rig_ports()
 db = mcdb.Database("mcfdw_it_dashboard")
 c = db.connect()
-db.server(c, "memcached", "127.0.0.1:%d" % ports[0])
-db.server(c, "dash_two", "127.0.0.1:%d,127.0.0.1:1" % ports[1], connect_timeout="300ms")
+# an instance nobody answers (in the Unix-socket pass, a socket nobody listens on)
+DOWN = mcrig.refused_addr() if mcrig.SOCKETS else "127.0.0.1:1"
+db.server(c, "memcached", mcrig.addr(ports[0]))
+db.server(c, "dash_two", "%s,%s" % (mcrig.addr(ports[1]), DOWN), connect_timeout="300ms")
 db.sql(c, history_sql)
 
 
@@ -149,7 +151,7 @@ for v in templ:
     t.ok(err is None and rows, "variable %s: query runs and returns values (%d)" % (v["name"], len(rows)), err or "")
     values[v["name"]] = [str(r[0]) for r in rows]
 t.ok({"server", "instance"} <= set(values), "the dashboard has server and instance variables")
-t.ok("dash_two" in values.get("server", []) and "127.0.0.1:1" in values.get("instance", []),
+t.ok("dash_two" in values.get("server", []) and DOWN in values.get("instance", []),
      "the variables list every server and instance, the down one too")
 
 
@@ -192,7 +194,7 @@ inst = [p for p in all_panels(dash["panels"]) if p.get("title") == "Instances" a
 if inst:
     sql = variables(macros(inst[0]["targets"][0]["rawSql"]), values)
     rows = run(sql)
-    t.ok(any(r[1] == "127.0.0.1:1" and r[2] for r in rows), "Instances shows the down instance with its error")
+    t.ok(any(r[1] == DOWN and r[2] for r in rows), "Instances shows the down instance with its error")
 else:
     t.ok(False, "the dashboard has an Instances panel")
 

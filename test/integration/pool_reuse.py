@@ -2,7 +2,6 @@
 statements and transactions, reconnected when the server went away, and no
 memory growth over many calls."""
 
-import socket
 import time
 
 import mcdb
@@ -25,7 +24,7 @@ class StatsConn:
 
     def get(self, name):
         if self.sock is None:
-            self.sock = socket.create_connection(("127.0.0.1", self.port))
+            self.sock = mcrig.connect(self.port, timeout=None)
         self.sock.sendall(b"stats\r\n")
         buf = b""
         while not buf.endswith(b"END\r\n"):

@@ -254,7 +254,7 @@ for name, sql, args in (
 tr.stop()
 
 # cancel and terminate reach a batch waiting on an instance that never answers
-db.server(admin, "silent", "127.0.0.1:%d" % mcrig.hang_port(), io_timeout="0")
+db.server(admin, "silent", mcrig.hang_addr(), io_timeout="0")
 for how in ("cancel", "terminate"):
     c = db.connect()
     pid = c.get_backend_pid()
@@ -388,7 +388,7 @@ for behaviour in ("endless_en", "huge_va", "garbage", "stats_forever", "trickle_
     commit_case("oc", behaviour, True)
     hs.stop()
     db.sql(admin, "DROP SERVER oc")
-db.server(admin, "oc", "127.0.0.1:%d" % mcrig.hang_port(), io_timeout="1s", connect_timeout="1s")
+db.server(admin, "oc", mcrig.hang_addr(), io_timeout="1s", connect_timeout="1s")
 commit_case("oc", "a server that never answers", True)
 # the trigger's deletes take the same path
 db.sql(admin, "CREATE TRIGGER rb_users_cache AFTER UPDATE ON rb_users FOR EACH ROW "

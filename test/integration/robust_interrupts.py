@@ -71,7 +71,7 @@ for failover in ("off", "on"):
 
 # 3. pg_cancel_backend and pg_terminate_backend reach a multi-get waiting on
 # an instance that never answers (io_timeout 0: only they can end it)
-SILENT = "127.0.0.1:%d" % mcrig.hang_port()
+SILENT = mcrig.hang_addr()
 db.server(admin, "en", SILENT, io_timeout="0")
 for how in ("cancel", "terminate"):
     c = db.connect()
@@ -142,7 +142,7 @@ db.sql(admin, "DROP SERVER tr")
 # 6. io_timeout '0' on a server that never answers: the view still ends
 mc = mcrig.start_memcached()
 db.server(admin, "good", mc.addr)
-db.server(admin, "silent", "127.0.0.1:%d" % mcrig.hang_port(), io_timeout="0")
+db.server(admin, "silent", mcrig.hang_addr(), io_timeout="0")
 c = db.connect()
 o = run_bounded(c, "SELECT count(*) FROM mc_server_stats", bound=10, way_out=c.cancel, admin=admin)
 t.ok(not o.overran, "a server with io_timeout '0' that never answers does not hang mc_server_stats",

@@ -16,7 +16,7 @@ db = mcdb.Database("mcfdw_it_wait_event")
 admin = db.connect()
 major = int(db.value(admin, "SHOW server_version_num")) // 10000
 expected = "Memcached" if major >= 17 else "Extension"
-db.server(admin, "hung", "127.0.0.1:%d" % mcrig.hang_port(), io_timeout="3s",
+db.server(admin, "hung", mcrig.hang_addr(), io_timeout="3s",
           connect_timeout="3s")
 
 for what, query in (("mc_get", "SELECT mc_get('k', 'hung')"),

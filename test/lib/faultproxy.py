@@ -23,12 +23,17 @@ Whatever the mode, `first_delay` seconds (0: none) hold the first reply
 chunk of each connection: a TLS server's answer to the hello, or a plain
 server's answer to the login, arrives that much late, on every connection
 at once (each has its own thread).
+
+In the rig's Unix-socket pass (mcrig.SOCKETS) the proxy listens on a Unix
+socket (`port` is its path) and upstream_port may be a path too.
 """
 
 import select
 import socket
 import threading
 import time
+
+import mcrig
 
 HOST = "127.0.0.1"
 
@@ -44,17 +49,13 @@ class FaultProxy:
         self.accepted = 0
         self.record = False
         self.requests = bytearray()
-        self._lsock = socket.socket()
-        self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._lsock.bind((HOST, 0))
-        self._lsock.listen(64)
-        self.port = self._lsock.getsockname()[1]
+        self._lsock, self.port = mcrig.listen(64)
         self._stop = False
         self._conns = []
 
     @property
     def addr(self):
-        return "%s:%d" % (HOST, self.port)
+        return mcrig.addr(self.port)
 
     def start(self):
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -79,7 +80,7 @@ class FaultProxy:
             except OSError:
                 return
             self.accepted += 1
-            upstream = socket.create_connection((HOST, self.upstream_port))
+            upstream = mcrig.connect(self.upstream_port, timeout=None)
             self._conns += [client, upstream]
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 

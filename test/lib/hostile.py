@@ -20,7 +20,10 @@ contract itself, the way a buggy proxy, a crashing server or a busy one does:
   backend_rss_kb(pid)           VmRSS of a backend, from /proc.
 
 Every server here runs in daemon threads of the test and stop() ends them;
-no test leaves a listener or a runaway backend behind.
+no test leaves a listener or a runaway backend behind.  In the rig's
+Unix-socket pass (mcrig.SOCKETS) the listeners are Unix sockets and `port`
+is a path, except SynBlackhole's: a Unix socket's full accept queue refuses
+a non-blocking connect at once (EAGAIN) instead of leaving it pending.
 """
 
 import random
@@ -30,17 +33,16 @@ import struct
 import threading
 import time
 
+import mcrig
+
 HOST = "127.0.0.1"
 
 STRAY = b"VA 6\r\nPLANTD\r\n"
 
 
 def _listener(backlog=64):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((HOST, 0))
-    s.listen(backlog)
-    return s
+    """(socket, port or path): mcrig.listen()."""
+    return mcrig.listen(backlog)
 
 
 def _reset(sock):
@@ -56,21 +58,20 @@ def _reset(sock):
 
 
 class Listener:
-    """A listening socket on HOST whose accepted connections are served by
+    """A listening socket (mcrig.listen()) whose accepted connections are served by
     the subclass's _serve(sock), each in a daemon thread; `accepted` counts
     them, drop_all() closes them, stop() closes the listener too."""
 
     def __init__(self):
         self.accepted = 0
         self._stop = False
-        self._lsock = _listener()
-        self.port = self._lsock.getsockname()[1]
+        self._lsock, self.port = _listener()
         self._conns = set()
         self._lock = threading.Lock()
 
     @property
     def addr(self):
-        return "%s:%d" % (HOST, self.port)
+        return mcrig.addr(self.port)
 
     def start(self):
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -160,7 +161,7 @@ class HostileProxy(Listener):
                 return
             self.accepted += 1
             try:
-                upstream = socket.create_connection((HOST, self.upstream_port), timeout=2)
+                upstream = mcrig.connect(self.upstream_port, timeout=2)
                 upstream.settimeout(None)
             except OSError:
                 _reset(client)      # upstream down (restart): refuse, as it would

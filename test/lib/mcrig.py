@@ -6,6 +6,13 @@ says where things are: PGHOST/PGPORT/PGUSER/PGDATABASE, MCFDW_MC_PORTS (the
 four rig memcacheds), MCFDW_HANG_PORT (accepts, never answers), MCFDW_RIG
 (the rig's temp dir), MCFDW_MEMCACHED, MCFDW_SRC.
 
+In the rig's Unix-socket pass (MCFDW_SOCKETS=1, see test/rig/test.sh) the
+rig's memcacheds and its hang listener are Unix sockets: rig_ports() and
+hang_port() give their paths (str), start_memcached() with no port starts
+one on a socket, and listen() gives a socket listener, so a test that
+writes its servers with addr() and reaches its servers with connect() (and
+hostile.py's and faultproxy.py's listeners) runs unchanged in both passes.
+
 A test prints TAP and exits non-zero on failure:
 
     import mcrig
@@ -30,9 +37,12 @@ import time
 
 __all__ = ["TAP", "free_port", "start_memcached", "Memcached", "stats", "socket_dir",
            "mc_command", "mc_raw_get", "rig_ports", "hang_port", "pg_connect", "wait_for",
-           "wait_port"]
+           "wait_port", "SOCKETS", "addr", "hang_addr", "connect", "listen", "refused_addr"]
 
 HOST = "127.0.0.1"
+
+# The rig's Unix-socket pass: its servers, and the ones tests start, are sockets.
+SOCKETS = os.environ.get("MCFDW_SOCKETS") == "1"
 
 
 class TAP:
@@ -79,14 +89,63 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _where(v):
+    return int(v) if v.isdigit() else v
+
+
 def rig_ports():
-    """Ports of the rig's memcacheds, as ints (four under `make test`)."""
-    return [int(p) for p in os.environ["MCFDW_MC_PORTS"].split(",") if p]
+    """Ports of the rig's memcacheds, as ints (four under `make test`); in
+    the Unix-socket pass their sockets' paths."""
+    return [_where(p) for p in os.environ["MCFDW_MC_PORTS"].split(",") if p]
 
 
 def hang_port():
-    """Port of the rig's listener that accepts and never answers."""
-    return int(os.environ["MCFDW_HANG_PORT"])
+    """Port of the rig's listener that accepts and never answers (its path
+    in the Unix-socket pass)."""
+    return _where(os.environ["MCFDW_HANG_PORT"])
+
+
+def addr(where):
+    """The servers option's entry for a port (int) on HOST or a Unix
+    socket's path (str)."""
+    return where if isinstance(where, str) else "%s:%d" % (HOST, where)
+
+
+def hang_addr():
+    """addr() of the rig's listener that accepts and never answers."""
+    return addr(hang_port())
+
+
+def connect(where, timeout=5.0):
+    """A connected socket to a port (int) on HOST or a Unix socket (path)."""
+    return _connect(where, timeout)
+
+
+def listen(backlog=64):
+    """(listening socket, where): on a free port of HOST, or in the
+    Unix-socket pass on a fresh socket in socket_dir(), where is its path."""
+    if SOCKETS:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = os.path.join(socket_dir(), "l.sock")
+        s.bind(path)
+        os.chmod(path, 0o777)
+        s.listen(backlog)
+        return s, path
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((HOST, 0))
+    s.listen(backlog)
+    return s, s.getsockname()[1]
+
+
+def refused_addr():
+    """A servers entry whose connects are refused: a free port of HOST, or
+    in the Unix-socket pass a socket whose listener has closed."""
+    if not SOCKETS:
+        return addr(free_port())
+    s, path = listen()
+    s.close()
+    return path
 
 
 def socket_dir():
@@ -198,6 +257,8 @@ class Memcached:
 
     def __init__(self, args, port=None, path=None):
         self.args = list(args)
+        if SOCKETS and port is None and path is None:
+            path = os.path.join(socket_dir(), "mc.sock")
         self.path = path
         self.port = path or port or free_port()
         self.proc = None
@@ -294,8 +355,9 @@ class Memcached:
 def start_memcached(*extra_args, port=None, path=None):
     """Start a private memcached (extra args are appended to the defaults
     `-l 127.0.0.1 -p PORT -U 0 -m 64 [-u nobody]`, or `-s PATH -a 0777 -m 64
-    [-u nobody]` with path, a Unix socket, e.g. in socket_dir()); it is
-    stopped at exit."""
+    [-u nobody]` with path, a Unix socket, e.g. in socket_dir(); in the
+    Unix-socket pass, one on a socket unless port is given); it is stopped
+    at exit."""
     m = Memcached(extra_args, port, path)
     _started.append(m)
     return m.start()

@@ -1,13 +1,16 @@
 #!/bin/bash
 # deb.sh — `make deb` and `make deb-check`: the Debian package
 # postgresql-15-mcfdw, built from this tree by dpkg-buildpackage with
-# debian/ (pg_buildext), and checked the way a user gets it.
+# debian/ (pg_buildext), and checked the way a user gets it; with a MAJOR
+# (`make deb-check PG=17`), postgresql-MAJOR-mcfdw, built and checked the
+# same way in a root of the Debian suite that packages that major
+# (test/rig/debroot.sh: 17 in trixie, 18 in sid), its dist/ in dist/pgMAJOR.
 #
-#   deb.sh build   the source package and the .debs, in dist/.  A copy of the
+#   deb.sh build [MAJOR]  the source package and the .debs, in dist/.  A copy of the
 #                  tree (git's files, or the tree less what .gitignore names)
 #                  is built in a temporary directory, with the orig tarball
 #                  made from it: the tree itself is left as it was.
-#   deb.sh check   the build, then TAP lines and "N passed, N failed":
+#   deb.sh check [MAJOR]  the build, then TAP lines and "N passed, N failed":
 #                  versions agree, META.json, lintian (no error), dpkg -i,
 #                  CREATE EXTENSION in a fresh cluster (and the update path
 #                  from 1.0), mc_set/mc_get against a private memcached,
@@ -28,20 +31,35 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$RIG_SRC"
 
-PGMAJOR=15
+mode=${1:-}
+case "$mode" in
+build | check) ;;
+*) echo "usage: ${0##*/} build|check [MAJOR]" >&2; exit 2 ;;
+esac
+PGMAJOR=${2:-15}
 PACKAGE=postgresql-$PGMAJOR-mcfdw
 PG_CONFIG=/usr/lib/postgresql/$PGMAJOR/bin/pg_config
 DIST="$RIG_SRC/dist"
 LIMIT_BUILD=${MCFDW_LIMIT_DEB_BUILD:-900}
-
-mode=${1:-}
-case "$mode" in
-build | check) ;;
-*) echo "usage: ${0##*/} build|check" >&2; exit 2 ;;
-esac
+# Another major: everything from the build on runs in its Debian root
+# (IN_ROOT prefixes a command with that), the build under $ROOT/build.
+IN_ROOT=()
+ROOT=""
+if [ "$PGMAJOR" != 15 ]; then
+	ROOT=$("$RIG_SRC/test/rig/debroot.sh" path "$PGMAJOR")
+	IN_ROOT=("$RIG_SRC/test/rig/debroot.sh" run "$PGMAJOR")
+	DIST="$RIG_SRC/dist/pg$PGMAJOR"
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcfdw-deb.XXXXXX")
 chmod 755 "$WORK"
+# Where the package is built: in the work directory, or in the root.
+BUILD=$WORK/build
+BUILD_IN=$BUILD		# its path for the commands that build
+if [ -n "$ROOT" ]; then
+	BUILD_IN=/build/${WORK##*/}
+	BUILD=$ROOT$BUILD_IN
+fi
 PASSED=0
 FAILED=0
 FAILED_NAMES=()
@@ -116,6 +134,7 @@ cleanup() {
 		restore
 	fi
 	rm -rf "$WORK"
+	[ -z "$ROOT" ] || rm -rf "$BUILD"
 	if [ "$mode" = check ] && [ "$SUMMARY_DONE" -eq 0 ]; then
 		FAILED=$((FAILED + 1))
 		FAILED_NAMES+=("deb.sh stopped early (status $rc)")
@@ -137,7 +156,7 @@ build_packages() {
 	local version upstream src log
 	version=$(dpkg-parsechangelog -l debian/changelog -S Version)
 	upstream=${version%-*}
-	src="$WORK/build/mcfdw-$upstream"
+	src="$BUILD/mcfdw-$upstream"
 	mkdir -p "$src"
 	# Only the sources: no objects, results or dist/ of earlier runs.
 	if git -C "$RIG_SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -148,21 +167,27 @@ build_packages() {
 		tar --exclude-vcs --exclude-vcs-ignores --exclude=./dist -cf - . | tar -C "$src" -xf -
 	fi
 	# 3.0 (quilt): the upstream tarball is the tree without debian/.
-	tar -C "$WORK/build" --exclude="mcfdw-$upstream/debian" --sort=name \
-		--owner=0 --group=0 --numeric-owner -cJf "$WORK/build/mcfdw_$upstream.orig.tar.xz" \
+	tar -C "$BUILD" --exclude="mcfdw-$upstream/debian" --sort=name \
+		--owner=0 --group=0 --numeric-owner -cJf "$BUILD/mcfdw_$upstream.orig.tar.xz" \
 		"mcfdw-$upstream"
-	log="$WORK/build/build.log"
-	echo "# deb: dpkg-buildpackage -us -uc in a copy of the tree (log: dist/build.log)"
-	if ! (cd "$src" && timeout "$LIMIT_BUILD" dpkg-buildpackage -us -uc) >"$log" 2>&1; then
+	log="$BUILD/build.log"
+	# In another major's root, debian/control is made for that major first
+	# (debian/pgversions says 15+; pg_buildext picks the suite's), as
+	# Debian's builds for other suites do.
+	local how="dpkg-buildpackage -us -uc"
+	[ -z "$ROOT" ] || how="pg_buildext updatecontrol && $how"
+	echo "# deb: $how in a copy of the tree${ROOT:+, in the Debian root $ROOT} (log: ${DIST#"$RIG_SRC"/}/build.log)"
+	if ! timeout "$LIMIT_BUILD" "${IN_ROOT[@]}" /bin/sh -c "cd '$BUILD_IN/mcfdw-$upstream' && $how" >"$log" 2>&1; then
 		mkdir -p "$DIST"
 		cp "$log" "$DIST/build.log"
 		tail -n 40 "$log" | diag
 		return 1
 	fi
-	rm -rf "$DIST"
+	# only this build's files: dist/pgV of another major stays
 	mkdir -p "$DIST"
-	cp "$WORK"/build/*.deb "$WORK"/build/*.dsc "$WORK"/build/*.changes \
-		"$WORK"/build/*.buildinfo "$WORK"/build/*.tar.* "$log" "$DIST/"
+	find "$DIST" -maxdepth 1 -type f -delete
+	cp "$BUILD"/*.deb "$BUILD"/*.dsc "$BUILD"/*.changes \
+		"$BUILD"/*.buildinfo "$BUILD"/*.tar.* "$log" "$DIST/"
 	DEB=$(ls "$DIST/${PACKAGE}_${version}_"*.deb)
 	CHANGES=$(ls "$DIST/mcfdw_${version}_"*.changes)
 }
@@ -253,6 +278,7 @@ else
 fi
 
 name="dpkg-buildpackage -us -uc builds $PACKAGE (pg_buildext, debian/control current)"
+[ -z "$ROOT" ] || name="dpkg-buildpackage -us -uc builds $PACKAGE in Debian's $(cat "$ROOT/etc/debian_version") root (pg_buildext)"
 if build_packages; then
 	ok "$name"
 else
@@ -265,7 +291,11 @@ fi
 # Errors fail; warnings and the rest are shown.  (lintian says it should
 # not run as root; that line is not a finding.)
 name="lintian: no errors in the source package and the .debs"
-lintian -I --fail-on error "$CHANGES" >"$WORK/lintian.out" 2>&1 && lrc=0 || lrc=$?
+if [ -n "$ROOT" ]; then
+	"${IN_ROOT[@]}" lintian -I --fail-on error "$BUILD_IN/${CHANGES##*/}" >"$WORK/lintian.out" 2>&1 && lrc=0 || lrc=$?
+else
+	lintian -I --fail-on error "$CHANGES" >"$WORK/lintian.out" 2>&1 && lrc=0 || lrc=$?
+fi
 grep -v 'running with root privileges' "$WORK/lintian.out" | diag || true
 if [ "$lrc" -eq 0 ]; then
 	ok "$name ($(grep -c '^W:' "$WORK/lintian.out" || true) warnings)"
@@ -288,7 +318,20 @@ skip_install() {
 }
 
 status=$(pkg_status)
-if [ "$(id -u)" -ne 0 ]; then
+if [ -n "$ROOT" ]; then
+	# All in the root, where nothing else of mcfdw is installed: its
+	# postgresql-$PGMAJOR and memcached, both on Unix sockets only.
+	"${IN_ROOT[@]}" /bin/bash "$BUILD_IN/mcfdw-${deb_version%-*}/test/rig/deb-root-check.sh" \
+		"$PGMAJOR" "$BUILD_IN/${DEB##*/}" "$ctl" >"$WORK/root-check.out" 2>&1 || true
+	cat "$WORK/root-check.out"
+	PASSED=$((PASSED + $(grep -c '^ok ' "$WORK/root-check.out" || true)))
+	FAILED=$((FAILED + $(grep -c '^not ok ' "$WORK/root-check.out" || true)))
+	while IFS= read -r l; do FAILED_NAMES+=("${l#not ok - }"); done < <(grep '^not ok ' "$WORK/root-check.out" || true)
+	n=$(grep -c '^\(not \)\?ok ' "$WORK/root-check.out" || true)
+	if [ "$n" -ne ${#install_steps[@]} ]; then
+		not_ok "the install steps in the root: ${#install_steps[@]} planned, $n ran"
+	fi
+elif [ "$(id -u)" -ne 0 ]; then
 	skip_install "not root: dpkg -i needs root"
 elif [ -n "$status" ] && [ "$status" != "unknown ok not-installed" ]; then
 	# Not ours to replace: the user's own package stays as it is.

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""hang.py PORTFILE [--no-read] -- a TCP listener that never answers.
+"""hang.py PORTFILE [--no-read] [--unix PATH] -- a listener that never answers.
 
 Binds 127.0.0.1 on a port the kernel picks, writes that port to PORTFILE
 once it is listening, then accepts every connection and keeps it open
 without ever sending a byte.  By default it reads and discards what clients
 send (so their writes never block and only their reads hang); --no-read
-leaves the data unread so a client's send buffer fills up too.  Used for
+leaves the data unread so a client's send buffer fills up too.  With --unix
+PATH it listens on that Unix socket instead (mode 0777) and writes PATH to
+PORTFILE (the rig's Unix-socket pass).  Used for
 cancel and timeout tests: the port is handed to tests as MCFDW_HANG_PORT and
 mcfdw_test.hang_port.  Runs until killed.
 """
@@ -18,13 +20,21 @@ import sys
 def main():
     port_file = sys.argv[1]
     read = "--no-read" not in sys.argv[2:]
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
+    path = sys.argv[sys.argv.index("--unix") + 1] if "--unix" in sys.argv[2:] else None
+    if path:
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ls.bind(path)
+        os.chmod(path, 0o777)
+        where = path
+    else:
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", 0))
+        where = ls.getsockname()[1]
     ls.listen(512)
     tmp = port_file + ".tmp"
     with open(tmp, "w") as f:
-        f.write("%d\n" % ls.getsockname()[1])
+        f.write("%s\n" % where)
     os.rename(tmp, port_file)   # readers never see a half-written file
 
     sel = selectors.DefaultSelector()

@@ -2,7 +2,11 @@
 #
 # Owns: one throw-away PostgreSQL cluster and N memcached servers on free
 # loopback ports, a "hang" listener that accepts and never answers, the
-# environment handed to the tests, and tearing all of it down.  Must not:
+# environment handed to the tests, and tearing all of it down.  With
+# MCFDW_SOCKETS=1 the memcacheds and the hang listener are Unix sockets in
+# $RIG/mcsock instead (memcached -s PATH -a 0700, run as the postgres user
+# when we are root, as a cache beside the database would be), and
+# MCFDW_MC_PORTS and MCFDW_HANG_PORT hold their paths.  Must not:
 # touch any cluster, server or port it did not start itself.
 #
 # The sourcing script runs under `set -euo pipefail` and traps EXIT to call
@@ -57,8 +61,19 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
-# True once a memcached answers "version" on the port.
+# True once a memcached answers "version" on the port (or socket path).
 rig_mc_ready() {
+	if [[ $1 == /* ]]; then
+		"$MCFDW_PYTHON" - "$1" 2>/dev/null <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(2)
+s.connect(sys.argv[1])
+s.sendall(b"version\r\n")
+sys.exit(0 if s.recv(100).startswith(b"VERSION") else 1)
+PY
+		return
+	fi
 	(
 		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
 		printf 'version\r\n' >&3
@@ -106,6 +121,12 @@ rig_start() {
 	read -r -a ports <<<"$(rig_free_ports $((nmc + 1)))"
 	PGPORT=${ports[0]}
 	RIG_MC_PORTS=("${ports[@]:1}")
+	if [ "${MCFDW_SOCKETS:-0}" = "1" ]; then
+		mkdir -p "$RIG/mcsock"
+		[ "$(id -u)" -eq 0 ] && chown postgres: "$RIG/mcsock"
+		RIG_MC_PORTS=()
+		for ((i = 0; i < nmc; i++)); do RIG_MC_PORTS+=("$RIG/mcsock/mc$i.sock"); done
+	fi
 	local mc_csv
 	mc_csv=$(IFS=,; echo "${RIG_MC_PORTS[*]}")
 
@@ -129,16 +150,24 @@ rig_start() {
 	# memcached: in its own session so a Ctrl-C at the terminal (aimed at
 	# psql) does not reach it; foreground so its errors land in our log.
 	for port in "${RIG_MC_PORTS[@]}"; do
-		local mcuser=()
-		[ "$(id -u)" -eq 0 ] && mcuser=(-u nobody)
-		setsid "$MCFDW_MEMCACHED" "${mcuser[@]}" -l 127.0.0.1 -p "$port" -U 0 -m 64 \
-			</dev/null >"$RIG/log/memcached-$port.log" 2>&1 &
+		local mcuser=() listen=(-l 127.0.0.1 -p "$port" -U 0) name=$port
+		if [[ $port == /* ]]; then
+			[ "$(id -u)" -eq 0 ] && mcuser=(-u postgres)
+			listen=(-s "$port" -a 0700)
+			name=$(basename "$port" .sock)
+		else
+			[ "$(id -u)" -eq 0 ] && mcuser=(-u nobody)
+		fi
+		setsid "$MCFDW_MEMCACHED" "${mcuser[@]}" "${listen[@]}" -m 64 \
+			</dev/null >"$RIG/log/memcached-$name.log" 2>&1 &
 		RIG_PIDS+=($!)
-		echo $! >"$RIG/memcached-$port.pid"
+		echo $! >"$RIG/memcached-$name.pid"
 	done
 
 	# The hang listener picks its own port (bind to 0) and reports it.
-	setsid "$MCFDW_PYTHON" "$RIG_SRC/test/rig/hang.py" "$RIG/hang.port" \
+	local hang_unix=()
+	[ "${MCFDW_SOCKETS:-0}" = "1" ] && hang_unix=(--unix "$RIG/mcsock/hang.sock")
+	setsid "$MCFDW_PYTHON" "$RIG_SRC/test/rig/hang.py" "$RIG/hang.port" "${hang_unix[@]}" \
 		</dev/null >"$RIG/log/hang.log" 2>&1 &
 	RIG_PIDS+=($!)
 	local hang_pid=$!
@@ -150,7 +179,7 @@ rig_start() {
 	done
 	[ -s "$RIG/hang.port" ] || { rig_err "hang listener did not start"; return 1; }
 	MCFDW_HANG_PORT=$(cat "$RIG/hang.port")
-	sed -i "s/@HANG_PORT@/$MCFDW_HANG_PORT/" "$RIG_PGDATA/postgresql.conf"
+	sed -i "s|@HANG_PORT@|$MCFDW_HANG_PORT|" "$RIG_PGDATA/postgresql.conf"
 
 	rig_say "starting postgres on 127.0.0.1:$PGPORT"
 	rig_as_pg "$RIG_PGBIN/pg_ctl" -D "$RIG_PGDATA" -l "$RIG/log/postgres.log" \
@@ -180,12 +209,14 @@ rig_start() {
 
 	export PGHOST=127.0.0.1 PGPORT PGUSER=postgres PGDATABASE=postgres
 	export MCFDW_RIG="$RIG" MCFDW_MC_PORTS="$mc_csv" MCFDW_HANG_PORT
+	export MCFDW_SOCKETS=${MCFDW_SOCKETS:-0}
 	export MCFDW_MEMCACHED MCFDW_PYTHON MCFDW_SRC="$RIG_SRC" PG_CONFIG
 	unset PGSERVICE PGPASSWORD PGSSLMODE PGHOSTADDR PGOPTIONS || true
 	cat >"$RIG/env.sh" <<EOF
 # Source this to reach the rig from another shell.
 export PGHOST=127.0.0.1 PGPORT=$PGPORT PGUSER=postgres PGDATABASE=postgres
 export MCFDW_RIG='$RIG' MCFDW_MC_PORTS='$mc_csv' MCFDW_HANG_PORT='$MCFDW_HANG_PORT'
+export MCFDW_SOCKETS='$MCFDW_SOCKETS'
 export MCFDW_MEMCACHED='$MCFDW_MEMCACHED' MCFDW_PYTHON='$MCFDW_PYTHON' MCFDW_SRC='$RIG_SRC'
 export PG_CONFIG='$PG_CONFIG' PYTHONPATH='$RIG_SRC/test/lib'\${PYTHONPATH:+:\$PYTHONPATH}
 export PATH='$RIG_PGBIN':\$PATH
@@ -200,8 +231,10 @@ rig_psql() {
 # "memcached" (mcfdw creates none) on the first rig memcached, as README's
 # first steps do.
 rig_setup_extension() {
-	rig_say "CREATE EXTENSION mcfdw; CREATE SERVER memcached -> 127.0.0.1:${RIG_MC_PORTS[0]}"
-	rig_psql -q -d postgres -v servers="127.0.0.1:${RIG_MC_PORTS[0]}" <<'SQL'
+	local servers=127.0.0.1:${RIG_MC_PORTS[0]}
+	[[ ${RIG_MC_PORTS[0]} == /* ]] && servers=${RIG_MC_PORTS[0]}
+	rig_say "CREATE EXTENSION mcfdw; CREATE SERVER memcached -> $servers"
+	rig_psql -q -d postgres -v servers="$servers" <<'SQL'
 CREATE EXTENSION mcfdw;
 CREATE SERVER memcached FOREIGN DATA WRAPPER mcfdw OPTIONS (servers :'servers');
 SQL

@@ -13,10 +13,14 @@
 #   - server headers: Debian's postgresql-server-dev-V (17 in trixie, 18 in
 #     sid), fetched with `apt-get download` under a private apt configuration
 #     (its own sources list, lists and cache: the machine's stay untouched)
-#     and unpacked with `dpkg -x`.  Their pg_config.h was generated on a newer
-#     glibc that has strlcpy/strlcat; bookworm's has not, so those are turned
-#     off here (the server binary exports its own copies, as any PostgreSQL
-#     built on such a glibc does).
+#     and unpacked with `dpkg -x`.  Debian has no 16 in any suite; Ubuntu
+#     24.04 (noble) has, so 16's come from Ubuntu's archive, checked against
+#     Ubuntu's archive key from Debian's ubuntu-keyring package (itself
+#     fetched from trixie, so Debian's signature vouches for that key).
+#     Their pg_config.h was generated on a newer glibc that has
+#     strlcpy/strlcat; bookworm's has not, so those are turned off here (the
+#     server binary exports its own copies, as any PostgreSQL built on such a
+#     glibc does).
 # Neither carries a pg_config; PGXS asks it only for directories, so a small
 # shell pg_config answers those.  psql is the system's (PostgreSQL 15's): the
 # embedded builds carry none, and pg_regress only needs a client.
@@ -29,14 +33,10 @@ CACHE=${MCFDW_MAJORS_CACHE:-/var/cache/mcfdw-majors}
 # The builds tested here.  Debian's header packages follow their suites'
 # current minor release; a minor release never changes the extension ABI.
 case "$major" in
+16) npm_version=16.14.0-beta.17 suite=ubuntu:noble ;;
 17) npm_version=17.10.0-beta.17 suite=trixie ;;
 18) npm_version=18.4.0-beta.17 suite=sid ;;
-16)
-	echo "majors.sh: no PostgreSQL 16 server headers can be had here (Debian has" \
-		"none in bookworm, trixie or sid); mcfdw's code for 16 is written, not built" >&2
-	exit 2
-	;;
-*) echo "majors.sh: PostgreSQL $major is not one of 17, 18" >&2; exit 2 ;;
+*) echo "majors.sh: PostgreSQL $major is not one of 16, 17, 18" >&2; exit 2 ;;
 esac
 
 dir=$CACHE/pg$major
@@ -73,15 +73,30 @@ done
 # --- server headers --------------------------------------------------------
 apt=$CACHE/apt
 mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/etc/preferences.d"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
-	>"$apt/etc/sources-$suite.list"
-aptopts=(-o "Dir::Etc::sourcelist=$apt/etc/sources-$suite.list" -o Dir::Etc::sourceparts=-
-	-o "Dir::State::Lists=$apt/lists-$suite" -o "Dir::Cache=$apt/cache"
-	-o "Dir::Etc::Preferences=$apt/etc/preferences" -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d"
-	-o APT::Sandbox::User=root)
-mkdir -p "$apt/lists-$suite/partial"
-say "fetching postgresql-server-dev-$major from Debian $suite"
-apt-get "${aptopts[@]}" -qq update
+# apt_suite NAME SOURCES-LINE: a private apt configuration for one suite in
+# aptopts.
+apt_suite() {
+	echo "$2" >"$apt/etc/sources-$1.list"
+	aptopts=(-o "Dir::Etc::sourcelist=$apt/etc/sources-$1.list" -o Dir::Etc::sourceparts=-
+		-o "Dir::State::Lists=$apt/lists-$1" -o "Dir::Cache=$apt/cache"
+		-o "Dir::Etc::Preferences=$apt/etc/preferences" -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d"
+		-o APT::Sandbox::User=root -o APT::Architecture=amd64)
+	mkdir -p "$apt/lists-$1/partial"
+	apt-get "${aptopts[@]}" -qq update
+}
+if [ "$suite" = ubuntu:noble ]; then
+	say "fetching Ubuntu's archive key (ubuntu-keyring) from Debian trixie"
+	apt_suite trixie "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main"
+	rm -rf "$apt/ubuntu-keyring"
+	(cd "$dir/dl" && apt-get "${aptopts[@]}" -qq download ubuntu-keyring)
+	dpkg -x "$dir"/dl/ubuntu-keyring_*.deb "$apt/ubuntu-keyring"
+	key=$apt/ubuntu-keyring/usr/share/keyrings/ubuntu-archive-keyring.gpg
+	say "fetching postgresql-server-dev-$major from Ubuntu noble-updates"
+	apt_suite noble "deb [signed-by=$key] http://archive.ubuntu.com/ubuntu noble-updates universe"
+else
+	say "fetching postgresql-server-dev-$major from Debian $suite"
+	apt_suite "$suite" "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main"
+fi
 (cd "$dir/dl" && apt-get "${aptopts[@]}" -qq download "postgresql-server-dev-$major")
 dpkg -x "$dir"/dl/postgresql-server-dev-"$major"_*.deb "$dir/dev"
 inc=$dir/dev/usr/include/postgresql/$major

@@ -17,6 +17,14 @@
 # MCFDW_TESTS takes suite names and/or file paths (comma or space separated):
 # "unit,regress", "test/integration/pool.py", "none" (just the rig).
 #
+# Unix sockets: after the integration suite, the ones in SOCKET_TESTS below
+# (those picked) run again against a second rig whose memcacheds and hang
+# listener are Unix sockets (lib.sh's MCFDW_SOCKETS=1; mcrig.py, hostile.py
+# and faultproxy.py follow it), counted as "NAME (unix sockets)".
+# MCFDW_SOCKET_PASS=0 leaves that pass out; MCFDW_SOCKETS=1 makes the one
+# rig a socket rig and runs the picked integration tests (any of them, to
+# try one) and no regress (the pg_regress tests write TCP servers) in it.
+#
 # Counting: every TAP "ok"/"not ok" line counts (a "not ok ... # TODO" does
 # not fail); a program that exits non-zero with no "not ok" counts one
 # failure, one that prints no test line counts one failure, one that prints a
@@ -97,6 +105,42 @@ mapfile -t SCRIPT_FILES < <(pick scripts test/unit/*.sh test/fuzz/run_fuzz.sh)
 mapfile -t INTEGRATION_FILES < <(pick integration test/integration/*.py \
 	test/integration/*.rb test/integration/*.sh | LC_ALL=C sort)
 shopt -u nullglob
+
+# The integration tests that also run over Unix sockets: every server they
+# start or fake follows mcrig.SOCKETS.  The others stay TCP-only; the reason
+# for each is in docs/testing.md ("Unix sockets").
+SOCKET_TESTS=(
+	test/integration/failover.py
+	test/integration/pool_reuse.py
+	test/integration/out_of_step.py
+	test/integration/on_failure_errors.py
+	test/integration/robust_at_most_once.py
+	test/integration/robust_stray_reply.py
+	test/integration/robust_restart.py
+	test/integration/robust_batch.py
+	test/integration/robust_foreign.py
+	test/integration/robust_interrupts.py
+	test/integration/multi_get_stream.py
+	test/integration/dashboard.py
+	test/integration/robust_soak.py
+	test/integration/robust_tenants.py
+	test/integration/race_invalidate.py
+	test/integration/wait_event.py
+)
+SOCKET_FILES=()
+if [ "${MCFDW_SOCKETS:-0}" = "1" ]; then
+	MCFDW_REGRESS=""
+else
+	export MCFDW_SOCKETS=0
+	if [ "${MCFDW_SOCKET_PASS:-1}" != "0" ]; then
+		for f in "${INTEGRATION_FILES[@]}"; do
+			for s in "${SOCKET_TESTS[@]}"; do
+				[ "$(realpath "$f")" = "$(realpath "$s")" ] && SOCKET_FILES+=("$f")
+			done
+		done
+	fi
+fi
+
 RUN_REGRESS=0
 want_suite regress && [ -n "$MCFDW_REGRESS" ] && RUN_REGRESS=1
 NEED_RIG=0
@@ -218,6 +262,25 @@ fail_one() {
 	FAILED_NAMES+=("$1")
 }
 
+# A socket rig is one: what the tests get from mcrig (the rig's servers, a
+# private memcached, a hostile listener, a fault proxy) is a Unix socket.
+check_socket_rig() {
+	local name="rig (unix sockets): mcrig, hostile.py and faultproxy.py give Unix sockets"
+	if "$MCFDW_PYTHON" - <<'PY'; then
+import mcrig, hostile, faultproxy
+got = [mcrig.rig_ports()[0], mcrig.hang_port(), mcrig.start_memcached().addr,
+       hostile.HostileServer("endless_en").addr, faultproxy.FaultProxy(1).addr]
+bad = [g for g in got if not (isinstance(g, str) and g.startswith("/"))]
+print("# " + ", ".join(map(str, got)))
+raise SystemExit(1 if bad or not mcrig.SOCKETS else 0)
+PY
+		echo "ok - $name"
+		PASSED=$((PASSED + 1))
+	else
+		fail_one "$name"
+	fi
+}
+
 # ---- 0. the builds ----------------------------------------------------------
 # Each in a make of its own: the Makefile that called us may have started
 # before PGXS was installed.
@@ -256,6 +319,7 @@ if [ $NEED_RIG -eq 1 ]; then
 	if ! rig_setup_extension; then
 		fail_one "rig: CREATE EXTENSION mcfdw / CREATE SERVER memcached"
 	fi
+	[ "$MCFDW_SOCKETS" != 1 ] || check_socket_rig
 fi
 
 # ---- 1. C unit tests -------------------------------------------------------
@@ -334,7 +398,7 @@ fi
 
 # ---- 4. integration tests --------------------------------------------------
 if [ ${#INTEGRATION_FILES[@]} -gt 0 ]; then
-	header "integration: test/integration/*"
+	header "integration: test/integration/*$([ "$MCFDW_SOCKETS" = 1 ] && echo ', over Unix sockets')"
 	for f in "${INTEGRATION_FILES[@]}"; do
 		echo "# $f"
 		case "$f" in
@@ -343,6 +407,23 @@ if [ ${#INTEGRATION_FILES[@]} -gt 0 ]; then
 		*.sh) run_prog "$LIMIT_INTEGRATION" bash "$f" ;;
 		esac
 		count_tap "$f"
+	done
+fi
+
+# ---- 5. integration tests over Unix sockets ----------------------------------
+if [ ${#SOCKET_FILES[@]} -gt 0 ]; then
+	if [ $NEED_RIG -eq 1 ]; then rig_teardown 0; fi
+	header "integration over Unix sockets: a rig of socket memcacheds"
+	MCFDW_SOCKETS=1
+	rig_start 4
+	if ! rig_setup_extension; then
+		fail_one "rig (unix sockets): CREATE EXTENSION mcfdw / CREATE SERVER memcached"
+	fi
+	check_socket_rig
+	for f in "${SOCKET_FILES[@]}"; do
+		echo "# $f (unix sockets)"
+		run_prog "$LIMIT_INTEGRATION" "$MCFDW_PYTHON" "$f"
+		count_tap "$f (unix sockets)"
 	done
 fi
 
