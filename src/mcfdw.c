@@ -3,7 +3,8 @@
  *
  * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c),
  * the per-backend pool (pool.c) and, when preloaded, the shared counters
- * (counters.c) and the batched join's planner hook (fdw_join.c).  Nothing
+ * (counters.c), the batched join's planner hook (fdw_join.c) and the
+ * write-ahead log worker (wal_worker.c).  Nothing
  * else belongs here.
  */
 #include "postgres.h"
@@ -13,6 +14,7 @@
 #include "counters.h"
 #include "fdw.h"
 #include "mcfdw.h"
+#include "wal.h"
 
 PG_MODULE_MAGIC;
 
@@ -29,4 +31,5 @@ _PG_init(void)
 	McPoolInit();
 	McCountersInit();
 	McJoinInit();
+	McWalInit();
 }
