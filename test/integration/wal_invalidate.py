@@ -225,6 +225,28 @@ row = q(db, "SELECT pending, lag_bytes IS NOT NULL, confirmed_lsn IS NOT NULL FR
         "WHERE \"table\" = 'users'::regclass")[0]
 t.is_(row, (0, True, True), "nothing pending afterwards; lag and confirmed position shown")
 
+# ---- stray replies: a garbled instance holds the position too --------------------------
+keys = ["user:%d" % i for i in range(1, 2001)]
+set_keys(keys)
+retried0 = q(db, "SELECT retried FROM mc_wal_watches WHERE \"table\" = 'users'::regclass")[0][0]
+px.mode = "garble"
+acc0 = px.accepted
+q(db, "UPDATE users SET name = 'garbled' WHERE id <= 2000")
+time.sleep(4)
+row = q(db, "SELECT retried, last_error FROM mc_wal_watches WHERE \"table\" = 'users'::regclass")[0]
+t.ok(row[0] > retried0 and row[1], "while an instance answers garbage (its deletes are executed, "
+     "their replies lost), the batch is held and retried", row)
+t.ok(px.accepted - acc0 < 30, "... without spinning: %d connections in 4 s" % (px.accepted - acc0))
+px.mode = "pass"
+left, _ = wait_gone(keys, 30)
+t.ok(not left, "once it answers again, every key is deleted", "%d left" % len(left))
+
+# ---- pg_dump dumps the watches ------------------------------------------------------------
+r = as_pg([os.path.join(BINDIR, "pg_dump"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+           "--data-only", "-t", "mc_watches", "postgres"], cwd=base)
+t.ok(r.returncode == 0 and 'public.users\twt\t{"user:{id}"}' in r.stdout,
+     "pg_dump dumps the rows of mc_watches (an extension configuration table)", r.stdout[-2000:])
+
 # ---- pg_ctl -m immediate stop in the middle of a stream -----------------------------
 keys = ["user:%d" % i for i in range(1, 20001)]
 set_keys(keys)
@@ -272,7 +294,12 @@ set_keys(["unrelated:1"])
 q(db, "TRUNCATE parts")
 left, _ = wait_gone(["unrelated:1"], BOUND)
 t.ok(not left, "TRUNCATE of a watch with on_truncate 'flush' flushes the server")
+try:
+    mcrig.wait_for(lambda: "after a TRUNCATE" in log_text(), BOUND, what="log line")
+except TimeoutError:
+    pass
 t.ok("after a TRUNCATE" in log_text(), "... and says so in the log")
+time.sleep(1.1)     # memcached's flush_all also drops what is set in the same second
 
 # ---- action 'mark_stale' -----------------------------------------------------------------------
 q(db, "CREATE TABLE leased (id int PRIMARY KEY, v text)")
