@@ -340,3 +340,15 @@ COMMENT ON FUNCTION mc_wal_resume() IS
   'resumes the delivery of invalidations from the write-ahead log';
 COMMENT ON VIEW mc_wal_watches IS
   'each watch with its delivery: confirmed position, lag in bytes and seconds, keys pending, sent, retried, the last error';
+
+-- A dropped table's watches go with it (wal_sql.c)
+CREATE FUNCTION mc_watches_drop() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'mc_watches_drop'
+LANGUAGE C SECURITY DEFINER;
+REVOKE ALL ON FUNCTION mc_watches_drop() FROM PUBLIC;
+CREATE EVENT TRIGGER mcfdw_drop_watches ON sql_drop
+  EXECUTE FUNCTION mc_watches_drop();
+COMMENT ON FUNCTION mc_watches_drop() IS
+  'event trigger function: removes the watches of dropped tables from mc_watches';
+COMMENT ON EVENT TRIGGER mcfdw_drop_watches IS
+  'removes a dropped table''s watches, so no orphan keeps the write-ahead log slot';

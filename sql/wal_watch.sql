@@ -59,7 +59,18 @@ SELECT mc_wal_pause();
 SELECT mc_wal_resume();
 SELECT count(*) FROM mc_watches;
 RESET ROLE;
+-- a dropped table's watches go with it (rows stored directly: mc_watch
+-- needs the worker), whoever drops it
+INSERT INTO mc_watches (relid, server, templates) VALUES
+  ('ww_users', 'a', ARRAY['u:{id}']), ('ww_users', 'b', ARRAY['u:{id}']),
+  ('ww_noident', 'a', ARRAY['n:{id}']);
+ALTER TABLE ww_users OWNER TO ww_role;
+SET ROLE ww_role;
+DROP TABLE ww_users;
+RESET ROLE;
+SELECT relid, server FROM mc_watches ORDER BY 1, 2;
+DELETE FROM mc_watches;
 \set VERBOSITY terse
-DROP TABLE ww_users, ww_noident, ww_parted, ww_unlogged;
+DROP TABLE ww_noident, ww_parted, ww_unlogged;
 DROP ROLE ww_role;
 DROP VIEW ww_view;

@@ -1,11 +1,12 @@
 /*
  * wal_sql.c — the watches of invalidation from the write-ahead log, in SQL:
- * mc_watch and mc_unwatch.
+ * mc_watch, mc_unwatch and the event trigger mcfdw_drop_watches.
  *
  * Owns: checking a watch before it is stored in mc_watches (the table, its
  * key templates against every leaf's columns and replica identity, the
  * server, the actions), creating the replication slot with the first
- * watch, and finding mc_watches for the decoder.  Must not: decode (
+ * watch, removing a dropped table's watches (mc_watches_drop), and finding
+ * mc_watches for the decoder.  Must not: decode (
  * wal_decode.c) or send (wal_worker.c); the worker drops the slot when the
  * last watch is gone.
  */
@@ -22,6 +23,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_inherits.h"
+#include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "commands/dbcommands.h"
@@ -42,6 +44,7 @@
 
 PG_FUNCTION_INFO_V1(mc_watch);
 PG_FUNCTION_INFO_V1(mc_unwatch);
+PG_FUNCTION_INFO_V1(mc_watches_drop);
 
 /* The schema of extension ext (PostgreSQL 15 exports no lookup for it). */
 static Oid
@@ -371,4 +374,39 @@ mc_unwatch(PG_FUNCTION_ARGS)
 	SPI_finish();
 	McWalWake();
 	PG_RETURN_BOOL(n > 0);
+}
+
+/*
+ * mc_watches_drop(): the event trigger mcfdw_drop_watches, at sql_drop.  A
+ * dropped table's watches go with it (its changes committed before are
+ * still delivered: the decoder reads mc_watches as of each transaction),
+ * so no orphan keeps the slot.  SECURITY DEFINER: whoever drops the table
+ * need not be able to write mc_watches.
+ */
+Datum
+mc_watches_drop(PG_FUNCTION_ARGS)
+{
+	Oid			tab;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("mc_watches_drop was not called by the event trigger manager")));
+	tab = McWalTableOid();
+	if (!OidIsValid(tab))
+		PG_RETURN_VOID();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("DELETE FROM %s w USING pg_catalog.pg_event_trigger_dropped_objects() d "
+							 "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
+							 "AND d.objsubid OPERATOR(pg_catalog.=) 0 "
+							 "AND d.objid OPERATOR(pg_catalog.=) w.relid::pg_catalog.oid",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(tab)),
+														MC_WAL_TABLE)),
+					false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not remove the watches of dropped tables");
+	if (SPI_processed > 0)
+		McWalWake();
+	SPI_finish();
+	PG_RETURN_VOID();
 }
