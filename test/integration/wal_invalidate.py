@@ -168,6 +168,19 @@ except psycopg2.Error as e:
          e.pgcode, str(e))
 t.is_(q(db, "SELECT count(*) FROM pg_replication_slots")[0][0], 0, "... and no slot was created")
 
+q(db, "CREATE DATABASE wal_other")
+other = mcrig.pg_connect(host="127.0.0.1", port=port, user="postgres", dbname="wal_other")
+q(other, "CREATE EXTENSION mcfdw")
+q(other, "CREATE SERVER wt FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s)", (a.addr,))
+q(other, "CREATE TABLE t (id int PRIMARY KEY)")
+try:
+    q(other, "SELECT mc_watch('t', ARRAY['t:{id}'], 'wt')")
+    t.ok(False, "a watch outside mcfdw.wal_database is refused")
+except psycopg2.Error as e:
+    t.ok(e.pgcode == "55000" and "mcfdw.wal_database" in (e.diag.message_hint or ""),
+         "a watch outside mcfdw.wal_database is refused, with a hint", e.pgcode, str(e))
+other.close()
+
 # ---- a watch; UPDATE old and new keys ---------------------------------------------
 q(db, "SELECT mc_watch('users', ARRAY['user:{id}'], 'wt')")
 t.is_(q(db, "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'mcfdw'")[0][0], 1,
