@@ -272,8 +272,9 @@ rel_watches(DecodeState *st, Relation rel)
 		if (list_member_oid(ids, w->relid))
 			bind_watch(&rw->watch[rw->nwatch++], w, rel, rw->out);
 	}
+	/* with its constraints: a row older than an added column reads its default */
 	if (rw->nwatch > 0)
-		rw->slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(rel)),
+		rw->slot = MakeSingleTupleTableSlot(CreateTupleDescCopyConstr(RelationGetDescr(rel)),
 											&TTSOpsHeapTuple);
 	MemoryContextSwitchTo(old);
 	return rw;

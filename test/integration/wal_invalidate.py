@@ -314,6 +314,17 @@ except TimeoutError:
 t.ok("after a TRUNCATE" in log_text(), "... and says so in the log")
 time.sleep(1.1)     # memcached's flush_all also drops what is set in the same second
 
+# ---- a key column added later with a default -----------------------------------------------
+q(db, "CREATE TABLE late (id int PRIMARY KEY)")
+q(db, "INSERT INTO late VALUES (1)")
+q(db, "ALTER TABLE late ADD COLUMN kind text NOT NULL DEFAULT 'd'")
+q(db, "ALTER TABLE late REPLICA IDENTITY FULL")
+q(db, "SELECT mc_watch('late', ARRAY['late:{kind}:{id}'], 'wt')")
+set_keys(["late:d:1"])
+q(db, "DELETE FROM late")
+left, _ = wait_gone(["late:d:1"], BOUND)
+t.ok(not left, "a row older than a key column added with a default gives its key (the default)")
+
 # ---- action 'mark_stale' -----------------------------------------------------------------------
 q(db, "CREATE TABLE leased (id int PRIMARY KEY, v text)")
 q(db, "INSERT INTO leased VALUES (1, 'a')")
@@ -353,7 +364,7 @@ left, _ = wait_gone(["user:3"], 30)
 t.ok(not left, "the change held by the hung instance is delivered after the restart")
 
 # ---- the slot goes with the last watch, and with the extension ------------------------------
-for tbl in ("users", "pages", "bulk", "parts"):
+for tbl in ("users", "pages", "bulk", "parts", "late"):
     q(db, "SELECT mc_unwatch(%s)", (tbl,))
 q(db, "DROP TABLE leased")     # its watch goes with it (mcfdw_drop_watches)
 t.is_(q(db, "SELECT count(*) FROM mc_watches")[0][0], 0, "no watch is left")
