@@ -210,6 +210,12 @@ left, _ = wait_gone(["user:2"], BOUND)
 t.ok(not left and present(["user:1"]) == {"user:1"},
      "a rolled-back UPDATE deletes nothing (a later commit's key is gone, its key is not)")
 
+# ---- a write made inside a function ------------------------------------------------------
+set_keys(["user:4"])
+q(db, "DO $$ BEGIN UPDATE users SET name = 'in a function' WHERE id = 4; END $$")
+left, _ = wait_gone(["user:4"], BOUND)
+t.ok(not left, "a write made inside a function deletes its key")
+
 # ---- an instance down while 10,000 rows change ----------------------------------------
 keys = ["user:%d" % i for i in range(1, 10001)]
 set_keys(keys)
