@@ -216,6 +216,26 @@ q(db, "DO $$ BEGIN UPDATE users SET name = 'in a function' WHERE id = 4; END $$"
 left, _ = wait_gone(["user:4"], BOUND)
 t.ok(not left, "a write made inside a function deletes its key")
 
+# ---- default replica identity: a changed primary key, a DELETE -----------------------------
+q(db, "INSERT INTO users VALUES (30005, 'e', 'n'), (30006, 'f', 'n')")
+set_keys(["user:30005", "user:130005", "user:30006"])
+q(db, "UPDATE users SET id = 130005 WHERE id = 30005")
+q(db, "DELETE FROM users WHERE id = 30006")
+left, _ = wait_gone(["user:30005", "user:130005", "user:30006"], BOUND)
+t.ok(not left, "with the primary key as replica identity: an UPDATE of the key deletes the old "
+     "and the new key, a DELETE its key", sorted(left))
+
+# ---- pause and resume ---------------------------------------------------------------------
+q(db, "SELECT mc_wal_pause()")
+set_keys(["user:7"])
+q(db, "UPDATE users SET name = 'paused' WHERE id = 7")
+time.sleep(1)
+t.is_((present(["user:7"]), q(db, "SELECT bool_and(paused) FROM mc_wal_watches")[0][0]),
+      ({"user:7"}, True), "mc_wal_pause holds the delivery, and the view says so")
+q(db, "SELECT mc_wal_resume()")
+left, _ = wait_gone(["user:7"], BOUND)
+t.ok(not left, "mc_wal_resume delivers what was held")
+
 # ---- an instance down while 10,000 rows change ----------------------------------------
 keys = ["user:%d" % i for i in range(1, 10001)]
 set_keys(keys)
@@ -350,6 +370,24 @@ except TimeoutError:
     pass
 t.ok(stale() and present(["lease:1"]) == {"lease:1"},
      "action 'mark_stale' marks the key stale (md I) instead of deleting it")
+
+# ---- on_truncate 'ignore' -------------------------------------------------------------------
+q(db, "SELECT mc_watch('late', ARRAY['late:{kind}:{id}'], 'wt', on_truncate => 'ignore')")
+set_keys(["unrelated:2"])
+q(db, "TRUNCATE late")
+
+
+def ignored():
+    r = q(db, "SELECT last_error FROM mc_wal_watches WHERE \"table\" = 'late'::regclass")[0][0]
+    return r is not None and "TRUNCATE" in r
+
+
+try:
+    mcrig.wait_for(ignored, BOUND, what="last_error")
+except TimeoutError:
+    pass
+t.ok(ignored() and present(["unrelated:2"]) == {"unrelated:2"},
+     "on_truncate 'ignore': nothing is flushed, last_error says a TRUNCATE was not invalidated")
 
 # ---- a hung instance, then a prompt stop ---------------------------------------------------
 set_keys(["user:3"])
