@@ -30,10 +30,11 @@ extern char *mc_wal_database;
 /* wal_worker.c */
 extern void McWalInit(void);
 extern bool McWalPreloaded(void);
-extern void McWalSlotName(Oid dbid, char *buf, size_t len);
 extern void McWalWake(void);
 
-/* wal_sql.c: the oid of mc_watches in the extension's schema, or InvalidOid */
+/* wal_decode.c: the oid of mc_watches in the extension's schema, or
+ * InvalidOid; the slot's name */
 extern Oid	McWalTableOid(void);
+extern void McWalSlotName(Oid dbid, char *buf, size_t len);
 
 #endif							/* MCFDW_WAL_H */

@@ -6,7 +6,8 @@
  * (mc_watches, a user_catalog_table, so the decoder reads it as of each
  * decoded transaction: a watch added or changed applies to transactions
  * that commit after it); building a row's keys with the key template
- * parser (keytmpl.h), old and new for an UPDATE; the records of wal.h.
+ * parser (keytmpl.h), old and new for an UPDATE; the records of wal.h;
+ * where mc_watches is and the slot's name, for wal_sql.c and wal_worker.c.
  * Must not: send anything (wal_worker.c does) or raise for a watch that no
  * longer fits its table (a 'W' record says so: an error here would stop
  * the whole stream).
@@ -21,7 +22,10 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "catalog/indexing.h"
 #include "catalog/partition.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
 #include "nodes/bitmapset.h"
@@ -29,6 +33,7 @@
 #include "replication/output_plugin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -82,6 +87,45 @@ typedef struct WatchRow
 	char		on_truncate;
 	List	   *templates;		/* of char * */
 } WatchRow;
+
+/* The schema of extension ext (PostgreSQL 15 exports no lookup for it). */
+static Oid
+extension_schema(Oid ext)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return nsp;
+}
+
+Oid
+McWalTableOid(void)
+{
+	Oid			ext = get_extension_oid("mcfdw", true);
+	Oid			nsp;
+
+	if (!OidIsValid(ext))
+		return InvalidOid;
+	nsp = extension_schema(ext);
+	return OidIsValid(nsp) ? get_relname_relid(MC_WAL_TABLE, nsp) : InvalidOid;
+}
+
+/* The slot of a database's watches. */
+void
+McWalSlotName(Oid dbid, char *buf, size_t len)
+{
+	snprintf(buf, len, "mcfdw_%u", dbid);
+}
 
 /* mc_watches' columns (wal_sql.c creates the table in the install script) */
 #define WCOL_RELID 1

@@ -5,23 +5,17 @@
  * Owns: checking a watch before it is stored in mc_watches (the table, its
  * key templates against every leaf's columns and replica identity, the
  * server, the actions), creating the replication slot with the first
- * watch, removing a dropped table's watches (mc_watches_drop), and finding
- * mc_watches for the decoder.  Must not: decode (
- * wal_decode.c) or send (wal_worker.c); the worker drops the slot when the
- * last watch is gone.
+ * watch, and removing a dropped table's watches (mc_watches_drop).  Must
+ * not: decode (wal_decode.c) or send (wal_worker.c); the worker drops the
+ * slot when the last watch is gone.
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
 #include "access/relation.h"
-#include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/catalog.h"
-#include "catalog/indexing.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_extension.h"
 #include "catalog/pg_inherits.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
@@ -33,7 +27,6 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -45,38 +38,6 @@
 PG_FUNCTION_INFO_V1(mc_watch);
 PG_FUNCTION_INFO_V1(mc_unwatch);
 PG_FUNCTION_INFO_V1(mc_watches_drop);
-
-/* The schema of extension ext (PostgreSQL 15 exports no lookup for it). */
-static Oid
-extension_schema(Oid ext)
-{
-	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			nsp = InvalidOid;
-
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ext));
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	if (HeapTupleIsValid(tup = systable_getnext(scan)))
-		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return nsp;
-}
-
-Oid
-McWalTableOid(void)
-{
-	Oid			ext = get_extension_oid("mcfdw", true);
-	Oid			nsp;
-
-	if (!OidIsValid(ext))
-		return InvalidOid;
-	nsp = extension_schema(ext);
-	return OidIsValid(nsp) ? get_relname_relid(MC_WAL_TABLE, nsp) : InvalidOid;
-}
 
 /* Refuse a template that does not fit leaf (or a regular table). */
 static void

@@ -165,12 +165,6 @@ McWalPreloaded(void)
 	return preloaded && wal != NULL;
 }
 
-void
-McWalSlotName(Oid dbid, char *buf, size_t len)
-{
-	snprintf(buf, len, "mcfdw_%u", dbid);
-}
-
 /* Wake the worker (a watch was added or removed). */
 void
 McWalWake(void)
