@@ -41,6 +41,7 @@
 #include "utils/relcache.h"
 
 #include "keytmpl.h"
+#include "pg_compat.h"
 #include "wal.h"
 
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
@@ -416,17 +417,17 @@ decode_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
 			if (change->data.tp.newtuple)
-				newtup = &change->data.tp.newtuple->tuple;
+				newtup = McChangeTuple(change->data.tp.newtuple);
 			break;
 		case REORDER_BUFFER_CHANGE_UPDATE:
 			if (change->data.tp.oldtuple)
-				oldtup = &change->data.tp.oldtuple->tuple;
+				oldtup = McChangeTuple(change->data.tp.oldtuple);
 			if (change->data.tp.newtuple)
-				newtup = &change->data.tp.newtuple->tuple;
+				newtup = McChangeTuple(change->data.tp.newtuple);
 			break;
 		case REORDER_BUFFER_CHANGE_DELETE:
 			if (change->data.tp.oldtuple)
-				oldtup = &change->data.tp.oldtuple->tuple;
+				oldtup = McChangeTuple(change->data.tp.oldtuple);
 			break;
 		default:
 			return;

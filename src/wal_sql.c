@@ -219,7 +219,7 @@ mc_watch(PG_FUNCTION_ARGS)
 
 	rel = relation_open(relid, AccessShareLock);
 	check_relation(rel);
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!McClassOwnercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
 					   RelationGetRelationName(rel));
 	/* the leaves are what the decoder sees; a partitioned table has no rows */
@@ -318,7 +318,7 @@ mc_unwatch(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	if (!OidIsValid(tab))
 		elog(ERROR, "relation \"%s\" of extension mcfdw does not exist", MC_WAL_TABLE);
-	if (!pg_class_ownercheck(PG_GETARG_OID(0), GetUserId()))
+	if (!McClassOwnercheck(PG_GETARG_OID(0), GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(PG_GETARG_OID(0)));
 	LockRelationOid(tab, ShareRowExclusiveLock);
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -726,7 +726,7 @@ run_cycle(MemoryContext cxt)
 				 errmsg("mcfdw: delivery of invalidations failed, retrying: %s", e->message)));
 		if (MyReplicationSlot != NULL)
 			ReplicationSlotRelease();
-		ReplicationSlotCleanup();
+		McReplicationSlotCleanup();
 		AbortCurrentTransaction();
 		SpinLockAcquire(&wal->mutex);
 		for (int i = 0; i < MC_WAL_STATS; i++)
