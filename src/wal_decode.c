@@ -438,21 +438,28 @@ decode_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		BoundWatch *b = &rw->watch[w];
 		bool		is_update = change->action == REORDER_BUFFER_CHANGE_UPDATE;
 		bool		is_delete = change->action == REORDER_BUFFER_CHANGE_DELETE;
+		HeapTuple	wold;
 
 		if (b->problem)
 		{
 			write_warning(ctx, b, b->problem);
 			continue;
 		}
-		if ((is_update || is_delete) && !b->identity_ok && oldtup == NULL)
+		/*
+		 * The logged old row has only the identity's columns (the others
+		 * read as NULL): without every key column in it, the old key is
+		 * unknown.  An UPDATE still gives its new key.
+		 */
+		wold = b->identity_ok ? oldtup : NULL;
+		if ((is_update || is_delete) && !b->identity_ok)
 		{
-			write_warning(ctx, b, psprintf("the old row of an %s of \"%s\" lacks key columns: they are not in its replica identity",
-										   is_update ? "UPDATE" : "DELETE",
+			write_warning(ctx, b, psprintf("the old row of %s of \"%s\" lacks key columns: they are not in its replica identity",
+										   is_update ? "an UPDATE" : "a DELETE",
 										   RelationGetRelationName(rel)));
 			if (is_delete)
 				continue;
 		}
-		if (is_delete && oldtup == NULL)
+		if (is_delete && wold == NULL)
 		{
 			write_warning(ctx, b, psprintf("a DELETE of \"%s\" logged no old row (REPLICA IDENTITY NOTHING)",
 										   RelationGetRelationName(rel)));
@@ -469,9 +476,9 @@ decode_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			 * with REPLICA IDENTITY FULL): otherwise the key columns, all in
 			 * the identity, are the new row's, and so is the old key.
 			 */
-			if (oldtup != NULL)
+			if (wold != NULL)
 			{
-				have_old = tuple_key(rw, t, oldtup, &st->oldkey, &missing);
+				have_old = tuple_key(rw, t, wold, &st->oldkey, &missing);
 				if (have_old)
 					write_key(ctx, b, &st->oldkey);
 			}

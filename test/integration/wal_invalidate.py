@@ -329,6 +329,35 @@ set_keys(["part:5", "part:150"])
 q(db, "UPDATE parts SET v = 'c'")
 left, _ = wait_gone(["part:5", "part:150"], BOUND)
 t.ok(not left, "a watched partitioned table: each partition's changes delete their keys")
+# a partition created after the watch, whose identity lacks the key column
+q(db, "CREATE TABLE pw (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)")
+q(db, "CREATE TABLE pw_1 PARTITION OF pw FOR VALUES FROM (0) TO (100)")
+q(db, "ALTER TABLE pw_1 REPLICA IDENTITY FULL")
+q(db, "SELECT mc_watch('pw', ARRAY['pw:{v}'], 'wt')")
+q(db, "CREATE TABLE pw_2 PARTITION OF pw FOR VALUES FROM (100) TO (200)")
+q(db, "INSERT INTO pw VALUES (5, 'a'), (150, 'b')")
+time.sleep(1)       # the INSERT's own keys delivered before these are set
+set_keys(["pw:a", "pw:b"])
+q(db, "DELETE FROM pw")
+
+
+def warned():
+    r = q(db, "SELECT last_error FROM mc_wal_watches WHERE \"table\" = 'pw'::regclass")[0][0]
+    return r is not None and "replica identity" in r
+
+
+left, _ = wait_gone(["pw:a"], BOUND)
+try:
+    mcrig.wait_for(warned, BOUND, what="last_error")
+except TimeoutError:
+    pass
+t.ok(not left and warned() and present(["pw:b"]) == {"pw:b"},
+     "a partition whose identity lacks a key column gives no key for a DELETE but a "
+     "WARNING and last_error; the other partition's key is deleted", sorted(left),
+     q(db, "SELECT last_error FROM mc_wal_watches WHERE \"table\" = 'pw'::regclass"),
+     sorted(present(["pw:b"])))
+q(db, "SELECT mc_unwatch('pw')")
+
 set_keys(["unrelated:1"])
 q(db, "TRUNCATE parts")
 left, _ = wait_gone(["unrelated:1"], BOUND)
