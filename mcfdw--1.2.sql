@@ -787,3 +787,89 @@ COMMENT ON FUNCTION mc_slab_calcification(name) IS
   'one row per instance: calcified when a slab class evicts 10 times its chunks while another class holds items twice as old or free pages wait in the global pool; the automover''s setting and counters';
 COMMENT ON VIEW mc_slab_calcification IS
   'one row per instance of every usable server: the slab calcification signal, the starved and the oldest class, the automover''s setting and counters';
+
+-- Invalidation from the write-ahead log (wal_sql.c, wal_decode.c, wal_worker.c)
+-- A watch: a table whose committed changes invalidate keys built from key
+-- templates, on one server.  The output plugin "mcfdw" reads this table as
+-- of each decoded transaction (user_catalog_table), the worker delivers.
+-- pg_dump dumps its rows (an extension configuration table).
+
+CREATE TABLE mc_watches (
+    relid regclass NOT NULL,
+    server name NOT NULL,
+    templates text[] NOT NULL,
+    action text NOT NULL DEFAULT 'delete' CHECK (action IN ('delete', 'mark_stale')),
+    on_truncate text NOT NULL DEFAULT 'flush' CHECK (on_truncate IN ('flush', 'ignore')),
+    PRIMARY KEY (relid, server)
+) WITH (user_catalog_table = true);
+SELECT pg_catalog.pg_extension_config_dump('mc_watches', '');
+REVOKE ALL ON mc_watches FROM PUBLIC;
+GRANT SELECT ON mc_watches TO PUBLIC;
+
+CREATE FUNCTION mc_watch(tbl regclass, templates text[], server name DEFAULT NULL,
+                         action text DEFAULT 'delete', on_truncate text DEFAULT 'flush')
+RETURNS void
+AS 'MODULE_PATHNAME', 'mc_watch'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION mc_watch(regclass, text[], name, text, text) FROM PUBLIC;
+
+CREATE FUNCTION mc_unwatch(tbl regclass, server name DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'mc_unwatch'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION mc_unwatch(regclass, name) FROM PUBLIC;
+
+CREATE FUNCTION mc_wal_status(
+    OUT relid oid, OUT server name, OUT pending bigint, OUT sent bigint,
+    OUT retried bigint, OUT last_error text, OUT last_error_time timestamptz,
+    OUT lag_seconds double precision, OUT paused boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_wal_status'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION mc_wal_pause() RETURNS void
+AS 'MODULE_PATHNAME', 'mc_wal_pause' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION mc_wal_pause() FROM PUBLIC;
+CREATE FUNCTION mc_wal_resume() RETURNS void
+AS 'MODULE_PATHNAME', 'mc_wal_resume' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION mc_wal_resume() FROM PUBLIC;
+
+CREATE VIEW mc_wal_watches AS
+SELECT w.relid AS "table", w.server, w.templates, w.action, w.on_truncate,
+       r.slot_name, r.confirmed_flush_lsn AS confirmed_lsn,
+       CASE WHEN r.confirmed_flush_lsn IS NOT NULL AND NOT pg_is_in_recovery()
+            THEN pg_wal_lsn_diff(pg_current_wal_lsn(), r.confirmed_flush_lsn)::bigint END AS lag_bytes,
+       s.lag_seconds, coalesce(s.pending, 0) AS pending, coalesce(s.sent, 0) AS sent,
+       coalesce(s.retried, 0) AS retried, s.last_error, s.last_error_time,
+       coalesce(s.paused, false) AS paused, r.wal_status
+  FROM mc_watches w
+  LEFT JOIN pg_replication_slots r
+         ON r.slot_name = 'mcfdw_' || (SELECT oid FROM pg_database WHERE datname = current_database())
+  LEFT JOIN mc_wal_status() s ON s.relid = w.relid AND s.server = w.server;
+
+COMMENT ON TABLE mc_watches IS
+  'watched tables: each committed change invalidates the keys its templates build, through the write-ahead log (dumped by pg_dump)';
+COMMENT ON FUNCTION mc_watch(regclass, text[], name, text, text) IS
+  'watches a table: each committed INSERT, UPDATE, DELETE invalidates its keys (old and new) from the write-ahead log; TRUNCATE flushes or is ignored';
+COMMENT ON FUNCTION mc_unwatch(regclass, name) IS
+  'stops watching a table (for one server, or all when NULL); changes committed before are still delivered; true if a watch was removed';
+COMMENT ON FUNCTION mc_wal_status() IS
+  'the write-ahead log worker''s counts per watch: keys pending, sent, retried, the last error, the lag in seconds, paused';
+COMMENT ON FUNCTION mc_wal_pause() IS
+  'holds the delivery of invalidations from the write-ahead log (the slot retains the changes) until mc_wal_resume or a restart';
+COMMENT ON FUNCTION mc_wal_resume() IS
+  'resumes the delivery of invalidations from the write-ahead log';
+COMMENT ON VIEW mc_wal_watches IS
+  'each watch with its delivery: confirmed position, lag in bytes and seconds, keys pending, sent, retried, the last error';
+
+-- A dropped table's watches go with it (wal_sql.c)
+CREATE FUNCTION mc_watches_drop() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'mc_watches_drop'
+LANGUAGE C SECURITY DEFINER;
+REVOKE ALL ON FUNCTION mc_watches_drop() FROM PUBLIC;
+CREATE EVENT TRIGGER mcfdw_drop_watches ON sql_drop
+  EXECUTE FUNCTION mc_watches_drop();
+COMMENT ON FUNCTION mc_watches_drop() IS
+  'event trigger function: removes the watches of dropped tables from mc_watches';
+COMMENT ON EVENT TRIGGER mcfdw_drop_watches IS
+  'removes a dropped table''s watches, so no orphan keeps the write-ahead log slot';

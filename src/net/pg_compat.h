@@ -196,4 +196,26 @@ McNulledBy(Node *node, Index relid, int ojrelid)
 }
 #endif
 
+/* 16 replaced pg_class_ownercheck by object_ownercheck. */
+#if PG_VERSION_NUM >= 160000
+#define McClassOwnercheck(relid, role) \
+	object_ownercheck(RelationRelationId, (relid), (role))
+#else
+#define McClassOwnercheck(relid, role)	pg_class_ownercheck((relid), (role))
+#endif
+
+/*
+ * A decoded change's tuple (wal_decode.c): 17 made
+ * ReorderBufferChange's tuples plain HeapTuples; before, a
+ * ReorderBufferTupleBuf holding one.  17 also gave ReplicationSlotCleanup
+ * a flag (false: every temporary slot of this backend, as before).
+ */
+#if PG_VERSION_NUM >= 170000
+#define McChangeTuple(t)			(t)
+#define McReplicationSlotCleanup()	ReplicationSlotCleanup(false)
+#else
+#define McChangeTuple(t)			(&(t)->tuple)
+#define McReplicationSlotCleanup()	ReplicationSlotCleanup()
+#endif
+
 #endif							/* MCFDW_PG_COMPAT_H */

@@ -3,8 +3,9 @@
  *
  * Owns: PG_MODULE_MAGIC and _PG_init, which wires up the GUCs (options.c),
  * the per-backend server cache (server_cache.c) and, when preloaded, the shared counters
- * (counters.c), the batched join's planner hook (fdw_join.c) and the
- * prefetching planner hook (prefetch.c).  Nothing
+ * (counters.c), the batched join's planner hook (fdw_join.c) the
+ * prefetching planner hook (prefetch.c) and the write-ahead log worker
+ * (wal_worker.c).  Nothing
  * else belongs here.
  */
 #include "postgres.h"
@@ -14,6 +15,7 @@
 #include "counters.h"
 #include "fdw.h"
 #include "prefetch.h"
+#include "wal.h"
 
 PG_MODULE_MAGIC;
 
@@ -31,4 +33,5 @@ _PG_init(void)
 	McCountersInit();
 	McJoinInit();
 	McPrefetchInit();
+	McWalInit();
 }

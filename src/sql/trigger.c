@@ -2,7 +2,9 @@
  * trigger.c — mc_invalidate, the trigger that deletes a row's cache keys
  * once the transaction commits.
  *
- * Owns: the key templates of a trigger (parsed at its first firing in a
+ * Owns: the key template syntax (keytmpl.h: its one parser and the key
+ * builder, shared with the write-ahead log's watches), the key templates of
+ * a trigger (parsed at its first firing in a
  * statement and cached in fn_extra, so a row costs no parsing), building a
  * row's keys from OLD and NEW (row triggers) or from the transition tables
  * (statement triggers), and handing them to the on-commit queue; and
@@ -37,32 +39,18 @@
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
 
+#include "keytmpl.h"
 #include "xact.h"
 
 PG_FUNCTION_INFO_V1(mc_invalidate);
 PG_FUNCTION_INFO_V1(mc_check_trigger);
-
-/* A literal run (attnum 0) or a column reference. */
-typedef struct TmplPart
-{
-	AttrNumber	attnum;
-	const char *lit;
-	int			litlen;
-} TmplPart;
-
-typedef struct KeyTmpl
-{
-	const char *server;			/* NULL = mcfdw.server */
-	int			nparts;
-	TmplPart   *parts;
-} KeyTmpl;
 
 /* A trigger's parsed arguments, in fn_extra for the statement. */
 typedef struct TrigCache
 {
 	Oid			tgoid;
 	int			ntmpl;
-	KeyTmpl    *tmpl;
+	McKeyTmpl    *tmpl;
 	FmgrInfo   *out;			/* output function per attribute (attnum - 1) */
 	MemoryContext rowcxt;		/* column outputs of one row */
 	StringInfoData oldkey;
@@ -70,8 +58,8 @@ typedef struct TrigCache
 } TrigCache;
 
 /* "id, email, name": the hint of an unknown column. */
-static char *
-column_list(TupleDesc desc)
+char *
+McKeyTmplColumns(TupleDesc desc)
 {
 	StringInfoData s;
 
@@ -89,59 +77,30 @@ column_list(TupleDesc desc)
 	return s.data;
 }
 
-/* Resolve a column reference of a template; set up its output function. */
+/* The attnum of column col of desc, or InvalidAttrNumber. */
 static AttrNumber
-template_column(TrigCache *c, Relation rel, Trigger *trig, const char *arg,
-				const char *col, MemoryContext cxt)
+template_column(TupleDesc desc, const char *col)
 {
-	TupleDesc	desc = RelationGetDescr(rel);
-
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
-		Oid			func;
-		bool		varlena;
 
-		if (att->attisdropped || strcmp(NameStr(att->attname), col) != 0)
-			continue;
-		if (!OidIsValid(c->out[i].fn_oid))
-		{
-			getTypeOutputInfo(att->atttypid, &func, &varlena);
-			fmgr_info_cxt(func, &c->out[i], cxt);
-		}
-		return att->attnum;
+		if (!att->attisdropped && strcmp(NameStr(att->attname), col) == 0)
+			return att->attnum;
 	}
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_COLUMN),
-			 errmsg("column \"%s\" of relation \"%s\" does not exist",
-					col, RelationGetRelationName(rel)),
-			 errdetail("Key template \"%s\" of trigger \"%s\" refers to it.",
-					   arg, trig->tgname),
-			 errhint("The columns of \"%s\" are: %s.",
-					 RelationGetRelationName(rel), column_list(desc))));
-	return InvalidAttrNumber;	/* not reached */
+	return InvalidAttrNumber;
 }
 
-/* Error for a template that is not well formed. */
-static void
-bad_template(Trigger *trig, const char *arg, const char *why)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid key template \"%s\" of trigger \"%s\"", arg, trig->tgname),
-			 errdetail("%s", why),
-			 errhint("Write {column} for a column's value, {{ and }} for literal braces.")));
-}
-
-/* Parse one template (arg, without an escaping '@') into t. */
-static void
-parse_template(TrigCache *c, KeyTmpl *t, Relation rel, Trigger *trig,
-			   const char *arg, const char *text, MemoryContext cxt)
+bool
+McKeyTmplParse(McKeyTmpl *t, const char *text, TupleDesc desc,
+			   const char **why, char **badcol)
 {
 	StringInfoData lit;
 	const char *p = text;
 
-	t->parts = palloc(sizeof(TmplPart) * (strlen(text) + 1));
+	*why = NULL;
+	*badcol = NULL;
+	t->parts = palloc(sizeof(McTmplPart) * (strlen(text) + 1));
 	t->nparts = 0;
 	initStringInfo(&lit);
 	for (;;)
@@ -151,7 +110,7 @@ parse_template(TrigCache *c, KeyTmpl *t, Relation rel, Trigger *trig,
 			/* end of a literal run */
 			if (lit.len > 0)
 			{
-				TmplPart   *part = &t->parts[t->nparts++];
+				McTmplPart *part = &t->parts[t->nparts++];
 
 				part->attnum = 0;
 				part->lit = pnstrdup(lit.data, lit.len);
@@ -172,20 +131,34 @@ parse_template(TrigCache *c, KeyTmpl *t, Relation rel, Trigger *trig,
 			p += 2;
 		}
 		else if (*p == '}')
-			bad_template(trig, arg, "A \"}\" closes no column reference.");
+		{
+			*why = "A \"}\" closes no column reference.";
+			return false;
+		}
 		else if (*p == '{')
 		{
 			const char *end = strchr(p + 1, '}');
-			TmplPart   *part;
+			McTmplPart *part;
 			char	   *col;
 
 			if (end == NULL)
-				bad_template(trig, arg, "A \"{\" is not closed.");
+			{
+				*why = "A \"{\" is not closed.";
+				return false;
+			}
 			if (end == p + 1 || memchr(p + 1, '{', end - p - 1) != NULL)
-				bad_template(trig, arg, "A column reference must name a column.");
+			{
+				*why = "A column reference must name a column.";
+				return false;
+			}
 			col = pnstrdup(p + 1, end - p - 1);
 			part = &t->parts[t->nparts++];
-			part->attnum = template_column(c, rel, trig, arg, col, cxt);
+			part->attnum = template_column(desc, col);
+			if (part->attnum == InvalidAttrNumber)
+			{
+				*badcol = col;
+				return false;
+			}
 			part->lit = NULL;
 			part->litlen = 0;
 			p = end + 1;
@@ -194,7 +167,63 @@ parse_template(TrigCache *c, KeyTmpl *t, Relation rel, Trigger *trig,
 			appendStringInfoChar(&lit, *p++);
 	}
 	if (t->nparts == 0)
-		bad_template(trig, arg, "A key cannot be empty.");
+	{
+		*why = "A key cannot be empty.";
+		return false;
+	}
+	return true;
+}
+
+void
+McKeyTmplOutputs(const McKeyTmpl *t, TupleDesc desc, FmgrInfo *out, MemoryContext cxt)
+{
+	for (int i = 0; i < t->nparts; i++)
+	{
+		AttrNumber	a = t->parts[i].attnum;
+		Oid			func;
+		bool		varlena;
+
+		if (a == 0 || OidIsValid(out[a - 1].fn_oid))
+			continue;
+		getTypeOutputInfo(TupleDescAttr(desc, a - 1)->atttypid, &func, &varlena);
+		fmgr_info_cxt(func, &out[a - 1], cxt);
+	}
+}
+
+/* Error for a template that is not well formed. */
+static void
+bad_template(Trigger *trig, const char *arg, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid key template \"%s\" of trigger \"%s\"", arg, trig->tgname),
+			 errdetail("%s", why),
+			 errhint("Write {column} for a column's value, {{ and }} for literal braces.")));
+}
+
+/* Parse one template (arg, without an escaping '@') into t. */
+static void
+parse_template(TrigCache *c, McKeyTmpl *t, Relation rel, Trigger *trig,
+			   const char *arg, const char *text, MemoryContext cxt)
+{
+	const char *why;
+	char	   *col;
+
+	if (McKeyTmplParse(t, text, RelationGetDescr(rel), &why, &col))
+	{
+		McKeyTmplOutputs(t, RelationGetDescr(rel), c->out, cxt);
+		return;
+	}
+	if (why != NULL)
+		bad_template(trig, arg, why);
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" of relation \"%s\" does not exist",
+					col, RelationGetRelationName(rel)),
+			 errdetail("Key template \"%s\" of trigger \"%s\" refers to it.",
+					   arg, trig->tgname),
+			 errhint("The columns of \"%s\" are: %s.",
+					 RelationGetRelationName(rel), McKeyTmplColumns(RelationGetDescr(rel)))));
 }
 
 /* The trigger's parsed arguments, from fn_extra or parsed now. */
@@ -213,7 +242,7 @@ trigger_cache(FunctionCallInfo fcinfo, TriggerData *td)
 	old = MemoryContextSwitchTo(cxt);
 	c = palloc0(sizeof(TrigCache));
 	c->tgoid = trig->tgoid;
-	c->tmpl = palloc(sizeof(KeyTmpl) * Max(trig->tgnargs, 1));
+	c->tmpl = palloc(sizeof(McKeyTmpl) * Max(trig->tgnargs, 1));
 	c->out = palloc0(sizeof(FmgrInfo) * Max(RelationGetDescr(rel)->natts, 1));
 	for (int i = 0; i < trig->tgnargs; i++)
 	{
@@ -247,14 +276,13 @@ trigger_cache(FunctionCallInfo fcinfo, TriggerData *td)
 	return c;
 }
 
-/* Build t's key for the row in slot into buf; false when a column is NULL. */
-static bool
-build_key(TrigCache *c, KeyTmpl *t, TupleTableSlot *slot, StringInfo buf)
+bool
+McKeyTmplBuild(const McKeyTmpl *t, TupleTableSlot *slot, FmgrInfo *out, StringInfo buf)
 {
 	resetStringInfo(buf);
 	for (int i = 0; i < t->nparts; i++)
 	{
-		TmplPart   *part = &t->parts[i];
+		McTmplPart *part = &t->parts[i];
 		Datum		d;
 		bool		isnull;
 
@@ -266,9 +294,16 @@ build_key(TrigCache *c, KeyTmpl *t, TupleTableSlot *slot, StringInfo buf)
 		d = slot_getattr(slot, part->attnum, &isnull);
 		if (isnull)
 			return false;
-		appendStringInfoString(buf, OutputFunctionCall(&c->out[part->attnum - 1], d));
+		appendStringInfoString(buf, OutputFunctionCall(&out[part->attnum - 1], d));
 	}
 	return true;
+}
+
+/* Build t's key for the row in slot into buf; false when a column is NULL. */
+static bool
+build_key(TrigCache *c, McKeyTmpl *t, TupleTableSlot *slot, StringInfo buf)
+{
+	return McKeyTmplBuild(t, slot, c->out, buf);
 }
 
 /*
@@ -282,7 +317,7 @@ queue_row(TrigCache *c, TupleTableSlot *oldslot, TupleTableSlot *newslot)
 
 	for (int i = 0; i < c->ntmpl; i++)
 	{
-		KeyTmpl    *t = &c->tmpl[i];
+		McKeyTmpl    *t = &c->tmpl[i];
 		bool		have_old = oldslot != NULL && build_key(c, t, oldslot, &c->oldkey);
 
 		if (have_old)

@@ -1,0 +1,883 @@
+/*
+ * wal_worker.c — the background worker that delivers the watches' keys,
+ * its settings and its shared state (mc_wal_status, pause and resume).
+ *
+ * Owns: the worker's loop (read the slot with
+ * pg_logical_slot_peek_binary_changes, send each batch's keys, then
+ * pg_replication_slot_advance past it, so the confirmed position moves only
+ * once every instance acknowledged: at-least-once), its backoff, creating a
+ * missing slot and dropping it with the last watch or the extension, and
+ * the counts of mc_wal_watches.  Sends through the batch engine's public
+ * header only (batch.h: one quiet pipeline per instance per batch).
+ *
+ * Why SQL functions over SPI rather than the streaming replication
+ * protocol: the confirmed position is moved by an explicit call after the
+ * acknowledgements, never by the decoder, so a crash anywhere replays the
+ * batch; the worker needs no connection string, password or walsender.
+ * The price is decoding again from the slot's restart position at each
+ * poll, and a latency of up to mcfdw.wal_poll_interval.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/slot.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+#include "keys.h"
+#include "client.h"
+#include "wal.h"
+
+PG_FUNCTION_INFO_V1(mc_wal_status);
+PG_FUNCTION_INFO_V1(mc_wal_pause);
+PG_FUNCTION_INFO_V1(mc_wal_resume);
+
+extern PGDLLEXPORT void McWalWorkerMain(Datum arg);
+
+char	   *mc_wal_database = NULL;
+static int	mc_wal_poll_interval = 100;
+static int	mc_wal_batch_changes = 20000;
+static int	mc_wal_timeout = 10000;
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+
+typedef struct WalStat
+{
+	Oid			relid;			/* InvalidOid: free */
+	NameData	server;
+	int64		pending;		/* keys of the batch not delivered yet */
+	uint64		sent;			/* keys acknowledged */
+	uint64		retried;		/* keys sent again after a failed batch */
+	TimestampTz last_error_time;
+	char		last_error[MC_WAL_ERRLEN];
+} WalStat;
+
+typedef struct WalShared
+{
+	slock_t		mutex;
+	pid_t		pid;			/* the worker's, 0 when none */
+	Latch	   *latch;
+	bool		paused;
+	TimestampTz oldest_pending; /* commit time of the first undelivered
+								 * transaction of a batch, 0: none */
+	TimestampTz last_delivered; /* commit time of the last delivered one */
+	WalStat		stats[MC_WAL_STATS];
+} WalShared;
+
+static WalShared *wal = NULL;
+static bool preloaded = false;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+wal_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(sizeof(WalShared));
+}
+
+static void
+wal_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	wal = ShmemInitStruct("mcfdw wal", sizeof(WalShared), &found);
+	if (!found)
+	{
+		memset(wal, 0, sizeof(WalShared));
+		SpinLockInit(&wal->mutex);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+McWalInit(void)
+{
+	BackgroundWorker bgw;
+
+	DefineCustomIntVariable("mcfdw.wal_poll_interval",
+							"How often the write-ahead log worker reads its slot when idle.",
+							NULL, &mc_wal_poll_interval, 100, 10, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mcfdw.wal_batch_changes",
+							"Records the write-ahead log worker reads per batch (whole transactions).",
+							NULL, &mc_wal_batch_changes, 20000, 1, INT_MAX,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mcfdw.wal_timeout",
+							"Bound on one delivery of a batch to a server.",
+							NULL, &mc_wal_timeout, 10000, 100, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	/* a PGC_POSTMASTER setting can only be defined at start-up */
+	DefineCustomStringVariable("mcfdw.wal_database",
+							   "Database whose watches the write-ahead log worker delivers.",
+							   NULL, &mc_wal_database, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	preloaded = true;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = wal_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = wal_shmem_startup;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 10;
+	strlcpy(bgw.bgw_library_name, "mcfdw", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "McWalWorkerMain", BGW_MAXLEN);
+	strlcpy(bgw.bgw_name, "mcfdw wal worker", BGW_MAXLEN);
+	strlcpy(bgw.bgw_type, "mcfdw wal worker", BGW_MAXLEN);
+	RegisterBackgroundWorker(&bgw);
+}
+
+bool
+McWalPreloaded(void)
+{
+	return preloaded && wal != NULL;
+}
+
+/* Wake the worker (a watch was added or removed). */
+void
+McWalWake(void)
+{
+	Latch	   *latch = NULL;
+
+	if (wal == NULL)
+		return;
+	SpinLockAcquire(&wal->mutex);
+	if (wal->pid != 0)
+		latch = wal->latch;
+	SpinLockRelease(&wal->mutex);
+	if (latch)
+		SetLatch(latch);
+}
+
+/* The counts of a watch; mutex held.  NULL when every entry is taken. */
+static WalStat *
+stat_of(Oid relid, const char *server)
+{
+	WalStat    *free = NULL;
+
+	for (int i = 0; i < MC_WAL_STATS; i++)
+	{
+		WalStat    *s = &wal->stats[i];
+
+		if (s->relid == relid && strcmp(NameStr(s->server), server) == 0)
+			return s;
+		if (s->relid == InvalidOid && free == NULL)
+			free = s;
+	}
+	if (free)
+	{
+		memset(free, 0, sizeof(*free));
+		free->relid = relid;
+		namestrcpy(&free->server, server);
+	}
+	return free;
+}
+
+static void
+stat_error(Oid relid, const char *server, const char *msg)
+{
+	WalStat    *s;
+
+	SpinLockAcquire(&wal->mutex);
+	s = stat_of(relid, server);
+	if (s)
+	{
+		strlcpy(s->last_error, msg, MC_WAL_ERRLEN);
+		s->last_error_time = GetCurrentTimestamp();
+	}
+	SpinLockRelease(&wal->mutex);
+}
+
+/* ---- one batch --------------------------------------------------------- */
+
+/* The keys of one server and action, and which watches they came from. */
+typedef struct KeyGroup
+{
+	char		action;			/* 'D', 'S', or 'F' (flush), 'I' (ignore) */
+	char		server[NAMEDATALEN];
+	int			nkeys;
+	int			cap;
+	const char **keys;
+	size_t	   *lens;
+} KeyGroup;
+
+typedef struct WatchCount
+{
+	Oid			relid;
+	char		server[NAMEDATALEN];
+	char		action;
+	int64		nkeys;
+} WatchCount;
+
+typedef struct Batch
+{
+	List	   *groups;			/* of KeyGroup */
+	List	   *counts;			/* of WatchCount */
+	XLogRecPtr	last_commit;
+	TimestampTz first_time;
+	TimestampTz last_time;
+	int64		nkeys;
+} Batch;
+
+static KeyGroup *
+group_of(Batch *b, char action, const char *server)
+{
+	ListCell   *lc;
+	KeyGroup	   *g;
+
+	foreach(lc, b->groups)
+	{
+		g = lfirst(lc);
+		if (g->action == action && strcmp(g->server, server) == 0)
+			return g;
+	}
+	g = palloc0(sizeof(KeyGroup));
+	g->action = action;
+	strlcpy(g->server, server, NAMEDATALEN);
+	b->groups = lappend(b->groups, g);
+	return g;
+}
+
+static void
+count_key(Batch *b, Oid relid, const char *server, char action)
+{
+	ListCell   *lc;
+	WatchCount *c;
+
+	foreach(lc, b->counts)
+	{
+		c = lfirst(lc);
+		if (c->relid == relid && strcmp(c->server, server) == 0)
+		{
+			c->nkeys++;
+			return;
+		}
+	}
+	c = palloc0(sizeof(WatchCount));
+	c->relid = relid;
+	strlcpy(c->server, server, NAMEDATALEN);
+	c->action = action;
+	c->nkeys = 1;
+	b->counts = lappend(b->counts, c);
+}
+
+static void
+group_add(KeyGroup *g, const char *key, size_t len)
+{
+	if (g->nkeys == g->cap)
+	{
+		g->cap = Max(64, g->cap * 2);
+		g->keys = g->keys ? repalloc_huge(g->keys, sizeof(char *) * g->cap)
+			: palloc_extended(sizeof(char *) * g->cap, MCXT_ALLOC_HUGE);
+		g->lens = g->lens ? repalloc_huge(g->lens, sizeof(size_t) * g->cap)
+			: palloc_extended(sizeof(size_t) * g->cap, MCXT_ALLOC_HUGE);
+	}
+	g->keys[g->nkeys] = key;
+	g->lens[g->nkeys] = len;
+	g->nkeys++;
+}
+
+/* Read one record of the plugin (wal.h) into the batch. */
+static void
+parse_record(Batch *b, const char *p, size_t len)
+{
+	const char *end = p + len;
+	char		tag;
+	char		action = 0;
+	uint32		relid;
+	const char *server;
+	const char *nul;
+
+	if (len < 1)
+		return;
+	tag = *p++;
+	if (tag == 'C')
+	{
+		uint64		lsn;
+		uint64		ts;
+
+		if (end - p < 16)
+			elog(ERROR, "mcfdw: short commit record from the decoder");
+		memcpy(&lsn, p, 8);
+		memcpy(&ts, p + 8, 8);
+		b->last_commit = (XLogRecPtr) pg_ntoh64(lsn);
+		b->last_time = (TimestampTz) pg_ntoh64(ts);
+		if (b->first_time == 0)
+			b->first_time = b->last_time;
+		return;
+	}
+	if (tag == 'K' || tag == 'T')
+		action = *p++;
+	if (end - p < 5)
+		elog(ERROR, "mcfdw: short record from the decoder");
+	memcpy(&relid, p, 4);
+	relid = pg_ntoh32(relid);
+	p += 4;
+	nul = memchr(p, '\0', end - p);
+	if (nul == NULL)
+		elog(ERROR, "mcfdw: record without a server name from the decoder");
+	server = p;
+	p = nul + 1;
+	switch (tag)
+	{
+		case 'K':
+			group_add(group_of(b, action, server), p, end - p);
+			count_key(b, relid, server, action);
+			b->nkeys++;
+			break;
+		case 'T':
+			if (action == 'F')
+			{
+				group_add(group_of(b, 'F', server), "", 0);
+				count_key(b, relid, server, action);
+			}
+			else
+			{
+				ereport(LOG,
+						(errmsg("mcfdw: a TRUNCATE of watched table %u was not invalidated (on_truncate 'ignore')", relid)));
+				stat_error(relid, server, "a TRUNCATE was not invalidated (on_truncate 'ignore')");
+			}
+			break;
+		case 'W':
+			{
+				char	   *msg = pnstrdup(p, end - p);
+
+				ereport(WARNING,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("mcfdw: no key could be built for a change of watched table %u: %s",
+								relid, msg)));
+				stat_error(relid, server, msg);
+				break;
+			}
+		default:
+			elog(ERROR, "mcfdw: unknown record '%c' from the decoder", tag);
+	}
+}
+
+static int
+cmp_ops(const void *a, const void *b)
+{
+	const McBatchOp *x = a;
+	const McBatchOp *y = b;
+
+	if (x->keylen != y->keylen)
+		return x->keylen < y->keylen ? -1 : 1;
+	return memcmp(x->key, y->key, x->keylen);
+}
+
+/*
+ * Delete a group's keys: one pipeline per instance (batch.h).  A key
+ * memcached could never take (McKeyRoute refuses it) is skipped and
+ * reported: holding the stream for it would hold every other key.
+ * Returns the keys not acknowledged; errbuf gets why.
+ */
+static int
+send_deletes(KeyGroup *g, char *errbuf, size_t errlen)
+{
+	McServer   *srv = McServerLookup(g->server);
+	McBatchOp  *ops = palloc_extended(sizeof(McBatchOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
+	int			nops = 0;
+	int			j = 0;
+
+	for (int i = 0; i < g->nkeys; i++)
+	{
+		char		buf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+		const char *raw = NULL;
+		size_t		rawlen = 0;
+		bool		b64;
+		bool		ok = true;
+		MemoryContext cxt = CurrentMemoryContext;
+
+		PG_TRY();
+		{
+			(void) McKeyRoute(srv, g->keys[i], g->lens[i], buf, &raw, &rawlen, &b64);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *e;
+
+			MemoryContextSwitchTo(cxt);
+			e = CopyErrorData();
+			FlushErrorState();
+			ereport(WARNING,
+					(errcode(e->sqlerrcode),
+					 errmsg("mcfdw: a key of server \"%s\" was skipped: %s", g->server, e->message)));
+			ok = false;
+		}
+		PG_END_TRY();
+		if (!ok)
+			continue;
+		memset(&ops[nops], 0, sizeof(McBatchOp));
+		ops[nops].kind = MC_BATCH_DELETE;
+		ops[nops].key = raw == g->keys[i] ? raw : pnstrdup(raw, rawlen);
+		ops[nops].keylen = rawlen;
+		nops++;
+	}
+	if (nops == 0)
+		return 0;
+	/* a key changed twice in a batch is deleted once */
+	qsort(ops, nops, sizeof(McBatchOp), cmp_ops);
+	for (int i = 1; i < nops; i++)
+		if (cmp_ops(&ops[j], &ops[i]) != 0)
+			ops[++j] = ops[i];
+	nops = j + 1;
+	return McBatchWrite(srv, ops, nops, mc_wal_timeout, true, errbuf, errlen);
+}
+
+/*
+ * Mark a group's keys stale (md <key> I): through mc_mark_stale, one key at
+ * a time, since the batch engine has no mark-stale op; a failure raises.
+ */
+static void
+send_mark_stale(KeyGroup *g)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(g->nkeys, 1));
+	ArrayType  *arr;
+
+	for (int i = 0; i < g->nkeys; i++)
+		elems[i] = PointerGetDatum(cstring_to_text_with_len(g->keys[i], g->lens[i]));
+	arr = construct_array(elems, g->nkeys, TEXTOID, -1, false, TYPALIGN_INT);
+	if (SPI_execute_with_args("SELECT count(mc_mark_stale(k, NULL, $2)) FROM unnest($1) k",
+							  2, (Oid[]) {TEXTARRAYOID, NAMEOID},
+							  (Datum[]) {PointerGetDatum(arr), CStringGetDatum(g->server)},
+							  NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mcfdw: mc_mark_stale failed");
+}
+
+static void
+send_flush(KeyGroup *g)
+{
+	if (SPI_execute_with_args("SELECT mc_flush_all($1)", 1, (Oid[]) {NAMEOID},
+							  (Datum[]) {CStringGetDatum(g->server)},
+							  NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mcfdw: mc_flush_all failed");
+	ereport(LOG,
+			(errmsg("mcfdw: flushed every instance of server \"%s\" after a TRUNCATE of a watched table",
+					g->server)));
+}
+
+static void
+slot_sql(const char *sql, const char *slot, XLogRecPtr lsn)
+{
+	Datum		args[2] = {CStringGetDatum(slot), LSNGetDatum(lsn)};
+
+	if (SPI_execute_with_args(sql, lsn ? 2 : 1, (Oid[]) {NAMEOID, PG_LSNOID}, args,
+							  NULL, false, 0) < 0)
+		elog(ERROR, "mcfdw: \"%s\" failed", sql);
+}
+
+/* The watches, with a new snapshot (one committed while waiting counts). */
+static int64
+count_watches(Oid tab)
+{
+	bool		isnull;
+
+	if (SPI_execute(psprintf("SELECT count(*) FROM %s",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(tab)),
+														MC_WAL_TABLE)),
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mcfdw: could not count the watches");
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+typedef enum
+{
+	CYCLE_IDLE,
+	CYCLE_MORE,
+	CYCLE_FAILED
+} Cycle;
+
+/* One read of the slot and the delivery of what it gave; in a transaction. */
+static Cycle
+cycle(void)
+{
+	char		slot[NAMEDATALEN];
+	Oid			tab = McWalTableOid();
+	ReplicationSlot *s;
+	XLogRecPtr	flush;
+	XLogRecPtr	confirmed;
+	bool		drain_to_drop = false;
+	Batch		b;
+	uint64		nrows;
+	int			failed = 0;
+	char		errbuf[MC_WAL_ERRLEN] = "";
+	ListCell   *lc;
+	bool		paused;
+
+	McWalSlotName(MyDatabaseId, slot, sizeof(slot));
+	s = SearchNamedReplicationSlot(slot, true);
+	if (!OidIsValid(tab))
+	{
+		/* DROP EXTENSION: nothing left to decode with */
+		if (s != NULL)
+		{
+			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
+			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\": the extension is gone", slot)));
+		}
+		return CYCLE_IDLE;
+	}
+	SpinLockAcquire(&wal->mutex);
+	paused = wal->paused;
+	SpinLockRelease(&wal->mutex);
+	if (paused)
+		return CYCLE_IDLE;
+	if (s == NULL)
+	{
+		if (count_watches(tab) == 0)
+			return CYCLE_IDLE;
+		/* watches restored by pg_dump, or a slot dropped by hand */
+		slot_sql("SELECT pg_create_logical_replication_slot($1, 'mcfdw')", slot, InvalidXLogRecPtr);
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("mcfdw: created missing replication slot \"%s\"", slot),
+				 errdetail("Changes committed before now to watched tables were not decoded: their keys may be stale.")));
+		return CYCLE_MORE;
+	}
+	if (count_watches(tab) == 0)
+	{
+		/*
+		 * The last watch is gone: deliver what was committed before, then
+		 * drop the slot.  The lock keeps a new watch (and its slot check)
+		 * out until this transaction ends.
+		 */
+		LockRelationOid(tab, ShareRowExclusiveLock);
+		drain_to_drop = count_watches(tab) == 0;
+	}
+	flush = GetFlushRecPtr(NULL);
+	SpinLockAcquire(&s->mutex);
+	confirmed = s->data.confirmed_flush;
+	SpinLockRelease(&s->mutex);
+
+	if (SPI_execute_with_args("SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2)",
+							  2, (Oid[]) {NAMEOID, INT4OID},
+							  (Datum[]) {CStringGetDatum(slot), Int32GetDatum(mc_wal_batch_changes)},
+							  NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mcfdw: could not read replication slot \"%s\"", slot);
+	nrows = SPI_processed;
+	memset(&b, 0, sizeof(b));
+	{
+		SPITupleTable *tt = SPI_tuptable;
+
+		for (uint64 i = 0; i < nrows; i++)
+		{
+			bool		isnull;
+			bytea	   *d = DatumGetByteaPP(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+
+			if (!isnull)
+				parse_record(&b, VARDATA_ANY(d), VARSIZE_ANY_EXHDR(d));
+		}
+	}
+	if (nrows == 0)
+	{
+		if (drain_to_drop)
+		{
+			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
+			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\" with the last watch", slot)));
+			return CYCLE_IDLE;
+		}
+		/* nothing watched was committed up to flush: let the slot move on */
+		if (flush > confirmed)
+			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, flush);
+		return CYCLE_IDLE;
+	}
+
+	SpinLockAcquire(&wal->mutex);
+	if (wal->oldest_pending == 0)
+		wal->oldest_pending = b.first_time;
+	foreach(lc, b.counts)
+	{
+		WatchCount *c = lfirst(lc);
+		WalStat    *st = stat_of(c->relid, c->server);
+
+		if (st)
+			st->pending = c->nkeys;
+	}
+	SpinLockRelease(&wal->mutex);
+
+	foreach(lc, b.groups)
+	{
+		KeyGroup	   *g = lfirst(lc);
+
+		CHECK_FOR_INTERRUPTS();
+		if (g->action == 'D')
+		{
+			char		why[MC_WAL_ERRLEN] = "";
+			int			f = send_deletes(g, why, sizeof(why));
+
+			if (f > 0)
+			{
+				failed += f;
+				snprintf(errbuf, sizeof(errbuf), "server \"%s\": %d keys not acknowledged: %s",
+						 g->server, f, why[0] ? why : "no reply");
+			}
+		}
+		else if (g->action == 'S')
+			send_mark_stale(g);
+		else if (g->action == 'F')
+			send_flush(g);
+	}
+
+	SpinLockAcquire(&wal->mutex);
+	foreach(lc, b.counts)
+	{
+		WatchCount *c = lfirst(lc);
+		WalStat    *st = stat_of(c->relid, c->server);
+
+		if (st == NULL)
+			continue;
+		if (failed > 0)
+		{
+			st->retried += c->nkeys;
+			strlcpy(st->last_error, errbuf, MC_WAL_ERRLEN);
+			st->last_error_time = GetCurrentTimestamp();
+		}
+		else
+		{
+			st->sent += c->nkeys;
+			st->pending = 0;
+		}
+	}
+	SpinLockRelease(&wal->mutex);
+	if (failed > 0)
+	{
+		ereport(LOG,
+				(errmsg("mcfdw: a batch of %lld keys is held and will be sent again: %s",
+						(long long) b.nkeys, errbuf)));
+		return CYCLE_FAILED;
+	}
+
+	/* every instance acknowledged: the slot moves past the batch */
+	{
+		XLogRecPtr	upto = b.last_commit;
+
+		if (nrows < (uint64) mc_wal_batch_changes && flush > upto)
+			upto = flush;
+		if (upto > confirmed)
+			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, upto);
+	}
+	SpinLockAcquire(&wal->mutex);
+	wal->oldest_pending = 0;
+	wal->last_delivered = b.last_time;
+	SpinLockRelease(&wal->mutex);
+	return nrows >= (uint64) mc_wal_batch_changes ? CYCLE_MORE : CYCLE_IDLE;
+}
+
+/* Run one cycle; an error is reported, rolled back and retried later. */
+static Cycle
+run_cycle(MemoryContext cxt)
+{
+	volatile Cycle r = CYCLE_IDLE;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		pgstat_report_activity(STATE_RUNNING, "delivering invalidations");
+		r = cycle();
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		ereport(LOG,
+				(errcode(e->sqlerrcode),
+				 errmsg("mcfdw: delivery of invalidations failed, retrying: %s", e->message)));
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		McReplicationSlotCleanup();
+		AbortCurrentTransaction();
+		SpinLockAcquire(&wal->mutex);
+		for (int i = 0; i < MC_WAL_STATS; i++)
+			if (wal->stats[i].relid != InvalidOid)
+			{
+				strlcpy(wal->stats[i].last_error, e->message, MC_WAL_ERRLEN);
+				wal->stats[i].last_error_time = GetCurrentTimestamp();
+			}
+		SpinLockRelease(&wal->mutex);
+		FreeErrorData(e);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		r = CYCLE_FAILED;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	return r;
+}
+
+static void
+worker_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&wal->mutex);
+	wal->pid = 0;
+	wal->latch = NULL;
+	SpinLockRelease(&wal->mutex);
+}
+
+void
+McWalWorkerMain(Datum arg)
+{
+	MemoryContext cxt;
+	long		backoff = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	if (wal_level < WAL_LEVEL_LOGICAL)
+	{
+		ereport(LOG,
+				(errmsg("mcfdw wal worker not started: wal_level is not \"logical\"")));
+		proc_exit(0);			/* not restarted */
+	}
+	BackgroundWorkerInitializeConnection(mc_wal_database, NULL, 0);
+	before_shmem_exit(worker_exit, (Datum) 0);
+	SpinLockAcquire(&wal->mutex);
+	wal->pid = MyProcPid;
+	wal->latch = MyLatch;
+	SpinLockRelease(&wal->mutex);
+	cxt = AllocSetContextCreate(TopMemoryContext, "mcfdw wal worker", ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(cxt);
+	for (;;)
+	{
+		Cycle		r;
+		long		wait;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		r = run_cycle(cxt);
+		MemoryContextReset(cxt);
+		if (r == CYCLE_FAILED)
+		{
+			/* no spin: each failure waits longer, up to BACKOFF_MAX_MS */
+			backoff = backoff == 0 ? BACKOFF_MIN_MS : Min(backoff * 2, BACKOFF_MAX_MS);
+			wait = backoff;
+		}
+		else
+		{
+			backoff = 0;
+			wait = r == CYCLE_MORE ? 0 : mc_wal_poll_interval;
+		}
+		if (wait > 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 wait, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+}
+
+/* ---- SQL ------------------------------------------------------------------ */
+
+/*
+ * mc_wal_status(): the worker's counts per watch (relid, server), and the
+ * lag in seconds: how long the oldest undelivered transaction has waited.
+ */
+Datum
+mc_wal_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WalShared	copy;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (wal == NULL)
+		return (Datum) 0;
+	SpinLockAcquire(&wal->mutex);
+	memcpy(&copy, wal, sizeof(copy));
+	SpinLockRelease(&wal->mutex);
+	for (int i = 0; i < MC_WAL_STATS; i++)
+	{
+		WalStat    *s = &copy.stats[i];
+		Datum		v[9];
+		bool		n[9] = {0};
+
+		if (s->relid == InvalidOid)
+			continue;
+		v[0] = ObjectIdGetDatum(s->relid);
+		v[1] = NameGetDatum(&s->server);
+		v[2] = Int64GetDatum(s->pending);
+		v[3] = Int64GetDatum((int64) s->sent);
+		v[4] = Int64GetDatum((int64) s->retried);
+		v[5] = CStringGetTextDatum(s->last_error);
+		n[5] = s->last_error[0] == '\0';
+		v[6] = TimestampTzGetDatum(s->last_error_time);
+		n[6] = s->last_error_time == 0;
+		v[7] = Float8GetDatum(copy.oldest_pending == 0 ? 0.0 :
+							  (double) (GetCurrentTimestamp() - copy.oldest_pending) / 1e6);
+		v[8] = BoolGetDatum(copy.paused);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, n);
+	}
+	return (Datum) 0;
+}
+
+static void
+set_paused(bool paused)
+{
+	if (wal == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("mcfdw is not in shared_preload_libraries"),
+				 errhint("The write-ahead log worker runs only when mcfdw is preloaded.")));
+	SpinLockAcquire(&wal->mutex);
+	wal->paused = paused;
+	SpinLockRelease(&wal->mutex);
+	McWalWake();
+}
+
+/* mc_wal_pause(): hold the delivery (the slot keeps every change). */
+Datum
+mc_wal_pause(PG_FUNCTION_ARGS)
+{
+	set_paused(true);
+	PG_RETURN_VOID();
+}
+
+Datum
+mc_wal_resume(PG_FUNCTION_ARGS)
+{
+	set_paused(false);
+	PG_RETURN_VOID();
+}
