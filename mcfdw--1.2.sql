@@ -845,7 +845,12 @@ SELECT w.relid AS "table", w.server, w.templates, w.action, w.on_truncate,
   FROM mc_watches w
   LEFT JOIN pg_replication_slots r
          ON r.slot_name = 'mcfdw_' || (SELECT oid FROM pg_database WHERE datname = current_database())
-  LEFT JOIN mc_wal_status() s ON s.relid = w.relid AND s.server = w.server;
+  LEFT JOIN mc_wal_status() s ON s.relid = w.relid AND s.server = w.server
+ -- as mc_servers: a role sees the watches of the servers it may use (and
+ -- those whose server is gone)
+ WHERE NOT EXISTS (SELECT FROM pg_foreign_server fs WHERE fs.srvname = w.server)
+    OR EXISTS (SELECT FROM pg_foreign_server fs
+                WHERE fs.srvname = w.server AND has_server_privilege(fs.oid, 'USAGE'));
 
 COMMENT ON TABLE mc_watches IS
   'watched tables: each committed change invalidates the keys its templates build, through the write-ahead log (dumped by pg_dump)';

@@ -64,6 +64,19 @@ RESET ROLE;
 INSERT INTO mc_watches (relid, server, templates) VALUES
   ('ww_users', 'a', ARRAY['u:{id}']), ('ww_users', 'b', ARRAY['u:{id}']),
   ('ww_noident', 'a', ARRAY['n:{id}']);
+-- mc_wal_watches is not for PUBLIC; a role granted it sees the watches of
+-- servers it may use (and those whose server is gone): not memcached's
+-- without USAGE on it
+INSERT INTO mc_watches (relid, server, templates) VALUES ('ww_users', 'memcached', ARRAY['u:{id}']);
+SELECT "table", server FROM mc_wal_watches ORDER BY 1, 2;
+SET ROLE ww_role;
+SELECT count(*) FROM mc_wal_watches;
+RESET ROLE;
+GRANT SELECT ON mc_wal_watches TO ww_role;
+SET ROLE ww_role;
+SELECT "table", server FROM mc_wal_watches ORDER BY 1, 2;
+RESET ROLE;
+REVOKE SELECT ON mc_wal_watches FROM ww_role;
 ALTER TABLE ww_users OWNER TO ww_role;
 SET ROLE ww_role;
 DROP TABLE ww_users;
