@@ -205,6 +205,26 @@ conn_still_open(McConn *conn)
 	return false;				/* EOF, error, or unexpected bytes */
 }
 
+/* A request begins: its tally starts (client_stats.h). */
+static inline void
+conn_cs_begin(McConn *conn)
+{
+	conn->cs.start = McCsNow();
+	conn->cs.sent = conn->cs.recv = 0;
+	conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
+	conn->cs.pipelined = false;
+	conn->cs.live = true;
+}
+
+/* conn_cs_end's work: the instance's entry found once per connection. */
+void
+conn_cs_end_slow(McConn *conn, McCsError err)
+{
+	if (unlikely(conn->cs.inst == NULL))
+		conn->cs.inst = McCsInstanceOf(conn->server->serverid, McConnName(conn));
+	McCsRecord(&conn->cs, err);
+}
+
 /*
  * Get a connection ready for a request without waiting: close the socket if
  * an interrupted request left it out of step, probe a long-idle socket, and
@@ -220,6 +240,7 @@ conn_prepare(McConn *conn, bool probe)
 	if (conn->busy)
 		McConnClose(conn);
 	now = mono_usec();
+	conn_cs_begin(conn);
 	conn_fd_use(conn, now);
 	if (conn->sock != PGINVALID_SOCKET &&
 		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
@@ -442,7 +463,15 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			st = conn_check_reply(conn, req, base, reply,
 								  req->idempotent && !retried);
 			if (st == MC_IO_OK)
+			{
+				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
+				conn->cs.keys = 1;
+				conn->cs.misses = reply->type == MC_REPLY_EN || reply->type == MC_REPLY_NF ||
+					McReplyIsPlaceholder(reply);
+				conn->cs.hits = !conn->cs.misses &&
+					(reply->type == MC_REPLY_VA || reply->type == MC_REPLY_HD);
 				return base;
+			}
 		}
 		if (st == MC_IO_FAILED)
 			return NULL;
@@ -467,6 +496,7 @@ void
 McConnConsume(McConn *conn, size_t n)
 {
 	Assert(n <= conn->rend - conn->rstart);
+	conn->cs.recv += n;
 	conn->replied |= (n > 0);
 	conn->rstart += n;
 	if (conn->rstart == conn->rend)
@@ -481,6 +511,7 @@ McConnConsume(McConn *conn, size_t n)
 void
 McConnEnd(McConn *conn)
 {
+	conn_cs_end(conn, MC_CSE_NONE);
 	conn->busy = false;
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
@@ -517,6 +548,8 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 	for (char *p = line; *p; p++)
 		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
 			*p = '?';
+	conn_cs_end(conn, reply->type == MC_REPLY_SERVER_ERROR || reply->type == MC_REPLY_CLIENT_ERROR ||
+				reply->type == MC_REPLY_ERROR ? MC_CSE_SERVER : MC_CSE_PROTOCOL);
 	McConnClose(conn);
 	if (reply->type == MC_REPLY_SERVER_ERROR &&
 		strstr(line, "object too large") != NULL)

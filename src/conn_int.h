@@ -13,6 +13,7 @@
 #include "datatype/timestamp.h"
 #include "lib/ilist.h"
 
+#include "client_stats.h"
 #include "mcfdw.h"
 
 #define RBUF_INITIAL	16384
@@ -80,6 +81,9 @@ struct McConn
 	size_t		wlen;
 	size_t		woff;
 
+	/* the running request's tally for mc_client_stats (client_stats.h) */
+	McCsReq		cs;
+
 	/* bookkeeping shown by mc_servers */
 	uint64		requests;		/* requests sent on the current socket */
 	uint64		connects;		/* sockets opened in this backend */
@@ -139,6 +143,18 @@ conn_reset_rbuf(McConn *conn)
 	conn->rstart = conn->rend = 0;
 	if (conn->rbuf)
 		conn->rbuf[0] = '\0';
+}
+
+/*
+ * The running request ended (err: MC_CSE_NONE, or how it failed): its
+ * tally goes to client_stats.c, once.
+ */
+extern void conn_cs_end_slow(McConn *conn, McCsError err);
+static inline void
+conn_cs_end(McConn *conn, McCsError err)
+{
+	if (conn->cs.live)
+		conn_cs_end_slow(conn, err);
 }
 
 /* Outcome of a TLS step (conn_tls.c). */

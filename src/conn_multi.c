@@ -298,6 +298,7 @@ McConnWritten(McConn *conn, size_t n)
 {
 	Assert(conn->wlen + n <= conn->wcap);
 	conn->wlen += n;
+	conn->cs.sent += n;
 }
 
 /*
@@ -310,4 +311,16 @@ McConnPipelined(McConn *conn, int nrequests)
 {
 	conn->requests++;
 	conn->total_requests += nrequests;
+	conn->cs.keys += nrequests;
+	conn->cs.pipelined = true;
+}
+
+/*
+ * A quiet multi-get's reply to a key: a hit unless it is a lease's
+ * placeholder (the keys without a hit were misses).
+ */
+void
+McConnHit(McConn *conn, const McReply *r)
+{
+	conn->cs.hits += !McReplyIsPlaceholder(r);
 }

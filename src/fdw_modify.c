@@ -444,6 +444,7 @@ write_sets(McModify *m, McBatchOp *ops, int n, TupleTableSlot **slots)
 {
 	int			done = 0;
 
+	McCsSetOp(MC_OP_MODIFY);
 	McBatchWrite(m->srv, ops, n, 0, false, NULL, 0);
 	for (int i = 0; i < n; i++)
 		if (op_written(m, &ops[i]))
@@ -657,6 +658,7 @@ replace_one(McModify *m, const McBatchOp *op, bool has_cas, uint64 cas,
 	req.opaque = 0;
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
 	req.idempotent = !has_cas;
+	McCsSetOp(MC_OP_MODIFY);
 	base = McRoundtripKey(m->srv, op->key, op->keylen, &req, &r, &conn);
 	if (base == NULL)
 		return MC_REPLY_NEED_MORE;	/* counted degraded by McRoundtripKey */
@@ -755,6 +757,7 @@ McExecForeignDelete(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 		elog(ERROR, "the mcfdw_key junk column is NULL");
 	op.kind = MC_BATCH_DELETE;
 	route_key(m, key, &op.key, &op.keylen);
+	McCsSetOp(MC_OP_MODIFY);
 	McBatchWrite(m->srv, &op, 1, 0, false, NULL, 0);
 	res = op.result;
 	MemoryContextSwitchTo(old);

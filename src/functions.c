@@ -232,6 +232,7 @@ store_common(FunctionCallInfo fcinfo, const StoreArgs *a)
 	uint32		flags;
 	bool		stored;
 
+	McCsSetOp(MC_OP_SET);
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
 		(a->cas_arg >= 0 && PG_ARGISNULL(a->cas_arg)))
 		PG_RETURN_NULL();
@@ -414,6 +415,7 @@ mc_delete(PG_FUNCTION_ARGS)
 {
 	McReqOpts	opts = {0};
 
+	McCsSetOp(MC_OP_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	/* a second delete would answer "missing" for a key the first removed */
@@ -433,6 +435,7 @@ mc_mark_stale(PG_FUNCTION_ARGS)
 {
 	McReqOpts	opts = {0};
 
+	McCsSetOp(MC_OP_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	opts.invalidate = true;
@@ -453,6 +456,7 @@ touch_common(FunctionCallInfo fcinfo, bool until)
 {
 	McReqOpts	opts = {0};
 
+	McCsSetOp(MC_OP_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
@@ -494,6 +498,7 @@ arith_common(FunctionCallInfo fcinfo, bool incr, bool until)
 	bool		isnull = false;
 	int64		delta;
 
+	McCsSetOp(MC_OP_INCR);
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	delta = PG_GETARG_INT64(1);
@@ -605,6 +610,7 @@ mc_flush_all(PG_FUNCTION_ARGS)
 	/* a text command: its reply has no opaque; flushing twice is harmless */
 	static const McRequest req = {cmd, sizeof(cmd) - 1, NULL, 0, 0, true};
 
+	McCsSetOp(MC_OP_OTHER);
 	McServerCheckWrite(srv);
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{

@@ -19,6 +19,7 @@
 #include "utils/timestamp.h"
 
 #include "mcfdw.h"
+#include "client_stats.h"
 #include "counters.h"
 
 /* Allocator handed to the pure-C ring builder for the live ring. */
@@ -99,6 +100,7 @@ McInstanceFailed(McServer *srv, McConn *conn, bool soft)
 		h->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													(int64) srv->cfg.retry_delay * 1000);
 		srv->ndead++;
+		McCsMarkedDead(srv->serverid, McConnName(conn), h->failures, h->dead_until, h->last_error);
 	}
 	/*
 	 * on_failure 'miss' hides unavailability, not bugs: a reply out of step
@@ -222,6 +224,7 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 {
 	McConn	   *conn = McConnOf(srv, index);
 
+	McCsSetOp(MC_OP_STATS);
 	if (!instance_usable(srv, index, true))
 		return false;
 	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
@@ -425,6 +428,7 @@ McInstanceDegraded(McServer *srv, int index)
 
 	h->degraded++;
 	McCountersAdd(srv->serverid, MC_COUNT_DEGRADED, 1);
+	McCsDegraded(srv->serverid, McInstanceName(srv, index));
 	if (!mc_warn_on_miss ||
 		(srv->warned_stmt == stmt && srv->warned_lxid == McMyLocalXid()))
 		return;

@@ -10,6 +10,7 @@
 
 #include "fmgr.h"
 
+#include "client_stats.h"
 #include "counters.h"
 #include "fdw.h"
 #include "mcfdw.h"
@@ -28,5 +29,6 @@ _PG_init(void)
 	McOptionsInit();
 	McPoolInit();
 	McCountersInit();
+	McCsInit();
 	McJoinInit();
 }

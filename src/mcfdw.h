@@ -20,6 +20,7 @@
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
 
+#include "client_stats.h"
 #include "compress.h"
 #include "protocol.h"
 #include "ring.h"
@@ -384,6 +385,7 @@ extern size_t McConnUnsent(McConn *conn);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
 extern void McConnWritten(McConn *conn, size_t n);
 extern void McConnPipelined(McConn *conn, int nrequests);
+extern void McConnHit(McConn *conn, const McReply *r);
 extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
 

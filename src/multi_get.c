@@ -502,6 +502,7 @@ handle_replies(MgBatch *b, MgInstance *mi)
 				b->hit_fn(b->hit_arg, b->keys[mi->keys[j]].datum, base, &r);
 			else
 				emit_row(b, base, &r, &b->keys[mi->keys[j]]);
+			McConnHit(conn, &r);
 			mi->next_match = j + 1;
 		}
 		else if (t == MC_REPLY_MN)
@@ -712,6 +713,7 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	MemoryContext work;
 	MemoryContext old;
 
+	McCsSetOp(MC_OP_GET_MULTI);
 	InitMaterializedSRF(fcinfo, 0);
 	if (PG_ARGISNULL(0))
 		return (Datum) 0;

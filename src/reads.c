@@ -204,6 +204,7 @@ get_common(FunctionCallInfo fcinfo, bool as_text)
 	McKey		k;
 	ReadResult	rr;
 
+	McCsSetOp(MC_OP_GET);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McServerLookup(McServerArg(fcinfo, 1));
@@ -256,6 +257,7 @@ gets_common(FunctionCallInfo fcinfo, bool as_text, bool raw)
 	Datum		values[3];
 	bool		nulls[3];
 
+	McCsSetOp(MC_OP_GET);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McServerLookup(McServerArg(fcinfo, 1));
@@ -308,6 +310,7 @@ gat_common(FunctionCallInfo fcinfo, bool as_text, bool until)
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 
+	McCsSetOp(MC_OP_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
@@ -380,6 +383,7 @@ lease_common(FunctionCallInfo fcinfo, bool as_text)
 	bool		won = true;
 	bool		stale = false;
 
+	McCsSetOp(MC_OP_LEASE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	if (PG_ARGISNULL(1))
@@ -461,6 +465,7 @@ mc_meta(PG_FUNCTION_ARGS)
 	uint64_t	v;
 	bool		hit = false;
 
+	McCsSetOp(MC_OP_META);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McServerLookup(McServerArg(fcinfo, 1));
