@@ -763,7 +763,8 @@ COMMENT ON FUNCTION mc_route(text[], name) IS
 -- operation, in the manner of pg_stat_statements: scope 'cluster' when mcfdw
 -- is in shared_preload_libraries (every backend's calls, flushed at the end
 -- of each transaction), 'session' otherwise.  latency_hist[b] counts the
--- requests of [2^(b-2), 2^(b-1)) microseconds (latency_hist[1]: under 1 us).
+-- requests of [2^(b-2), 2^(b-1)) microseconds (latency_hist[2]: under 2 us;
+-- latency_hist[1]: calls refused without a request, the instance dead).
 CREATE FUNCTION mc_client_stats(
     OUT dbid oid, OUT server name, OUT instance text, OUT op text,
     OUT calls bigint, OUT keys bigint, OUT hits bigint, OUT misses bigint,

@@ -50,7 +50,10 @@ SELECT op, CASE WHEN op <> 'set_multi' THEN sum(calls) END AS calls, sum(keys) A
 SELECT DISTINCT scope, dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AS this_db
   FROM mc_client_stats;
 -- errors by class: a refused connect, a timeout, a server error (a value
--- over memcached's item size); the instance of each call is known
+-- over memcached's item size); the instance of each call is known.  After
+-- failure_limit (2) refused connects the instance is marked dead: the third
+-- call is refused without contacting it, a connect error too
+SELECT mc_get('k', 'cs_down');
 SELECT mc_get('k', 'cs_down');
 SELECT mc_get('k', 'cs_down');
 SELECT mc_get('k', 'cs_hang');
@@ -71,16 +74,26 @@ SELECT c.degraded = (SELECT sum(degraded) FROM mc_client_stats s WHERE s.server 
 SELECT server, dead, failures, dead_until > marked_dead_at AS until_later,
        last_error <> '' AS has_error, scope
   FROM mc_cluster_health ORDER BY server;
--- p50 and p99 per instance from the histogram (as README gives it)
-SELECT count(*) > 0 AS any, bool_and(p50_ms <= p99_ms) AS ordered
-  FROM (SELECT s.server, s.instance,
-               min(2 ^ (h.b - 1) / 1000.0) FILTER (WHERE h.cum >= 0.50 * h.total) AS p50_ms,
-               min(2 ^ (h.b - 1) / 1000.0) FILTER (WHERE h.cum >= 0.99 * h.total) AS p99_ms
-          FROM mc_client_stats s,
-               LATERAL (SELECT b, sum(n) OVER (ORDER BY b) AS cum, sum(n) OVER () AS total
-                          FROM unnest(s.latency_hist) WITH ORDINALITY AS u(n, b)) h
-         WHERE s.op = 'get' AND h.total > 0
-         GROUP BY s.server, s.instance) q;
+-- p50 and p99 per instance from the histogram: README's query
+SELECT count(*) > 0 AS any, bool_and(p50_ms <= p99_ms) AS ordered,
+       bool_and(p50_ms > 0) AS positive, sum(calls) = 10 AS all_gets
+  FROM (SELECT server, instance,
+               min(2 ^ (b - 1) / 1000.0) FILTER (WHERE cum >= 0.50 * total) AS p50_ms,
+               min(2 ^ (b - 1) / 1000.0) FILTER (WHERE cum >= 0.99 * total) AS p99_ms,
+               sum(n) AS calls
+          FROM (SELECT server, instance, b, n,
+                       sum(n) OVER (PARTITION BY server, instance ORDER BY b) AS cum,
+                       sum(n) OVER (PARTITION BY server, instance) AS total
+                  FROM mc_client_stats, unnest(latency_hist) WITH ORDINALITY AS u(n, b)
+                 WHERE op = 'get') h
+         WHERE total > 0
+         GROUP BY server, instance ORDER BY server, instance) q
+ WHERE server = 'cs_srv';
+-- README's hit ratio and errors per instance
+SELECT server, sum(hits)::float8 / nullif(sum(hits + misses), 0) AS hit_ratio,
+       sum(errors_connect + errors_timeout + errors_protocol + errors_server + errors_auth) AS errors,
+       sum(degraded) AS degraded
+  FROM mc_client_stats WHERE server LIKE 'cs\_%' GROUP BY server ORDER BY 1;
 -- rows only for the servers a role may use; the reset is not for PUBLIC
 CREATE ROLE cs_user;
 GRANT USAGE ON FOREIGN SERVER cs_miss TO cs_user;

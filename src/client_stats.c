@@ -55,7 +55,7 @@ const char *const mc_cs_op_names[MC_NOPS] = {
  * Operations whose replies say whether the key was there: the writes that
  * store (a stored value is neither) count no hits or misses.
  */
-static const bool finds[MC_NOPS] = {
+const bool	mc_cs_finds[MC_NOPS] = {
 	[MC_OP_GET] = true, [MC_OP_GET_MULTI] = true, [MC_OP_DELETE] = true,
 	[MC_OP_INCR] = true, [MC_OP_TOUCH] = true, [MC_OP_LEASE] = true,
 	[MC_OP_META] = true, [MC_OP_SCAN] = true, [MC_OP_JOIN] = true,
@@ -63,10 +63,12 @@ static const bool finds[MC_NOPS] = {
 };
 
 /* Quiet pipelined reads: a key without a hit was a miss. */
-static const bool quiet_read[MC_NOPS] = {
+const bool	mc_cs_quiet_read[MC_NOPS] = {
 	[MC_OP_GET_MULTI] = true, [MC_OP_SCAN] = true, [MC_OP_JOIN] = true,
 	[MC_OP_FULL_SCAN] = true
 };
+
+int64		mc_cs_flush_due = 0;
 
 /* Slots the session's store holds when not preloaded. */
 #define SESSION_SLOTS	200
@@ -97,29 +99,12 @@ typedef struct CsStore
 	CsDead	   *dead;			/* nslots */
 } CsStore;
 
-/* This backend's pending counts of one instance. */
-typedef struct CsKey
-{
-	Oid			serverid;
-	char		instance[MC_CS_NAME_MAX];
-} CsKey;
-
-struct McCsInstance
-{
-	CsKey		key;			/* hash key */
-	uint32		dirty;			/* ops with pending counts */
-	uint64		p[MC_NOPS][MC_CS_NFIELDS];
-	CsSlot	   *slot[MC_NOPS];	/* NULL: not looked up */
-	uint32		gen[MC_NOPS];	/* of the store when slot was found */
-};
-
 static CsStore *store = NULL;
 static bool cluster = false;
 static HTAB *local_hash = NULL;
 static McCsInstance **dirty_list = NULL;
 static int	ndirty = 0;
 static int	dirty_cap = 0;
-static int64 last_flush = 0;
 static bool overflow_logged = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -254,7 +239,7 @@ McCsShared(void)
 McCsInstance *
 McCsInstanceOf(Oid serverid, const char *instance)
 {
-	CsKey		key;
+	char		key[offsetof(McCsInstance, dirty)];
 	McCsInstance *in;
 	bool		found;
 
@@ -262,18 +247,19 @@ McCsInstanceOf(Oid serverid, const char *instance)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(CsKey);
+		ctl.keysize = offsetof(McCsInstance, dirty);
 		ctl.entrysize = sizeof(McCsInstance);
 		local_hash = hash_create("mcfdw client stats", 16, &ctl,
 								 HASH_ELEM | HASH_BLOBS);
 	}
-	memset(&key, 0, sizeof(key));
-	key.serverid = serverid;
-	strlcpy(key.instance, instance, sizeof(key.instance));
-	in = hash_search(local_hash, &key, HASH_ENTER, &found);
+	/* the key: the server's OID and the instance's name, zero-padded */
+	memset(key, 0, sizeof(key));
+	memcpy(key, &serverid, sizeof(Oid));
+	strlcpy(key + offsetof(McCsInstance, instance), instance, MC_CS_NAME_MAX);
+	in = hash_search(local_hash, key, HASH_ENTER, &found);
 	if (!found)
 	{
-		in->dirty = 0;
+		in->dirty = false;
 		memset(in->p, 0, sizeof(in->p));
 		memset(in->slot, 0, sizeof(in->slot));
 		memset(in->gen, 0, sizeof(in->gen));
@@ -283,63 +269,39 @@ McCsInstanceOf(Oid serverid, const char *instance)
 
 /* Put in on the list of instances to flush. */
 static void
-mark_dirty(McCsInstance *in, int op)
+mark_dirty(McCsInstance *in)
 {
-	if (in->dirty == 0)
+	if (in->dirty)
+		return;
+	if (ndirty == dirty_cap)
 	{
-		if (ndirty == dirty_cap)
-		{
-			dirty_cap = dirty_cap ? dirty_cap * 2 : 16;
-			dirty_list = dirty_list ?
-				repalloc(dirty_list, sizeof(McCsInstance *) * dirty_cap) :
-				MemoryContextAlloc(TopMemoryContext, sizeof(McCsInstance *) * dirty_cap);
-		}
-		dirty_list[ndirty++] = in;
+		dirty_cap = dirty_cap ? dirty_cap * 2 : 16;
+		dirty_list = dirty_list ?
+			repalloc(dirty_list, sizeof(McCsInstance *) * dirty_cap) :
+			MemoryContextAlloc(TopMemoryContext, sizeof(McCsInstance *) * dirty_cap);
 	}
-	in->dirty |= 1u << op;
-}
-
-/* Bucket of a latency: 0 for 0 us, b for [2^(b-1), 2^b) us. */
-static inline int
-bucket_of(uint64 us)
-{
-	int			b = us == 0 ? 0 : pg_leftmost_one_pos64(us) + 1;
-
-	return Min(b, MC_CS_NBUCKETS - 1);
+	dirty_list[ndirty++] = in;
+	in->dirty = true;
 }
 
 void
-McCsRecord(McCsReq *rq, McCsError err)
+McCsRecordSlow(McCsInstance *in, int op, int64 now)
 {
-	McCsInstance *in = rq->inst;
-	int			op = mc_cs_op;
-	uint64	   *p = in->p[op];
-	int64		now = McCsNow();
-	uint64		us = now > rq->start ? (uint64) (now - rq->start) : 0;
-
-	rq->live = false;
-	p[MC_CSF_CALLS]++;
-	p[MC_CSF_KEYS] += rq->keys;
-	if (finds[op])
-	{
-		p[MC_CSF_HITS] += rq->hits;
-		if (rq->pipelined && quiet_read[op])
-			p[MC_CSF_MISSES] += rq->keys > rq->hits ? rq->keys - rq->hits : 0;
-		else
-			p[MC_CSF_MISSES] += rq->misses;
-	}
-	p[MC_CSF_SENT] += rq->sent;
-	p[MC_CSF_RECV] += rq->recv;
-	if (err != MC_CSE_NONE)
-		p[MC_CSF_ERR + err]++;
-	p[MC_CSF_LAT_TOTAL] += us;
-	if (us > p[MC_CSF_LAT_MAX])
-		p[MC_CSF_LAT_MAX] = us;
-	p[MC_CSF_HIST + bucket_of(us)]++;
-	if (!(in->dirty & (1u << op)))
-		mark_dirty(in, op);
-	if (unlikely(now - last_flush > USECS_PER_SEC))
+	mark_dirty(in);
+	if (now > mc_cs_flush_due)
 		McCsFlush();
+}
+
+void
+McCsRefused(Oid serverid, const char *instance)
+{
+	McCsInstance *in = McCsInstanceOf(serverid, instance);
+	int			op = mc_cs_op;
+
+	in->p[op][MC_CSF_CALLS]++;
+	in->p[op][MC_CSF_ERR + MC_CSE_CONNECT]++;
+	in->p[op][MC_CSF_HIST]++;	/* no time passed */
+	mark_dirty(in);
 }
 
 void
@@ -349,8 +311,7 @@ McCsDegraded(Oid serverid, const char *instance)
 	int			op = mc_cs_op;
 
 	in->p[op][MC_CSF_DEGRADED]++;
-	if (!(in->dirty & (1u << op)))
-		mark_dirty(in, op);
+	mark_dirty(in);
 }
 
 /* The slot of (this database, in's server and instance, op); lock held. */
@@ -361,9 +322,9 @@ find_slot(McCsInstance *in, int op)
 	{
 		CsSlot	   *s = &store->slots[i];
 
-		if (s->used && s->serverid == in->key.serverid && s->op == op &&
+		if (s->used && s->serverid == in->serverid && s->op == op &&
 			s->dbid == MyDatabaseId &&
-			strcmp(s->instance, in->key.instance) == 0)
+			strcmp(s->instance, in->instance) == 0)
 			return s;
 	}
 	return NULL;
@@ -390,9 +351,9 @@ attach(McCsInstance *in, int op)
 				for (int k = 0; k < MC_CS_NFIELDS; k++)
 					pg_atomic_write_u64(&s->c[k], 0);
 				s->dbid = MyDatabaseId;
-				s->serverid = in->key.serverid;
+				s->serverid = in->serverid;
 				s->op = op;
-				strlcpy(s->instance, in->key.instance, sizeof(s->instance));
+				strlcpy(s->instance, in->instance, sizeof(s->instance));
 				s->used = true;
 			}
 		}
@@ -409,7 +370,7 @@ attach(McCsInstance *in, int op)
 		overflow_logged = true;
 		ereport(LOG,
 				(errmsg("mcfdw client statistics are full: instance %s of server %u of database %u is counted in the overflow rows of mc_client_stats",
-						in->key.instance, in->key.serverid, MyDatabaseId),
+						in->instance, in->serverid, MyDatabaseId),
 				 errhint("Raise mcfdw.client_stats_max, or call mc_client_stats_reset().")));
 	}
 	return s;
@@ -446,15 +407,16 @@ void
 McCsFlush(void)
 {
 	get_store();
-	last_flush = McCsNow();
+	mc_cs_flush_due = McCsNow() + USECS_PER_SEC;
 	for (int i = 0; i < ndirty; i++)
 	{
 		McCsInstance *in = dirty_list[i];
 
+		/* the operations that counted anything (a degraded call is no call) */
 		for (int op = 0; op < MC_NOPS; op++)
-			if (in->dirty & (1u << op))
+			if (in->p[op][MC_CSF_CALLS] != 0 || in->p[op][MC_CSF_DEGRADED] != 0)
 				flush_one(in, op);
-		in->dirty = 0;
+		in->dirty = false;
 	}
 	ndirty = 0;
 }
@@ -553,7 +515,7 @@ McCsReset(void)
 	for (int i = 0; i < ndirty; i++)
 	{
 		memset(dirty_list[i]->p, 0, sizeof(dirty_list[i]->p));
-		dirty_list[i]->dirty = 0;
+		dirty_list[i]->dirty = false;
 	}
 	ndirty = 0;
 	get_store();

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "datatype/timestamp.h"
+#include "port/pg_bitutils.h"
 
 /* The kinds of operation; the view's op column, in this order. */
 typedef enum McCsOp
@@ -62,62 +63,7 @@ extern int	mc_client_stats_max;
 extern McCsOp mc_cs_op;
 #define McCsSetOp(op) (mc_cs_op = (op))
 
-/* This backend's pending counts of one instance (client_stats.c). */
-typedef struct McCsInstance McCsInstance;
-
-/*
- * The tally of the request running on a connection, kept in the connection
- * (conn_int.h) and filled by the conn_*.c files.
- */
-typedef struct McCsReq
-{
-	McCsInstance *inst;			/* NULL: not looked up yet */
-	int64		start;			/* McCsNow() when the request began */
-	uint64		sent;			/* request bytes */
-	uint64		recv;			/* reply bytes consumed */
-	uint32		keys;
-	uint32		hits;
-	uint32		misses;
-	bool		pipelined;		/* quiet gets: keys not hit were misses */
-	bool		live;			/* a request is running, not yet recorded */
-} McCsReq;
-
-/* Microseconds on the monotonic clock (fine-grained: latencies). */
-static inline int64
-McCsNow(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64) ts.tv_sec * USECS_PER_SEC + ts.tv_nsec / 1000;
-}
-
-/* From _PG_init: the setting, shared memory when preloaded, the flush. */
-extern void McCsInit(void);
-
-/* This backend's entry of an instance (made at its first request). */
-extern McCsInstance *McCsInstanceOf(Oid serverid, const char *instance);
-
-/* A request ended: add its tally (err MC_CSE_NONE when it succeeded). */
-extern void McCsRecord(McCsReq *rq, McCsError err);
-
-/* on_failure 'miss': a call of instance answered as a miss. */
-extern void McCsDegraded(Oid serverid, const char *instance);
-
-/* health.c marked an instance dead until dead_until. */
-extern void McCsMarkedDead(Oid serverid, const char *instance, int failures,
-						   TimestampTz dead_until, const char *last_error);
-
-/* Move this backend's pending counts to the store. */
-extern void McCsFlush(void);
-
-/* Zero every count and forget every dead mark. */
-extern void McCsReset(void);
-
-/* Whether the store is the cluster's (preloaded) or this session's. */
-extern bool McCsShared(void);
-
-/* One row of the store, as the views read it (client_stats_sql.c). */
+/* What is counted: a row's fields, in the view's order. */
 #define MC_CS_NFIELDS	(14 + MC_CS_NBUCKETS)
 enum
 {
@@ -135,6 +81,128 @@ enum
 };
 
 #define MC_CS_NAME_MAX	264		/* an instance's name: host:port or a path */
+
+/*
+ * This backend's pending counts of one instance, per operation: the hash
+ * entry of client_stats.c, here so a request is counted inline.
+ */
+typedef struct McCsInstance
+{
+	Oid			serverid;		/* hash key: server ... */
+	char		instance[MC_CS_NAME_MAX];	/* ... and instance */
+	bool		dirty;			/* on the list of instances to flush */
+	uint64		p[MC_NOPS][MC_CS_NFIELDS];
+	struct CsSlot *slot[MC_NOPS];	/* client_stats.c's: NULL, not looked up */
+	uint32		gen[MC_NOPS];	/* of the store when slot was found */
+} McCsInstance;
+
+/*
+ * The tally of the request running on a connection, kept in the connection
+ * (conn_int.h) and filled by the conn_*.c files.
+ */
+typedef struct McCsReq
+{
+	McCsInstance *inst;			/* NULL: not looked up yet */
+	int64		start;			/* McCsNow() when the request began */
+	uint64		sent;			/* request bytes */
+	uint64		recv;			/* reply bytes consumed */
+	uint32		keys;
+	uint32		hits;			/* replies saying the key was there */
+	uint32		misses;			/* ... that it was not */
+	bool		live;			/* a request is running, not yet recorded */
+} McCsReq;
+
+/* Microseconds on the monotonic clock (fine-grained: latencies). */
+static inline int64
+McCsNow(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* unsigned: a division by a constant without sign fix-ups */
+	return (int64) ((uint64) ts.tv_sec * USECS_PER_SEC + (uint64) ts.tv_nsec / 1000);
+}
+
+/* From _PG_init: the setting, shared memory when preloaded, the flush. */
+extern void McCsInit(void);
+
+/* This backend's entry of an instance (made at its first request). */
+extern McCsInstance *McCsInstanceOf(Oid serverid, const char *instance);
+
+/*
+ * Which operations' hits and misses the views show (a store's HD is no
+ * hit), and which are quiet reads (their keys without a hit were misses):
+ * decided when the view is read, so a request counts without a branch.
+ */
+extern const bool mc_cs_finds[MC_NOPS];
+extern const bool mc_cs_quiet_read[MC_NOPS];
+extern int64 mc_cs_flush_due;	/* McCsNow() past which pending counts go */
+
+/* McCsRecord's rare part: a first count since a flush, or a flush due. */
+extern void McCsRecordSlow(McCsInstance *in, int op, int64 now);
+
+/*
+ * Bucket of a latency: b for [2^(b-1), 2^b) us, 1 for under 2 us; bucket 0
+ * holds the calls refused without a request (McCsRefused).
+ */
+static inline int
+McCsBucket(uint64 us)
+{
+	int			b = pg_leftmost_one_pos64(us | 1) + 1;
+
+	return Min(b, MC_CS_NBUCKETS - 1);
+}
+
+/*
+ * A request ended: add its tally (err MC_CSE_NONE when it succeeded) to
+ * the backend's pending counts, inline: the single-key path pays a clock
+ * read and a few adds.
+ */
+static pg_attribute_always_inline void
+McCsRecord(McCsReq *rq, McCsError err)
+{
+	McCsInstance *in = rq->inst;
+	int			op = mc_cs_op;
+	uint64	   *p = in->p[op];
+	int64		now = McCsNow();
+	uint64		us = (uint64) (now - rq->start);	/* one monotonic clock */
+
+	rq->live = false;
+	p[MC_CSF_CALLS]++;
+	p[MC_CSF_KEYS] += rq->keys;
+	p[MC_CSF_HITS] += rq->hits;
+	p[MC_CSF_MISSES] += rq->misses;
+	p[MC_CSF_SENT] += rq->sent;
+	p[MC_CSF_RECV] += rq->recv;
+	if (unlikely(err != MC_CSE_NONE))
+		p[MC_CSF_ERR + err]++;
+	p[MC_CSF_LAT_TOTAL] += us;
+	if (us > p[MC_CSF_LAT_MAX])
+		p[MC_CSF_LAT_MAX] = us;
+	p[MC_CSF_HIST + McCsBucket(us)]++;
+	if (unlikely(!in->dirty || now > mc_cs_flush_due))
+		McCsRecordSlow(in, op, now);
+}
+
+/* A call refused without contacting instance: it is marked dead. */
+extern void McCsRefused(Oid serverid, const char *instance);
+
+/* on_failure 'miss': a call of instance answered as a miss. */
+extern void McCsDegraded(Oid serverid, const char *instance);
+
+/* health.c marked an instance dead until dead_until. */
+extern void McCsMarkedDead(Oid serverid, const char *instance, int failures,
+						   TimestampTz dead_until, const char *last_error);
+
+/* Move this backend's pending counts to the store. */
+extern void McCsFlush(void);
+
+/* Zero every count and forget every dead mark. */
+extern void McCsReset(void);
+
+/* Whether the store is the cluster's (preloaded) or this session's. */
+extern bool McCsShared(void);
+
 
 typedef struct McCsRow
 {

@@ -99,6 +99,12 @@ mc_client_stats(PG_FUNCTION_ARGS)
 		else
 			nulls[c++] = true;
 		values[c++] = CStringGetTextDatum(mc_cs_op_names[r->op]);
+		/* a store's HD is no hit; a quiet read's keys without a hit missed */
+		if (!mc_cs_finds[r->op])
+			r->c[MC_CSF_HITS] = r->c[MC_CSF_MISSES] = 0;
+		else if (mc_cs_quiet_read[r->op])
+			r->c[MC_CSF_MISSES] = r->c[MC_CSF_KEYS] > r->c[MC_CSF_HITS] ?
+				r->c[MC_CSF_KEYS] - r->c[MC_CSF_HITS] : 0;
 		for (int k = MC_CSF_CALLS; k < MC_CSF_LAT_TOTAL; k++)
 			values[c++] = Int64GetDatum((int64) r->c[k]);
 		values[c++] = Float8GetDatum(r->c[MC_CSF_LAT_TOTAL] / 1000.0);

@@ -205,24 +205,21 @@ conn_still_open(McConn *conn)
 	return false;				/* EOF, error, or unexpected bytes */
 }
 
-/* A request begins: its tally starts (client_stats.h). */
+/* A request begins at now (McCsNow): its tally starts (client_stats.h). */
 static inline void
-conn_cs_begin(McConn *conn)
+conn_cs_begin(McConn *conn, int64 now)
 {
-	conn->cs.start = McCsNow();
+	conn->cs.start = now;
 	conn->cs.sent = conn->cs.recv = 0;
 	conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
-	conn->cs.pipelined = false;
 	conn->cs.live = true;
 }
 
-/* conn_cs_end's work: the instance's entry found once per connection. */
+/* The instance's entry of the tally, found once per connection. */
 void
-conn_cs_end_slow(McConn *conn, McCsError err)
+conn_cs_attach(McConn *conn)
 {
-	if (unlikely(conn->cs.inst == NULL))
-		conn->cs.inst = McCsInstanceOf(conn->server->serverid, McConnName(conn));
-	McCsRecord(&conn->cs, err);
+	conn->cs.inst = McCsInstanceOf(conn->server->serverid, McConnName(conn));
 }
 
 /*
@@ -239,8 +236,12 @@ conn_prepare(McConn *conn, bool probe)
 
 	if (conn->busy)
 		McConnClose(conn);
-	now = mono_usec();
-	conn_cs_begin(conn);
+	/*
+	 * The fine clock, not mono_usec's coarse one: the request's latency is
+	 * measured from here.  The two differ by less than a clock tick.
+	 */
+	now = McCsNow();
+	conn_cs_begin(conn, now);
 	conn_fd_use(conn, now);
 	if (conn->sock != PGINVALID_SOCKET &&
 		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
@@ -455,6 +456,7 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			return NULL;
 		conn->retryable = conn->retryable && req->idempotent && !retried;
 		conn->in_doubt = !req->idempotent;
+		conn->cs.keys = 1;		/* sent: counted whatever the reply */
 		st = conn_send(conn, req->hdr, req->hlen, req->data, req->dlen);
 		if (st == MC_IO_OK)
 			base = conn_read_reply(conn, reply, &st);
@@ -465,11 +467,10 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			if (st == MC_IO_OK)
 			{
 				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
-				conn->cs.keys = 1;
-				conn->cs.misses = reply->type == MC_REPLY_EN || reply->type == MC_REPLY_NF ||
-					McReplyIsPlaceholder(reply);
-				conn->cs.hits = !conn->cs.misses &&
-					(reply->type == MC_REPLY_VA || reply->type == MC_REPLY_HD);
+				conn->cs.hits = reply->type == MC_REPLY_VA || reply->type == MC_REPLY_HD;
+				conn->cs.misses = reply->type == MC_REPLY_EN || reply->type == MC_REPLY_NF;
+				if (unlikely(McReplyIsPlaceholder(reply)))
+					conn->cs.hits = 0, conn->cs.misses = 1;
 				return base;
 			}
 		}

@@ -149,12 +149,16 @@ conn_reset_rbuf(McConn *conn)
  * The running request ended (err: MC_CSE_NONE, or how it failed): its
  * tally goes to client_stats.c, once.
  */
-extern void conn_cs_end_slow(McConn *conn, McCsError err);
+extern void conn_cs_attach(McConn *conn);
 static inline void
 conn_cs_end(McConn *conn, McCsError err)
 {
 	if (conn->cs.live)
-		conn_cs_end_slow(conn, err);
+	{
+		if (unlikely(conn->cs.inst == NULL))
+			conn_cs_attach(conn);
+		McCsRecord(&conn->cs, err);
+	}
 }
 
 /* Outcome of a TLS step (conn_tls.c). */

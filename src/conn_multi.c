@@ -312,7 +312,6 @@ McConnPipelined(McConn *conn, int nrequests)
 	conn->requests++;
 	conn->total_requests += nrequests;
 	conn->cs.keys += nrequests;
-	conn->cs.pipelined = true;
 }
 
 /*

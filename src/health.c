@@ -153,6 +153,7 @@ instance_usable(McServer *srv, int index, bool soft)
 
 	if (h->dead_until == 0 || instance_alive(srv, index, GetCurrentTimestamp()))
 		return true;
+	McCsRefused(srv->serverid, McInstanceName(srv, index));
 	if (soft)
 		return false;
 	ereport(ERROR,
