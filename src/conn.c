@@ -549,7 +549,8 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 	for (char *p = line; *p; p++)
 		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
 			*p = '?';
-	conn_cs_end(conn, reply->type == MC_REPLY_SERVER_ERROR || reply->type == MC_REPLY_CLIENT_ERROR ||
+	conn_cs_end(conn, reply->type == MC_REPLY_SERVER_ERROR ||
+				reply->type == MC_REPLY_CLIENT_ERROR ||
 				reply->type == MC_REPLY_ERROR ? MC_CSE_SERVER : MC_CSE_PROTOCOL);
 	McConnClose(conn);
 	if (reply->type == MC_REPLY_SERVER_ERROR &&

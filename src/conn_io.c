@@ -68,16 +68,6 @@ McConnName(McConn *conn)
 }
 
 /*
- * The instance misbehaved or went away: close the socket and keep the cause
- * for the caller.  Used for connect errors, timeouts, resets, EOF and
- * unparseable replies — everything that says the instance is unhealthy.
- * Nothing is counted or raised here: the caller hands the connection to
- * health.c (McInstanceFailed), which counts the failure against the
- * instance's health and raises it with McConnRaise unless the call is soft
- * (a multi-get with failover drops the instance and goes on).  "hard"
- * failures are raised even then.  Always returns false.
- */
-/*
  * Which errors_* column of mc_client_stats a failure counts in: every
  * timeout of the connection layer says "timed out", the rest is told by
  * the errcode.
@@ -98,6 +88,17 @@ fail_class(int sqlerrcode, const char *fmt)
 	return MC_CSE_CONNECT;
 }
 
+/*
+ * The instance misbehaved or went away: close the socket and keep the cause
+ * for the caller.  Used for connect errors, timeouts, resets, EOF and
+ * unparseable replies — everything that says the instance is unhealthy.
+ * Nothing is held against the instance or raised here (mc_client_stats
+ * counts the request's error): the caller hands the connection to
+ * health.c (McInstanceFailed), which counts the failure against the
+ * instance's health and raises it with McConnRaise unless the call is soft
+ * (a multi-get with failover drops the instance and goes on).  "hard"
+ * failures are raised even then.  Always returns false.
+ */
 static bool pg_attribute_printf(5, 0)
 fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
 	   const char *fmt, va_list ap)
