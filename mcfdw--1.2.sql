@@ -682,7 +682,7 @@ COMMENT ON FUNCTION mc_counters() IS
 COMMENT ON VIEW mc_counters IS
   'per server: on-commit writes queued, sent and lost, and calls answered as a miss (degraded); every session''s when mcfdw is preloaded';
 COMMENT ON FUNCTION mc_counters_reset() IS
-  'zeroes the counts of mc_counters (not granted to PUBLIC)';
+  'zeroes the counts of mc_counters and mc_client_stats (not granted to PUBLIC)';
 
 -- Get-and-touch, absolute expiry
 COMMENT ON FUNCTION mc_gat(text, interval, name) IS
@@ -878,3 +878,59 @@ COMMENT ON FUNCTION mc_watches_drop() IS
   'event trigger function: removes the watches of dropped tables from mc_watches';
 COMMENT ON EVENT TRIGGER mcfdw_drop_watches IS
   'removes a dropped table''s watches, so no orphan keeps the write-ahead log slot';
+
+-- Client statistics (client_stats.c) ----------------------------------------
+-- What mcfdw did, one row per database, server, instance and kind of
+-- operation, in the manner of pg_stat_statements: scope 'cluster' when mcfdw
+-- is in shared_preload_libraries (every backend's calls, flushed at the end
+-- of each transaction), 'session' otherwise.  latency_hist[b] counts the
+-- requests of [2^(b-2), 2^(b-1)) microseconds (latency_hist[2]: under 2 us;
+-- latency_hist[1]: calls refused without a request, the instance dead).
+CREATE FUNCTION mc_client_stats(
+    OUT dbid oid, OUT server name, OUT instance text, OUT op text,
+    OUT calls bigint, OUT keys bigint, OUT hits bigint, OUT misses bigint,
+    OUT bytes_sent bigint, OUT bytes_received bigint,
+    OUT errors_connect bigint, OUT errors_timeout bigint,
+    OUT errors_protocol bigint, OUT errors_server bigint, OUT errors_auth bigint,
+    OUT degraded bigint, OUT total_time double precision,
+    OUT max_time double precision, OUT latency_hist bigint[],
+    OUT stats_reset timestamptz, OUT scope text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_client_stats'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_client_stats AS SELECT * FROM mc_client_stats();
+GRANT SELECT ON mc_client_stats TO PUBLIC;
+
+-- zeroes mc_client_stats, forgets mc_cluster_health's marks, and zeroes
+-- mc_counters with them (mc_counters_reset does the same): one reset
+CREATE FUNCTION mc_client_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'mc_client_stats_reset'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION mc_client_stats_reset() FROM PUBLIC;
+
+-- the instances any backend marked dead (failure_limit failures in a row),
+-- when, and until when
+CREATE FUNCTION mc_cluster_health(
+    OUT dbid oid, OUT server name, OUT instance text, OUT dead boolean,
+    OUT marked_dead_at timestamptz, OUT dead_until timestamptz,
+    OUT failures integer, OUT last_error text, OUT scope text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mc_cluster_health'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW mc_cluster_health AS SELECT * FROM mc_cluster_health();
+GRANT SELECT ON mc_cluster_health TO PUBLIC;
+
+COMMENT ON FUNCTION mc_client_stats() IS
+  'what mcfdw did per database, server, instance and operation: calls, keys, hits, misses, bytes, errors by class, degraded calls, latency (total, max, histogram); the cluster''s when preloaded';
+COMMENT ON VIEW mc_client_stats IS
+  'what mcfdw did per database, server, instance and operation: calls, keys, hits, misses, bytes, errors by class, degraded calls, latency (total, max, histogram); the cluster''s when preloaded';
+COMMENT ON FUNCTION mc_client_stats_reset() IS
+  'zeroes mc_client_stats and mc_counters and forgets mc_cluster_health''s marks (not granted to PUBLIC)';
+COMMENT ON FUNCTION mc_cluster_health() IS
+  'the instances any backend marked dead, when, until when, and why; the cluster''s when preloaded';
+COMMENT ON VIEW mc_cluster_health IS
+  'the instances any backend marked dead, when, until when, and why; the cluster''s when preloaded';

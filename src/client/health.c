@@ -22,6 +22,7 @@
 #include "health.h"
 #include "options.h"
 #include "server.h"
+#include "client_stats.h"
 #include "counters.h"
 
 /* Allocator handed to the pure-C ring builder for the live ring. */
@@ -102,6 +103,7 @@ McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 		h->dead_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													(int64) srv->cfg.retry_delay * 1000);
 		srv->ndead++;
+		McCsMarkedDead(srv->serverid, McConnName(conn), h->failures, h->dead_until, h->last_error);
 	}
 	/*
 	 * on_failure 'miss' hides unavailability, not bugs: a reply out of step
@@ -154,6 +156,7 @@ instance_usable(McServer *srv, int index, bool soft)
 
 	if (h->dead_until == 0 || instance_alive(srv, index, GetCurrentTimestamp()))
 		return true;
+	McCsRefused(srv->serverid, McInstanceName(&srv->net, index));
 	if (soft)
 		return false;
 	ereport(ERROR,
@@ -225,6 +228,7 @@ McInstanceStatLines(McServer *srv, int index, const char *cmd,
 {
 	McConn	   *conn = McConnOf(&srv->net, index);
 
+	McCsSetOp(MC_CS_STATS);
 	if (!instance_usable(srv, index, true))
 		return false;
 	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
@@ -428,6 +432,7 @@ McInstanceDegraded(McServer *srv, int index)
 
 	h->degraded++;
 	McCountersAdd(srv->serverid, MC_COUNT_DEGRADED, 1);
+	McCsDegraded(srv->serverid, McInstanceName(&srv->net, index));
 	if (!mc_warn_on_miss ||
 		(srv->warned_stmt == stmt && srv->warned_lxid == McMyLocalXid()))
 		return;

@@ -447,6 +447,7 @@ mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 					emit_row(b, base, &r, &b->keys[mi->keys[j]]);
 				b->engine.inst[s].hits++;
 			}
+			McConnHit(conn, &r);
 			mi->next_match = j + 1;
 		}
 		else if (t == MC_REPLY_MN)
@@ -538,6 +539,7 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	MemoryContext work;
 	MemoryContext old;
 
+	McCsSetOp(MC_CS_GET_MULTI);
 	InitMaterializedSRF(fcinfo, 0);
 	if (PG_ARGISNULL(0))
 		return (Datum) 0;

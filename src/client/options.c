@@ -30,6 +30,7 @@
 #include "utils/varlena.h"
 
 #include "options.h"
+#include "client_stats.h"
 
 PG_FUNCTION_INFO_V1(mcfdw_validator);
 
@@ -127,6 +128,17 @@ McOptionsInit(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	/* a size of shared memory: only when preloaded (else the session's own) */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("mcfdw.client_stats_max",
+								"Rows of mc_client_stats kept in shared memory when mcfdw is preloaded.",
+								"One row per database, server, instance and kind of operation; "
+								"counts beyond it go to the overflow rows.",
+								&mc_client_stats_max,
+								1000, 16, 100000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mcfdw");
 }
 

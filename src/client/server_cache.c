@@ -492,7 +492,7 @@ McServerGetSlow(Oid serverid)
 	{
 		memset(((char *) srv) + sizeof(key), 0, sizeof(McServer) - sizeof(key));
 		srv->valid = false;
-		McNetBind(&srv->net, srv->name, &srv->cfg);
+		McNetBind(&srv->net, srv->serverid, srv->name, &srv->cfg);
 	}
 	if (srv->acl_ok_user != userid || !srv->valid)
 	{

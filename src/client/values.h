@@ -10,19 +10,6 @@
 #include "compress.h"
 #include "server.h"
 
-/*
- * The empty item memcached creates for a lease (mg N): zero bytes, a win
- * flag (W to the winner, Z to the others), not stale.  Every read treats
- * it as a miss; memcached sends W and Z whether or not they were asked.
- */
-static inline bool
-McReplyIsPlaceholder(const McReply *r)
-{
-	return unlikely(r->value_len == 0) &&
-		(r->present & (MC_F_WIN | MC_F_WON)) != 0 &&
-		!(r->present & MC_F_STALE);
-}
-
 /* values.c: compressed and serialized values, as the client flags say; text */
 extern bool McTextValid(const char *p, size_t len);
 static inline bool

@@ -251,4 +251,17 @@ extern int mc_reply_position(const char *buf, const McReply *r, uint32_t lo,
  */
 extern McReplyType mc_parse_reply_z(const char *buf, size_t len, McReply *r);
 
+/*
+ * The empty item memcached creates for a lease (mg N): zero bytes, a win
+ * flag (W to the winner, Z to the others), not stale.  Every read treats
+ * it as a miss; memcached sends W and Z whether or not they were asked.
+ */
+static inline bool
+McReplyIsPlaceholder(const McReply *r)
+{
+	return r->value_len == 0 &&
+		(r->present & (MC_F_WIN | MC_F_WON)) != 0 &&
+		!(r->present & MC_F_STALE);
+}
+
 #endif							/* MCFDW_PROTOCOL_H */

@@ -280,6 +280,7 @@ dump_all(McFullScan *fs, McServer *srv)
 		fs->insts[i].hash = true;
 		fs->insts[i].redo = (alive == NULL || alive[i] || !srv->cfg.failover);
 	}
+	McCsSetOp(MC_CS_FULL_SCAN);
 	do
 	{
 		for (int i = 0; i < srv->cfg.nendpoints; i++)
@@ -348,6 +349,7 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 	if (n == 0)
 		return false;
 	fs->fetched += n;
+	McCsSetOp(MC_CS_FULL_SCAN);
 	McMultiGetRun(srv, fs->batch, NULL, n, want, fn, arg);
 	return true;
 }
@@ -397,6 +399,7 @@ McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
 	}
 	ExecClearTuple(fs->kslot);
 	MemoryContextSwitchTo(old);
+	McCsSetOp(MC_CS_FULL_SCAN);
 	for (int i = 0; i < kept; i += MC_FULLSCAN_BATCH)
 		McMultiGetRun(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, fn, arg);
 	fs->fetched += kept;

@@ -345,6 +345,7 @@ fill_batch(McJoinState *s)
 		MemoryContext old = MemoryContextSwitchTo(s->batch_cxt);
 
 		s->srv = McServerGet(s->t.serverid);
+		McCsSetOp(MC_CS_JOIN);
 		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
 					  McColumnFields(s->srv, &s->vio, s->want), join_hit, s);
 		MemoryContextSwitchTo(old);

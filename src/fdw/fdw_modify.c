@@ -445,6 +445,7 @@ write_sets(McModify *m, McBatchOp *ops, int n, TupleTableSlot **slots)
 {
 	int			done = 0;
 
+	McCsSetOp(MC_CS_MODIFY);
 	McBatchWrite(m->srv, ops, n, 0, false, NULL, 0);
 	for (int i = 0; i < n; i++)
 		if (op_written(m, &ops[i]))
@@ -644,6 +645,7 @@ replace_one(McModify *m, const McBatchOp *bop, bool has_cas, uint64 cas,
 	op.datalen = bop->valuelen;
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
 	op.once = has_cas;
+	McCsSetOp(MC_CS_MODIFY);
 	if (!McKeyOpRun(m->srv, &op))
 		return MC_REPLY_NEED_MORE;	/* counted degraded by health.c */
 	if (r->type != MC_REPLY_HD && r->type != MC_REPLY_NS &&
@@ -740,6 +742,7 @@ McExecForeignDelete(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 		elog(ERROR, "the mcfdw_key junk column is NULL");
 	op.kind = MC_BATCH_DELETE;
 	route_key(m, key, &op.key, &op.keylen);
+	McCsSetOp(MC_CS_MODIFY);
 	McBatchWrite(m->srv, &op, 1, 0, false, NULL, 0);
 	res = op.result;
 	MemoryContextSwitchTo(old);

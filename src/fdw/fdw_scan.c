@@ -309,6 +309,7 @@ fetch(ForeignScanState *node)
 	if (s->nkeys > 0)
 	{
 		s->srv = McServerGet(s->t.serverid);
+		McCsSetOp(MC_CS_SCAN);
 		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
 									 McColumnFields(s->srv, &s->vio, s->want),
 									 scan_hit, s);

@@ -77,8 +77,9 @@ conn_discard(McConn *conn)
  * is made: both live as long as the entry.
  */
 void
-McNetBind(McNet *net, const char *name, const McServerConfig *cfg)
+McNetBind(McNet *net, Oid serverid, const char *name, const McServerConfig *cfg)
 {
+	net->serverid = serverid;
 	net->name = name;
 	net->cfg = cfg;
 }
@@ -218,6 +219,23 @@ conn_still_open(McConn *conn)
 	return conn->xfer->still_open(conn);
 }
 
+/* A request begins at now (McCsNow): its tally starts (client_stats.h). */
+static inline void
+conn_cs_begin(McConn *conn, int64 now)
+{
+	conn->cs.start = now;
+	conn->cs.sent = conn->cs.recv = 0;
+	conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
+	conn->cs.live = true;
+}
+
+/* The instance's entry of the tally, found once per connection. */
+void
+conn_cs_attach(McConn *conn)
+{
+	conn->cs.inst = McCsInstanceOf(conn->net->serverid, McConnName(conn));
+}
+
 /*
  * Get a connection ready for a request without waiting: close the socket if
  * an interrupted request left it out of step, probe a long-idle socket, and
@@ -232,7 +250,12 @@ conn_prepare(McConn *conn, bool probe)
 
 	if (conn->busy)
 		McConnClose(conn);
-	now = mono_usec();
+	/*
+	 * The fine clock, not mono_usec's coarse one: the request's latency is
+	 * measured from here.  The two differ by less than a clock tick.
+	 */
+	now = McCsNow();
+	conn_cs_begin(conn, now);
 	conn_fd_use(conn, now);
 	if (conn->sock != PGINVALID_SOCKET &&
 		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
@@ -447,6 +470,7 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			return NULL;
 		conn->retryable = conn->retryable && req->idempotent && !retried;
 		conn->in_doubt = !req->idempotent;
+		conn->cs.keys = 1;		/* sent: counted whatever the reply */
 		st = conn_send(conn, req->hdr, req->hlen, req->data, req->dlen);
 		if (st == MC_IO_OK)
 			base = conn_read_reply(conn, reply, &st);
@@ -455,7 +479,14 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			st = conn_check_reply(conn, req, base, reply,
 								  req->idempotent && !retried);
 			if (st == MC_IO_OK)
+			{
+				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
+				conn->cs.hits = reply->type == MC_REPLY_VA || reply->type == MC_REPLY_HD;
+				conn->cs.misses = reply->type == MC_REPLY_EN || reply->type == MC_REPLY_NF;
+				if (unlikely(McReplyIsPlaceholder(reply)))
+					conn->cs.hits = 0, conn->cs.misses = 1;
 				return base;
+			}
 		}
 		if (st == MC_IO_FAILED)
 			return NULL;
@@ -480,6 +511,7 @@ void
 McConnConsume(McConn *conn, size_t n)
 {
 	Assert(n <= conn->rend - conn->rstart);
+	conn->cs.recv += n;
 	conn->replied |= (n > 0);
 	conn->rstart += n;
 	if (conn->rstart == conn->rend)
@@ -494,6 +526,7 @@ McConnConsume(McConn *conn, size_t n)
 void
 McConnEnd(McConn *conn)
 {
+	conn_cs_end(conn, MC_CSE_NONE);
 	conn->busy = false;
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
@@ -526,6 +559,9 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 	for (char *p = line; *p; p++)
 		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
 			*p = '?';
+	conn_cs_end(conn, reply->type == MC_REPLY_SERVER_ERROR ||
+				reply->type == MC_REPLY_CLIENT_ERROR ||
+				reply->type == MC_REPLY_ERROR ? MC_CSE_SERVER : MC_CSE_PROTOCOL);
 	McConnClose(conn);
 	if (reply->type == MC_REPLY_SERVER_ERROR &&
 		strstr(line, "object too large") != NULL)

@@ -27,6 +27,7 @@ static int64 last_idle_sweep = 0;
 void
 McConnClose(McConn *conn)
 {
+	conn_cs_end(conn, MC_CSE_NONE);	/* a request abandoned: still a call */
 	if (conn->wes)
 	{
 		FreeWaitEventSet(conn->wes);

@@ -14,6 +14,7 @@
 #include "datatype/timestamp.h"
 #include "lib/ilist.h"
 
+#include "client_stats.h"
 #include "net.h"
 
 #define RBUF_INITIAL	16384
@@ -86,6 +87,9 @@ struct McConn
 	size_t		wlen;
 	size_t		woff;
 
+	/* the running request's tally for mc_client_stats (client_stats.h) */
+	McCsReq		cs;
+
 	/* bookkeeping shown by mc_servers */
 	uint64		requests;		/* requests sent on the current socket */
 	uint64		connects;		/* sockets opened in this backend */
@@ -145,6 +149,22 @@ conn_reset_rbuf(McConn *conn)
 	conn->rstart = conn->rend = 0;
 	if (conn->rbuf)
 		conn->rbuf[0] = '\0';
+}
+
+/*
+ * The running request ended (err: MC_CSE_NONE, or how it failed): its
+ * tally goes to client_stats.c, once.
+ */
+extern void conn_cs_attach(McConn *conn);
+static inline void
+conn_cs_end(McConn *conn, McCsError err)
+{
+	if (conn->cs.live)
+	{
+		if (unlikely(conn->cs.inst == NULL))
+			conn_cs_attach(conn);
+		McCsRecord(&conn->cs, err);
+	}
 }
 
 /* Outcome of a transfer or a TLS handshake step. */

@@ -65,10 +65,32 @@ McConnName(McConn *conn)
 }
 
 /*
+ * Which errors_* column of mc_client_stats a failure counts in: every
+ * timeout of the connection layer says "timed out", the rest is told by
+ * the errcode.
+ */
+static McCsError
+fail_class(int sqlerrcode, const char *fmt)
+{
+	if (sqlerrcode == ERRCODE_INVALID_PASSWORD ||
+		sqlerrcode == ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION)
+		return MC_CSE_AUTH;
+	if (strncmp(fmt, "timed out", 9) == 0)
+		return MC_CSE_TIMEOUT;
+	if (sqlerrcode == ERRCODE_PROTOCOL_VIOLATION ||
+		sqlerrcode == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		return MC_CSE_PROTOCOL;
+	if (sqlerrcode == ERRCODE_FDW_ERROR)
+		return MC_CSE_SERVER;
+	return MC_CSE_CONNECT;
+}
+
+/*
  * The instance misbehaved or went away: close the socket and keep the cause
  * for the caller.  Used for connect errors, timeouts, resets, EOF and
  * unparseable replies — everything that says the instance is unhealthy.
- * Nothing is counted or raised here: the caller hands the connection to
+ * Nothing is held against the instance or raised here (mc_client_stats
+ * counts the request's error): the caller hands the connection to
  * health.c (McInstanceCountFailure), which counts the failure against the
  * instance's health and raises it with McConnRaise unless the call is soft
  * (a multi-get with failover drops the instance and goes on).  "hard"
@@ -80,6 +102,7 @@ fail_v(McConn *conn, bool hard, int sqlerrcode, const char *action,
 {
 	int			save_errno = errno;
 
+	conn_cs_end(conn, fail_class(sqlerrcode, fmt));
 	McConnClose(conn);
 	errno = save_errno;			/* for %m */
 	vsnprintf(conn->fail_why, sizeof(conn->fail_why), fmt, ap);
@@ -414,6 +437,7 @@ closed_while_idle(McConn *conn, int err)
 		return false;
 	if (err != 0 && err != EPIPE && err != ECONNRESET)
 		return false;
+	conn->cs.live = false;		/* not a call: the retry is */
 	McConnClose(conn);
 	return true;
 }
@@ -501,6 +525,7 @@ conn_send(McConn *conn, const char *hdr, size_t hlen,
 
 	if (st != MC_IO_OK)
 		return st;
+	conn->cs.sent += hlen + dlen;
 	conn->requests++;
 	conn->total_requests++;
 	conn->expect_wait = true;

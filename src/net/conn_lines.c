@@ -30,6 +30,7 @@ McConnLinesQueue(McConn *conn, const char *cmd)
 	memcpy(McConnWriteSpace(conn, len), cmd, len);
 	McConnWritten(conn, len);
 	McConnPipelined(conn, 1);
+	conn->cs.keys = 0;			/* a listing names no key */
 }
 
 /*

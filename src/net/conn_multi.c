@@ -241,6 +241,7 @@ McConnWritten(McConn *conn, size_t n)
 {
 	Assert(conn->wlen + n <= conn->wcap);
 	conn->wlen += n;
+	conn->cs.sent += n;
 }
 
 /*
@@ -253,4 +254,15 @@ McConnPipelined(McConn *conn, int nrequests)
 {
 	conn->requests++;
 	conn->total_requests += nrequests;
+	conn->cs.keys += nrequests;
+}
+
+/*
+ * A quiet multi-get's reply to a key: a hit unless it is a lease's
+ * placeholder (the keys without a hit were misses).
+ */
+void
+McConnHit(McConn *conn, const McReply *r)
+{
+	conn->cs.hits += !McReplyIsPlaceholder(r);
 }

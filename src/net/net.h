@@ -22,6 +22,7 @@
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
 
+#include "client_stats.h"
 #include "protocol.h"
 #include "ring.h"
 
@@ -123,6 +124,7 @@ typedef struct McConnStats
  */
 typedef struct McNet
 {
+	Oid			serverid;		/* the server's, for mc_client_stats */
 	const char *name;			/* the server's, for messages */
 	const McServerConfig *cfg;	/* the server's options */
 	MemoryContext cxt;			/* the configuration's: the TLS context lives there */
@@ -180,7 +182,8 @@ typedef enum McLinesStatus
  * judged: the call returns false/NULL/-1 with the cause kept in the
  * connection, and the caller (health.c's McInstance*) counts it and raises.
  */
-extern void McNetBind(McNet *net, const char *name, const McServerConfig *cfg);
+extern void McNetBind(McNet *net, Oid serverid, const char *name,
+					  const McServerConfig *cfg);
 extern McConn *McConnArrayNew(MemoryContext cxt, int n);
 extern void McNetRebuild(McNet *net, McConn *conns, int n, const int *from,
 						 MemoryContext cxt);
@@ -248,6 +251,7 @@ extern size_t McConnUnsent(McConn *conn);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
 extern void McConnWritten(McConn *conn, size_t n);
 extern void McConnPipelined(McConn *conn, int nrequests);
+extern void McConnHit(McConn *conn, const McReply *r);
 extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
 

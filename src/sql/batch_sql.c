@@ -157,6 +157,7 @@ mc_set_multi(PG_FUNCTION_ARGS)
 	bool		has_flags = false;
 	uint32		flags = 0;
 
+	McCsSetOp(MC_CS_SET_MULTI);
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	array_elements(PG_GETARG_ARRAYTYPE_P(0), "keys", &keys, &knulls, &nkeys);
@@ -228,6 +229,7 @@ mc_delete_multi(PG_FUNCTION_ARGS)
 {
 	BatchBuild	bb;
 
+	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	bb.srv = server_arg(fcinfo, 1);
@@ -245,6 +247,7 @@ mc_touch_multi(PG_FUNCTION_ARGS)
 	BatchBuild	bb;
 	int64		ttl;
 
+	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	if (PG_ARGISNULL(1))

@@ -18,6 +18,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "client_stats.h"
 #include "counters.h"
 #include "client.h"
 
@@ -91,5 +92,6 @@ Datum
 mc_counters_reset(PG_FUNCTION_ARGS)
 {
 	McCountersReset();
+	McCsReset();				/* one reset for both: see mc_client_stats_reset */
 	PG_RETURN_VOID();
 }

@@ -12,6 +12,7 @@
 
 #include "fmgr.h"
 
+#include "client_stats.h"
 #include "counters.h"
 #include "fdw.h"
 #include "prefetch.h"
@@ -31,6 +32,7 @@ _PG_init(void)
 	McOptionsInit();
 	McPoolInit();
 	McCountersInit();
+	McCsInit();
 	McJoinInit();
 	McPrefetchInit();
 	McWalInit();

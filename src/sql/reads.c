@@ -137,6 +137,7 @@ get_call(FunctionCallInfo fcinfo, bool as_text)
 	McPrefetchHit pf;
 	text	   *key;
 
+	McCsSetOp(MC_CS_GET);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
@@ -189,6 +190,7 @@ gets_call(FunctionCallInfo fcinfo, bool as_text, bool raw)
 	Datum		values[3];
 	bool		nulls[3];
 
+	McCsSetOp(MC_CS_GET);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
@@ -229,6 +231,7 @@ gat_call(FunctionCallInfo fcinfo, bool as_text, bool until)
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 
+	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	opts.has_ttl = true;
@@ -280,6 +283,7 @@ lease_call(FunctionCallInfo fcinfo, bool as_text)
 	bool		won = true;
 	bool		stale = false;
 
+	McCsSetOp(MC_CS_LEASE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	if (PG_ARGISNULL(1))
@@ -351,6 +355,7 @@ mc_meta(PG_FUNCTION_ARGS)
 	uint64_t	v;
 	bool		hit = false;
 
+	McCsSetOp(MC_CS_META);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);

@@ -49,6 +49,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 	uint32		flags;
 	bool		stored;
 
+	McCsSetOp(MC_CS_SET);
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
 		(cas_arg >= 0 && PG_ARGISNULL(cas_arg)))
 		PG_RETURN_NULL();
@@ -157,6 +158,7 @@ mc_delete(PG_FUNCTION_ARGS)
 {
 	McKeyOp		op;
 
+	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	McKeyOpInit(&op, MC_OP_DELETE, NULL);
@@ -179,6 +181,7 @@ mc_mark_stale(PG_FUNCTION_ARGS)
 	McKeyOp		op;
 	McReqOpts	opts = {0};
 
+	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	McKeyOpInit(&op, MC_OP_DELETE, NULL);
@@ -204,6 +207,7 @@ touch_call(FunctionCallInfo fcinfo, bool until)
 	McKeyOp		op;
 	McReqOpts	opts = {0};
 
+	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	McKeyOpInit(&op, MC_OP_GET, NULL);
@@ -236,6 +240,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 	bool		isnull = false;
 	int64		delta;
 
+	McCsSetOp(MC_CS_INCR);
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	delta = PG_GETARG_INT64(1);
@@ -316,8 +321,10 @@ MC_SQL_FUNCTION(mc_decr_until, arith_call, false, true)
 Datum
 mc_flush_all(PG_FUNCTION_ARGS)
 {
-	McServer   *srv = McServerLookup(McServerArg(fcinfo, 0));
+	McServer   *srv;
 
+	McCsSetOp(MC_CS_OTHER);
+	srv = McServerLookup(McServerArg(fcinfo, 0));
 	McServerCheckWrite(srv);
 	PG_RETURN_INT32(McFlushAll(srv));
 }

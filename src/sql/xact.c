@@ -276,6 +276,7 @@ send_server(Oid serverid, Oid umid, McBatchOp *ops, int nops, int end)
 	int			failed;
 
 	Assert(counts != NULL);
+	McCsSetOp(MC_CS_ON_COMMIT);
 	if (srv == NULL)
 	{
 		failed = nops;

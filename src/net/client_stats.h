@@ -1,0 +1,235 @@
+/*
+ * client_stats.h — what mcfdw did, per database, server, instance and kind
+ * of operation (client_stats.c), and which instances any backend marked
+ * dead.
+ *
+ * A surface says what it is doing with McCsSetOp (one store); the
+ * connection layer keeps the tally of the request on each connection
+ * (McCsReq) and hands it over when the request ends (McCsRecord); health.c
+ * reports degraded calls and instances marked dead.  Nothing here touches
+ * a socket or the catalog.
+ */
+#ifndef MCFDW_CLIENT_STATS_H
+#define MCFDW_CLIENT_STATS_H
+
+#include "postgres.h"
+
+#include <time.h>
+
+#include "datatype/timestamp.h"
+#include "port/pg_bitutils.h"
+
+/* The kinds of operation; the view's op column, in this order. */
+typedef enum McCsOp
+{
+	MC_CS_OTHER,				/* flush_all, anything not named below */
+	MC_CS_GET,					/* mc_get, mc_gets, mc_get_raw */
+	MC_CS_GET_MULTI,			/* mc_get_multi */
+	MC_CS_SET,					/* mc_set, add, replace, append, prepend, cas */
+	MC_CS_SET_MULTI,			/* mc_set_multi */
+	MC_CS_DELETE,				/* mc_delete, mc_mark_stale, mc_delete_multi */
+	MC_CS_INCR,					/* mc_incr, mc_decr */
+	MC_CS_TOUCH,				/* mc_touch, mc_gat, mc_touch_multi */
+	MC_CS_LEASE,				/* mc_get_lease */
+	MC_CS_META,					/* mc_meta */
+	MC_CS_ON_COMMIT,			/* the on-commit queue, sent after commit */
+	MC_CS_SCAN,					/* a foreign-table scan on the key */
+	MC_CS_JOIN,					/* the batched join */
+	MC_CS_MODIFY,				/* INSERT, UPDATE, DELETE, COPY on a foreign table */
+	MC_CS_FULL_SCAN,			/* a scan listing every key (metadump) */
+	MC_CS_STATS,				/* stats commands (views, the planner's estimate) */
+	MC_NOPS
+} McCsOp;
+
+/* What a failed request failed of: the view's errors_* columns. */
+typedef enum McCsError
+{
+	MC_CSE_NONE = -1,
+	MC_CSE_CONNECT,				/* refused, reset, closed: the connection */
+	MC_CSE_TIMEOUT,				/* connect_timeout, io_timeout, stats_timeout */
+	MC_CSE_PROTOCOL,			/* a reply out of step, unparseable, too large */
+	MC_CSE_SERVER,				/* SERVER_ERROR, CLIENT_ERROR, ERROR replies */
+	MC_CSE_AUTH,				/* a login refused or required */
+	MC_CSE_N
+} McCsError;
+
+/* The latency histogram: bucket b counts requests of [2^(b-1), 2^b) us. */
+#define MC_CS_NBUCKETS	26
+
+/* mcfdw.client_stats_max: the store's slots when preloaded (options.c). */
+extern int	mc_client_stats_max;
+
+/* The operation the backend is doing now: set by each surface. */
+extern McCsOp mc_cs_op;
+#define McCsSetOp(op) (mc_cs_op = (op))
+
+/* What is counted: a row's fields, in the view's order. */
+#define MC_CS_NFIELDS	(14 + MC_CS_NBUCKETS)
+enum
+{
+	MC_CSF_CALLS,
+	MC_CSF_KEYS,
+	MC_CSF_HITS,
+	MC_CSF_MISSES,
+	MC_CSF_SENT,
+	MC_CSF_RECV,
+	MC_CSF_ERR,					/* MC_CSE_N of them */
+	MC_CSF_DEGRADED = MC_CSF_ERR + MC_CSE_N,
+	MC_CSF_LAT_TOTAL,			/* us */
+	MC_CSF_LAT_MAX,				/* us */
+	MC_CSF_HIST
+};
+
+#define MC_CS_NAME_MAX	264		/* an instance's name: host:port or a path */
+
+/*
+ * This backend's pending counts of one instance, per operation: the hash
+ * entry of client_stats.c, here so a request is counted inline.
+ */
+typedef struct McCsInstance
+{
+	Oid			serverid;		/* hash key: server ... */
+	char		instance[MC_CS_NAME_MAX];	/* ... and instance */
+	bool		dirty;			/* on the list of instances to flush */
+	uint64		p[MC_NOPS][MC_CS_NFIELDS];
+	struct CsSlot *slot[MC_NOPS];	/* client_stats.c's: NULL, not looked up */
+	uint32		gen[MC_NOPS];	/* of the store when slot was found */
+} McCsInstance;
+
+/*
+ * The tally of the request running on a connection, kept in the connection
+ * (conn_int.h) and filled by the conn_*.c files.
+ */
+typedef struct McCsReq
+{
+	McCsInstance *inst;			/* NULL: not looked up yet */
+	int64		start;			/* McCsNow() when the request began */
+	uint64		sent;			/* request bytes */
+	uint64		recv;			/* reply bytes consumed */
+	uint32		keys;
+	uint32		hits;			/* replies saying the key was there */
+	uint32		misses;			/* ... that it was not */
+	bool		live;			/* a request is running, not yet recorded */
+} McCsReq;
+
+/* Microseconds on the monotonic clock (fine-grained: latencies). */
+static inline int64
+McCsNow(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* unsigned: a division by a constant without sign fix-ups */
+	return (int64) ((uint64) ts.tv_sec * USECS_PER_SEC + (uint64) ts.tv_nsec / 1000);
+}
+
+/* From _PG_init: the setting, shared memory when preloaded, the flush. */
+extern void McCsInit(void);
+
+/* This backend's entry of an instance (made at its first request). */
+extern McCsInstance *McCsInstanceOf(Oid serverid, const char *instance);
+
+/*
+ * Which operations' hits and misses the views show (a store's HD is no
+ * hit), and which are quiet reads (their keys without a hit were misses):
+ * decided when the view is read, so a request counts without a branch.
+ */
+extern const bool mc_cs_finds[MC_NOPS];
+extern const bool mc_cs_quiet_read[MC_NOPS];
+extern int64 mc_cs_flush_due;	/* McCsNow() past which pending counts go */
+
+/* McCsRecord's rare part: a first count since a flush, or a flush due. */
+extern void McCsRecordSlow(McCsInstance *in, int op, int64 now);
+
+/*
+ * Bucket of a latency: b for [2^(b-1), 2^b) us, 1 for under 2 us; bucket 0
+ * holds the calls refused without a request (McCsRefused).
+ */
+static inline int
+McCsBucket(uint64 us)
+{
+	int			b = pg_leftmost_one_pos64(us | 1) + 1;
+
+	return Min(b, MC_CS_NBUCKETS - 1);
+}
+
+/*
+ * A request ended: add its tally (err MC_CSE_NONE when it succeeded) to
+ * the backend's pending counts, inline: the single-key path pays a clock
+ * read and a few adds.
+ */
+static pg_attribute_always_inline void
+McCsRecord(McCsReq *rq, McCsError err)
+{
+	McCsInstance *in = rq->inst;
+	int			op = mc_cs_op;
+	uint64	   *p = in->p[op];
+	int64		now = McCsNow();
+	uint64		us = (uint64) (now - rq->start);	/* one monotonic clock */
+
+	rq->live = false;
+	p[MC_CSF_CALLS]++;
+	p[MC_CSF_KEYS] += rq->keys;
+	p[MC_CSF_HITS] += rq->hits;
+	p[MC_CSF_MISSES] += rq->misses;
+	p[MC_CSF_SENT] += rq->sent;
+	p[MC_CSF_RECV] += rq->recv;
+	if (unlikely(err != MC_CSE_NONE))
+		p[MC_CSF_ERR + err]++;
+	p[MC_CSF_LAT_TOTAL] += us;
+	if (us > p[MC_CSF_LAT_MAX])
+		p[MC_CSF_LAT_MAX] = us;
+	p[MC_CSF_HIST + McCsBucket(us)]++;
+	if (unlikely(!in->dirty || now > mc_cs_flush_due))
+		McCsRecordSlow(in, op, now);
+}
+
+/* A call refused without contacting instance: it is marked dead. */
+extern void McCsRefused(Oid serverid, const char *instance);
+
+/* on_failure 'miss': a call of instance answered as a miss. */
+extern void McCsDegraded(Oid serverid, const char *instance);
+
+/* health.c marked an instance dead until dead_until. */
+extern void McCsMarkedDead(Oid serverid, const char *instance, int failures,
+						   TimestampTz dead_until, const char *last_error);
+
+/* Move this backend's pending counts to the store. */
+extern void McCsFlush(void);
+
+/* Zero every count and forget every dead mark. */
+extern void McCsReset(void);
+
+/* Whether the store is the cluster's (preloaded) or this session's. */
+extern bool McCsShared(void);
+
+
+typedef struct McCsRow
+{
+	Oid			dbid;
+	Oid			serverid;		/* InvalidOid: the overflow row of op */
+	int			op;
+	char		instance[MC_CS_NAME_MAX];
+	uint64		c[MC_CS_NFIELDS];
+} McCsRow;
+
+typedef struct McCsDeadRow
+{
+	Oid			dbid;
+	Oid			serverid;
+	char		instance[MC_CS_NAME_MAX];
+	TimestampTz marked_at;
+	TimestampTz dead_until;
+	int			failures;
+	int			pid;
+	char		last_error[256];
+} McCsDeadRow;
+
+/* A copy of every used slot (palloc'd), and when counting started. */
+extern int	McCsReadRows(McCsRow **rows, TimestampTz *since);
+extern int	McCsReadDead(McCsDeadRow **rows);
+
+/* The op column's words. */
+extern const char *const mc_cs_op_names[MC_NOPS];
+
+#endif							/* MCFDW_CLIENT_STATS_H */
