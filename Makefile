@@ -80,8 +80,8 @@ SHLIB_LINK += -lanl
 # TLS: the system's OpenSSL, the one PostgreSQL itself links.
 SHLIB_LINK += -lssl -lcrypto
 # zlib: values compressed by Dalli, pylibmc and pymemcache (compress.c);
-# libdeflate inflates and deflates the same zlib streams faster.
-SHLIB_LINK += -lz -ldeflate
+# libdeflate inflates the same zlib streams faster, ISA-L deflates them.
+SHLIB_LINK += -lz -ldeflate -lisal
 
 EXTENSION = mcfdw
 DATA = mcfdw--1.0.sql mcfdw--1.0--1.1.sql mcfdw--1.1--1.2.sql mcfdw--1.2.sql
@@ -172,7 +172,7 @@ UNIT_CC ?= cc
 # -Wno-unused-function: tap.h defines plain static functions, and a test
 # that calls only some of them would not build otherwise.
 UNIT_CFLAGS ?= -O2 -g -Wall -Wextra -Werror -Wno-unused-function
-UNIT_LDLIBS ?= -lz -ldeflate
+UNIT_LDLIBS ?= -lz -ldeflate -lisal
 
 test/unit/bin/%: test/unit/%.c $(UNIT_PURE) $(wildcard src/*.h) test/unit/tap.h
 	@mkdir -p $(@D)

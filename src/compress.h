@@ -5,10 +5,10 @@
  * inflated size is not stored anywhere, so the caller grows its buffer and
  * decides when it is too large), and deflating a value.  Must not: include
  * PostgreSQL headers, allocate caller-visible memory, or decide limits.
- * It keeps one libdeflate decompressor and compressor and one zlib inflate
- * stream per process (libdeflate first, zlib for a value the first buffer
- * does not hold or a bad stream), allocated once and reset before every
- * use, so an error raised between two steps leaves nothing to free.
+ * It keeps one libdeflate decompressor, one zlib inflate stream (libdeflate
+ * first, zlib for a value the first buffer does not hold or a bad stream)
+ * and ISA-L's deflate tables per process, allocated once and reset before
+ * every use, so an error raised between two steps leaves nothing to free.
  */
 #ifndef MCFDW_COMPRESS_H
 #define MCFDW_COMPRESS_H
@@ -53,7 +53,7 @@ extern McZStatus mc_deflate(const void *src, size_t len, char *dst, size_t cap,
 							size_t *outlen);
 
 /*
- * mc_compress_release: free the process's libdeflate and zlib state.  A
+ * mc_compress_release: free the process's libdeflate, ISA-L and zlib state.  A
  * backend keeps it until exit; this is for programs checked for leaks
  * (libdeflate's compressor is aligned inside its block, so a leak checker
  * sees only an interior pointer to it).  Anything may be called after.

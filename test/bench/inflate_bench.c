@@ -16,7 +16,7 @@
  * libdeflate's level 6.  Prints the median of many rounds in ns per value,
  * and the ratios to zlib.
  *
- * Build: cc -O2 -Isrc -o inflate_bench test/bench/inflate_bench.c src/compress.c -lz -ldeflate
+ * Build: cc -O2 -Isrc -o inflate_bench test/bench/inflate_bench.c src/compress.c -lz -ldeflate -lisal
  * Usage: inflate_bench [values] [rounds]
  */
 #include <stdio.h>
