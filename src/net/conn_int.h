@@ -213,6 +213,14 @@ struct McTransport
 };
 
 extern const McTransport mc_plain_transport;	/* conn_plain.c */
+
+/* McConnHasPending, inline for the read loop: plaintext holds nothing. */
+static inline bool
+conn_has_pending(McConn *conn)
+{
+	return conn->xfer != NULL && conn->xfer->pending != NULL &&
+		conn->xfer->pending(conn);
+}
 extern const McTransport mc_tls_transport;	/* conn_tls.c */
 
 /* conn_io.c */

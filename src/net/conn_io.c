@@ -512,8 +512,7 @@ conn_xfer_failed(McConn *conn, McXferStatus st, const char *action)
 bool
 McConnHasPending(McConn *conn)
 {
-	return conn->xfer != NULL && conn->xfer->pending != NULL &&
-		conn->xfer->pending(conn);
+	return conn_has_pending(conn);
 }
 
 /* Send a whole request: written, counted, and its reply awaited. */
@@ -600,7 +599,7 @@ conn_fill(McConn *conn, size_t need)
 		McXferStatus st;
 
 		/* bytes OpenSSL already holds are invisible to epoll: read them first */
-		if (conn->expect_wait && !McConnHasPending(conn))
+		if (conn->expect_wait && !conn_has_pending(conn))
 		{
 			if (conn->xfer->records && quiet_since == 0)
 				quiet_since = conn->stamp_fresh ? conn->last_used : mono_usec();

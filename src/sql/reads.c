@@ -135,14 +135,12 @@ get_call(FunctionCallInfo fcinfo, bool as_text)
 	McKeyOp		op;
 	ReadResult	rr;
 	McPrefetchHit pf;
-	text	   *key;
 
 	McCsSetOp(MC_CS_GET);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
-	key = PG_GETARG_TEXT_PP(0);
-	switch (McPrefetchLookup(srv, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &pf))
+	switch (McPrefetchLookup(srv, k.raw, k.raw_len, &pf))
 	{
 		case MC_PF_MISS:
 			PG_RETURN_NULL();
