@@ -45,7 +45,7 @@ db.sql(c, history_sql)
 def load(port, prefix, n, value_size, batch=200):
     """n items prefix%08d of value_size bytes, quiet meta sets, one mn per batch."""
     val = b"v" * value_size
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    with mcrig.connect(port, timeout=30) as sock:
         for b0 in range(0, n, batch):
             sock.sendall(b"".join(b"ms %s%08d %d q\r\n%s\r\n" % (prefix, i, value_size, val)
                                   for i in range(b0, min(b0 + batch, n))) + b"mn\r\n")
