@@ -229,13 +229,6 @@ conn_cs_begin(McConn *conn, int64 now)
 	conn->cs.live = true;
 }
 
-/* The instance's entry of the tally, found once per connection. */
-void
-conn_cs_attach(McConn *conn)
-{
-	conn->cs.inst = McCsInstanceOf(conn->net->serverid, McConnName(conn));
-}
-
 /*
  * Get a connection ready for a request without waiting: close the socket if
  * an interrupted request left it out of step, probe a long-idle socket, and

@@ -155,14 +155,15 @@ conn_reset_rbuf(McConn *conn)
  * The running request ended (err: MC_CSE_NONE, or how it failed): its
  * tally goes to client_stats.c, once.
  */
-extern void conn_cs_attach(McConn *conn);
 static inline void
 conn_cs_end(McConn *conn, McCsError err)
 {
 	if (conn->cs.live)
 	{
+		/* the instance's entry of the tally, found once per connection */
 		if (unlikely(conn->cs.inst == NULL))
-			conn_cs_attach(conn);
+			conn->cs.inst = McCsInstanceOf(conn->net->serverid,
+										   McInstanceName(conn->net, conn->index));
 		McCsRecord(&conn->cs, err);
 	}
 }

@@ -39,24 +39,6 @@ conn_memory(void)
 	return cxt;
 }
 
-/*
- * Name of an instance ("host:port", "[v6]:port", a Unix socket's path) for
- * messages and views.
- * Only called on error and reporting paths, so the allocation does not
- * matter.
- */
-const char *
-McInstanceName(McNet *net, int index)
-{
-	McEndpoint *ep = &net->cfg->endpoints[index];
-
-	if (ep->port == 0)
-		return pstrdup(ep->host);
-	if (strchr(ep->host, ':'))
-		return psprintf("[%s]:%d", ep->host, ep->port);
-	return psprintf("%s:%d", ep->host, ep->port);
-}
-
 /* Name of a connection's instance, for messages. */
 const char *
 McConnName(McConn *conn)
