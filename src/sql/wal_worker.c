@@ -417,7 +417,7 @@ send_deletes(KeyGroup *g, char *errbuf, size_t errlen)
 		const char *raw = NULL;
 		size_t		rawlen = 0;
 		bool		b64;
-		bool		ok = true;
+		volatile bool ok = true;
 		MemoryContext cxt = CurrentMemoryContext;
 
 		PG_TRY();
