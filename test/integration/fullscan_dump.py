@@ -159,7 +159,11 @@ t.is_(db.value(c, "SELECT value FROM t WHERE key = '77'"), "v77", "and so is a k
 # another client's crawl, stalled because that client does not read: memcached
 # 1.6.18 does not answer a second dump at all (no BUSY), so io_timeout ends it
 db.sql(c, "ALTER SERVER big OPTIONS (SET io_timeout '1s')")
-busy = socket.create_connection(("127.0.0.1", ms[0].port))
+# a small receive buffer, set before the connect: loopback's autotuned one
+# can grow to hold a whole 100,000-key dump, and the crawl would then finish
+busy = socket.socket()
+busy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+busy.connect(("127.0.0.1", ms[0].port))
 busy.sendall(b"lru_crawler metadump all\r\n")
 busy.recv(1024)       # it started; now nobody reads, and the crawl waits
 time.sleep(0.3)
