@@ -135,6 +135,14 @@ McWalSlotName(Oid dbid, char *buf, size_t len)
 #define WCOL_ACTION 4
 #define WCOL_TRUNCATE 5
 
+/* Column c (1-based) of a deformed mc_watches row. */
+static inline Datum
+watch_col(const Datum *vals, const bool *nulls, int c, bool *isnull)
+{
+	*isnull = nulls[c - 1];
+	return vals[c - 1];
+}
+
 static void
 decode_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
@@ -192,6 +200,8 @@ load_watches(DecodeState *st)
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
 		WatchRow   *w = palloc0(sizeof(WatchRow));
+		Datum	   *vals = palloc(sizeof(Datum) * desc->natts);
+		bool	   *vnull = palloc(sizeof(bool) * desc->natts);
 		bool		isnull;
 		Datum		d;
 		Datum	   *elems;
@@ -199,21 +209,27 @@ load_watches(DecodeState *st)
 		int			n;
 		char	   *s;
 
-		d = heap_getattr(tup, WCOL_RELID, desc, &isnull);
+		/*
+		 * heap_deform_tuple, not heap_getattr: the server-dev headers of
+		 * some Debian builds inline a call into heap_getattr that other
+		 * builds of the same major do not export.
+		 */
+		heap_deform_tuple(tup, desc, vals, vnull);
+		d = watch_col(vals, vnull, WCOL_RELID, &isnull);
 		if (isnull)
 			continue;
 		w->relid = DatumGetObjectId(d);
-		d = heap_getattr(tup, WCOL_SERVER, desc, &isnull);
+		d = watch_col(vals, vnull, WCOL_SERVER, &isnull);
 		if (isnull)
 			continue;
 		strlcpy(w->server, NameStr(*DatumGetName(d)), NAMEDATALEN);
-		d = heap_getattr(tup, WCOL_ACTION, desc, &isnull);
+		d = watch_col(vals, vnull, WCOL_ACTION, &isnull);
 		s = isnull ? "delete" : TextDatumGetCString(d);
 		w->action = strcmp(s, "mark_stale") == 0 ? 'S' : 'D';
-		d = heap_getattr(tup, WCOL_TRUNCATE, desc, &isnull);
+		d = watch_col(vals, vnull, WCOL_TRUNCATE, &isnull);
 		s = isnull ? "flush" : TextDatumGetCString(d);
 		w->on_truncate = strcmp(s, "ignore") == 0 ? 'I' : 'F';
-		d = heap_getattr(tup, WCOL_TEMPLATES, desc, &isnull);
+		d = watch_col(vals, vnull, WCOL_TEMPLATES, &isnull);
 		if (!isnull)
 		{
 			deconstruct_array(DatumGetArrayTypePCopy(d), TEXTOID, -1, false,
