@@ -281,10 +281,20 @@ left, _ = wait_gone(keys, 30)
 t.ok(not left, "once it answers again, every key is deleted", "%d left" % len(left))
 
 # ---- pg_dump dumps the watches ------------------------------------------------------------
-r = as_pg([os.path.join(BINDIR, "pg_dump"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
-           "--data-only", "-t", "mc_watches", "postgres"], cwd=base)
-t.ok(r.returncode == 0 and 'public.users\twt\t{"user:{id}"}' in r.stdout,
-     "pg_dump dumps the rows of mc_watches (an extension configuration table)", r.stdout[-2000:])
+# pg_dump reads only servers of its own major or older: on another major than
+# the client tools' (test/rig/majors.sh lends PostgreSQL 15's), skip.
+server_major = int(q(db, "SHOW server_version_num")[0][0]) // 10000
+dump_major = int(subprocess.run([os.path.join(BINDIR, "pg_dump"), "--version"],
+                                stdout=subprocess.PIPE, text=True, check=True)
+                 .stdout.split()[2].split(".")[0])
+if dump_major < server_major:
+    t.skip("pg_dump dumps the rows of mc_watches",
+           "pg_dump %d cannot dump a PostgreSQL %d server" % (dump_major, server_major))
+else:
+    r = as_pg([os.path.join(BINDIR, "pg_dump"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+               "--data-only", "-t", "mc_watches", "postgres"], cwd=base)
+    t.ok(r.returncode == 0 and 'public.users\twt\t{"user:{id}"}' in r.stdout,
+         "pg_dump dumps the rows of mc_watches (an extension configuration table)", r.stdout[-2000:])
 
 # ---- pg_ctl -m immediate stop in the middle of a stream -----------------------------
 keys = ["user:%d" % i for i in range(1, 20001)]
