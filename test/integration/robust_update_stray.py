@@ -18,6 +18,8 @@ t = mcrig.TAP()
 mc = mcrig.start_memcached()
 px = HostileProxy(mc.port).start()
 px.stray_delay = 0.0
+# the stray follows the scan's whole reply (its pipeline's MN), not a part of it
+px.stray_after = b"MN\r\n"
 db = mcdb.Database("mcfdw_it_robust_update_stray")
 admin = db.connect()
 db.server(admin, "direct", mc.addr)

@@ -126,6 +126,7 @@ class HostileProxy(Listener):
         self.stray = STRAY
         self.stray_delay = 0.05
         self.stray_next = 0         # replies still to be followed by a stray
+        self.stray_after = None     # ... only a chunk ending so (b"MN\r\n": a pipeline's end)
         self.drop_next = 0          # requests still to be executed then dropped
         self.drop_match = None      # bytes: only requests holding them count for drop_next
         self.strays_sent = 0
@@ -212,7 +213,8 @@ class HostileProxy(Listener):
                         time.sleep(self.delay)
                     with send_lock:
                         client.sendall(data)
-                    if self._take("stray_next"):
+                    if ((self.stray_after is None or data.endswith(self.stray_after))
+                            and self._take("stray_next")):
                         self._inject_later(client, send_lock, self.stray, self.stray_delay)
                     elif self._chance(self.p_stray):
                         with self._lock:
