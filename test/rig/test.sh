@@ -253,6 +253,12 @@ count_tap() {
 	FAILED=$((FAILED + f))
 	SKIPPED=$((SKIPPED + s))
 	[ "$f" -eq 0 ] || FAILED_NAMES+=("$name ($f)")
+	# The failures themselves, repeated in the summary: CI shows only the
+	# end of the output, and that is where the reason must be.
+	[ "$f" -eq 0 ] || mapfile -t -O "${#FAILED_NAMES[@]}" FAILED_NAMES < <(awk '
+		/^not ok([ \t]|$)/ { n = 6; print "      " substr($0, 1, 300); next }
+		n > 0 && /^#/       { n--; print "      " substr($0, 1, 300); next }
+		{ n = 0 }' "$RUN_OUT" | head -n 30)
 	return 0
 }
 
