@@ -9,8 +9,10 @@ database with mcfdw and docs/grafana/history.sql installed, after a few
 samples.  One of the servers has an instance that is down: the dashboard
 must keep working.  A private memcached (-m 8, slab_automove=0) is made
 calcified and configured in two servers: the calcification panels show it,
-and count it once.  A query that fails, returns no rows, or keeps a '$'
-placeholder Grafana would have replaced fails the test.
+and count it once; every panel summing memcached's own figures shows the
+same whether one or both of its servers are selected.  A query that
+fails, returns no rows, or keeps a '$' placeholder Grafana would have
+replaced fails the test.
 """
 
 import datetime
@@ -69,6 +71,7 @@ mcrig.wait_for(lambda: db.value(c, "SELECT calcified FROM mc_slab_calcification(
 
 # a little traffic between samples, so the "over time" panels have deltas
 for n in range(3):
+    load(calc_mc.port, b"L%d:" % n, 40, 17000)      # the starved class evicts on
     db.sql(c, "SELECT count(mc_set('dash:' || i, repeat('d', 100 * i))) FROM generate_series(1, 20) i")
     db.sql(c, "SELECT count(mc_get('dash:' || i)) FROM generate_series(1, 30) i")
     db.sql(c, "CALL mcfdw_sample_stats()")
@@ -216,6 +219,24 @@ if "Calcification" in by_title:
          and all(r["instance"] == calc_mc.addr and r["reason"] == "old items" and r["slab_automove"] == 0
                  for r in calc) and rows[:2] == calc,
          "Calcification lists the calcified instance first, under both its servers", repr(rows))
+
+# ---- an instance named by two servers counts once where panels sum ----------
+# the calcified memcached is dash_calc's and dash_calc_too's: a panel over
+# memcached's own figures shows the same whether one or both are selected
+SUMMED = ("Slab waste", "Slab memory", "Instances answering", "Evictions and hit ratio",
+          "Waste by class", "Pages by class", "Evictions by instance", "Evictions by slab class",
+          "Hit ratio over time", "Waste over time", "Pages by class over time",
+          "Calcified instances", "Slab pages moved by the automover")
+one = dict(values, server=["dash_calc"], instance=[calc_mc.addr])
+both = dict(values, server=["dash_calc", "dash_calc_too"], instance=[calc_mc.addr])
+for title in SUMMED:
+    if not t.ok(title in by_title, "the dashboard has a %r panel" % title):
+        continue
+    sql = by_title[title]["targets"][0]["rawSql"]
+    r_one, r_both = run(variables(macros(sql), one)), run(variables(macros(sql), both))
+    t.ok(r_one and r_one == r_both,
+         "%s: the instance of two servers counted once" % title,
+         "one server: %r" % r_one[:6], "both:       %r" % r_both[:6])
 
 calc_mc.stop()
 c.close()
