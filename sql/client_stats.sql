@@ -74,21 +74,24 @@ SELECT c.degraded = (SELECT sum(degraded) FROM mc_client_stats s WHERE s.server 
 SELECT server, dead, failures, dead_until > marked_dead_at AS until_later,
        last_error <> '' AS has_error, scope
   FROM mc_cluster_health ORDER BY server;
--- p50 and p99 per instance from the histogram: README's query
+-- p50 and p99 per instance from the histogram: README's query (the
+-- dashboard's), with mc_get alone
 SELECT count(*) > 0 AS any, bool_and(p50_ms <= p99_ms) AS ordered,
-       bool_and(p50_ms > 0) AS positive, sum(calls) = 10 AS all_gets
-  FROM (SELECT server, instance,
+       bool_and(p50_ms > 0) AS positive, sum(requests) = 10 AS all_gets
+  FROM (SELECT instance,
                min(2 ^ (b - 1) / 1000.0) FILTER (WHERE cum >= 0.50 * total) AS p50_ms,
                min(2 ^ (b - 1) / 1000.0) FILTER (WHERE cum >= 0.99 * total) AS p99_ms,
-               sum(n) AS calls
-          FROM (SELECT server, instance, b, n,
-                       sum(n) OVER (PARTITION BY server, instance ORDER BY b) AS cum,
-                       sum(n) OVER (PARTITION BY server, instance) AS total
+               max(total) AS requests
+          FROM (SELECT instance, b,
+                       sum(sum(n)) OVER (PARTITION BY instance ORDER BY b) AS cum,
+                       sum(sum(n)) OVER (PARTITION BY instance) AS total
                   FROM mc_client_stats, unnest(latency_hist) WITH ORDINALITY AS u(n, b)
-                 WHERE op = 'get') h
+                 WHERE op NOT IN ('stats', 'full_scan') AND b > 1
+                   AND server = 'cs_srv' AND op = 'get'
+                 GROUP BY instance, b) h
          WHERE total > 0
-         GROUP BY server, instance ORDER BY server, instance) q
- WHERE server = 'cs_srv';
+         GROUP BY instance
+         ORDER BY instance) q;
 -- README's hit ratio and errors per instance
 SELECT server, sum(hits)::float8 / nullif(sum(hits + misses), 0) AS hit_ratio,
        sum(errors_connect + errors_timeout + errors_protocol + errors_server + errors_auth) AS errors,

@@ -10,9 +10,10 @@ samples.  One of the servers has an instance that is down: the dashboard
 must keep working.  A private memcached (-m 8, slab_automove=0) is made
 calcified and configured in two servers: the calcification panels show it,
 and count it once; every panel summing memcached's own figures shows the
-same whether one or both of its servers are selected.  A query that
-fails, returns no rows, or keeps a '$' placeholder Grafana would have
-replaced fails the test.
+same whether one or both of its servers are selected.  The client panels
+(mc_client_stats, mc_counters, mc_wal_watches) show this session's known
+workload exactly.  A query that fails, returns no rows, or keeps a '$'
+placeholder Grafana would have replaced fails the test.
 """
 
 import datetime
@@ -21,6 +22,7 @@ import os
 import re
 import socket
 
+import faultproxy
 import mcdb
 import mcrig
 
@@ -75,6 +77,10 @@ for n in range(3):
     db.sql(c, "SELECT count(mc_set('dash:' || i, repeat('d', 100 * i))) FROM generate_series(1, 20) i")
     db.sql(c, "SELECT count(mc_get('dash:' || i)) FROM generate_series(1, 30) i")
     db.sql(c, "CALL mcfdw_sample_stats()")
+# a watch for the WAL-invalidation panel: the row mc_watch writes (the rig's
+# cluster does not preload mcfdw, so no worker delivers it: its lag is NULL)
+db.sql(c, "CREATE TABLE dash_watched (id int PRIMARY KEY)")
+db.sql(c, "INSERT INTO mc_watches (relid, server, templates) VALUES ('dash_watched', 'memcached', ARRAY['w:{id}'])")
 t.ok(db.value(c, "SELECT count(DISTINCT sampled_at) FROM mcfdw_server_history") == 3,
      "history.sql: three samples taken")
 t.ok(db.value(c, "SELECT count(*) FROM mcfdw_server_history WHERE error IS NOT NULL") == 3,
@@ -237,6 +243,78 @@ for title in SUMMED:
     t.ok(r_one and r_one == r_both,
          "%s: the instance of two servers counted once" % title,
          "one server: %r" % r_one[:6], "both:       %r" % r_both[:6])
+
+# ---- the client panels: what this session did -------------------------------
+for title in ("Client hit ratio per instance", "Client latency p50 / p99 per instance",
+              "Client errors by class", "Degraded calls", "Lost on-commit writes",
+              "WAL invalidation lag", "Client statistics"):
+    t.ok(title in by_title, "the dashboard has a %r panel" % title)
+
+
+def panel_rows(title, vals=values):
+    cur = c.cursor()
+    cur.execute(variables(macros(by_title[title]["targets"][0]["rawSql"]), vals))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+MC0 = mcrig.addr(ports[0])
+if "Client hit ratio per instance" in by_title:
+    rows = {r["instance"]: r["hit_ratio"] for r in panel_rows("Client hit ratio per instance")}
+    t.is_(round(rows.get(MC0) or 0, 6), round(60 / 90, 6),
+          "Client hit ratio: 3 x 30 gets of which 20 hit, on memcached's instance")
+if "Client latency p50 / p99 per instance" in by_title:
+    rows = {r["instance"]: r for r in panel_rows("Client latency p50 / p99 per instance")}
+    r = rows.get(MC0)
+    t.ok(r is not None and r["requests"] == 150 and 0 < r["p50_ms"] <= r["p99_ms"],
+         "Client latency: the 150 sets and gets of memcached's instance, p50 <= p99", repr(rows))
+    t.ok(DOWN not in rows, "... the down instance's stats commands are left out", repr(rows))
+if "Client errors by class" in by_title:
+    rows = {r["instance"]: r for r in panel_rows("Client errors by class")}
+    t.ok(DOWN in rows and rows[DOWN]["connect"] + rows[DOWN]["timeout"] > 0
+         and rows.get(MC0, {}).get("connect") == 0,
+         "Client errors by class: the down instance's failed connects, none for memcached's", repr(rows))
+if "WAL invalidation lag" in by_title:
+    rows = panel_rows("WAL invalidation lag")
+    t.ok([(r["table"], r["server"]) for r in rows] == [("dash_watched", "memcached")],
+         "WAL invalidation lag: the watch", repr(rows))
+# the percentiles against a known latency: replies delayed 40 ms are in the
+# histogram's bucket [32.768, 65.536) ms
+delayed = faultproxy.FaultProxy(ports[0], mode="delay").start()
+delayed.delay = 0.040
+db.server(c, "dash_delay", delayed.addr)
+db.sql(c, "SELECT count(mc_get('dash:1', 'dash_delay')) FROM generate_series(1, 10)")
+if "Client latency p50 / p99 per instance" in by_title:
+    rows = panel_rows("Client latency p50 / p99 per instance",
+                      dict(values, server=["dash_delay"], instance=[delayed.addr]))
+    t.ok(len(rows) == 1 and rows[0]["requests"] == 10 and rows[0]["p50_ms"] == 65.536
+         and rows[0]["p99_ms"] >= 65.536,
+         "Client latency: 10 replies delayed 40 ms, p50 65.536 ms (the bucket's upper bound), "
+         "p99 no lower", repr(rows))
+delayed.stop()
+
+# a server whose instance is down, answering as a miss: 3 degraded calls and
+# an on-commit delete lost after its commit
+db.server(c, "dash_miss", DOWN, on_failure="miss", connect_timeout="300ms")
+db.sql(c, "SET mcfdw.warn_on_miss = off")
+db.sql(c, "SELECT count(mc_get('dash:1', 'dash_miss')) FROM generate_series(1, 3)")
+c.autocommit = False
+db.sql(c, "SELECT mc_delete_on_commit('dash:1', 'dash_miss')")
+c.commit()
+c.autocommit = True
+miss = dict(values, server=["dash_miss"], instance=[DOWN])
+if "Degraded calls" in by_title:
+    t.is_(panel_rows("Degraded calls", miss), [{"degraded calls": 3}], "Degraded calls: the 3 gets answered as a miss")
+if "Lost on-commit writes" in by_title:
+    t.is_(panel_rows("Lost on-commit writes", miss), [{"lost": 1, "sent": 0}],
+          "Lost on-commit writes: the delete the down instance did not get")
+# the same memcached through two servers: each server's requests are its own
+# and add up, counted once each
+db.sql(c, "SELECT count(mc_get('dash:1', 'dash_calc')), count(mc_get('dash:1', 'dash_calc_too')) "
+          "FROM generate_series(1, 5)")
+if "Client latency p50 / p99 per instance" in by_title:
+    rows = {r["instance"]: r["requests"] for r in panel_rows("Client latency p50 / p99 per instance", both)}
+    t.is_(rows, {calc_mc.addr: 10}, "Client latency: 5 gets through each of the two servers are 10 requests")
 
 calc_mc.stop()
 c.close()
