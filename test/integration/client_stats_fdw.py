@@ -4,15 +4,17 @@ mc_client_stats, each under its own operation, per instance.
 Two private memcacheds (so nothing else's items are listed by the full
 scan) form one server; N keys of which M are present.  mc_route says which
 instance each key goes to, and from that the test predicts every row: the
-scan on the key (one pipeline per instance), the batched join (one pipeline
-per instance and batch, join_batch_size 5), INSERT (one batch per
-instance), UPDATE and DELETE (the scan that finds the rows, then one
-request per row), COPY as INSERT, and the full scan and ANALYZE (the key listing, then the
-listed keys' pipeline).  calls, keys, hits, misses and errors are exact;
-the bytes of the scan and the join too, from the pipelined multi-get's
-request ("mg <key> v O<pos> q", "mn") and reply ("VA <len> O<pos>", "MN").
-The rig does not preload mcfdw: the counts are this session's, read by
-the session that made them (client_stats_cluster.py covers the cluster).
+scan on the key (one pipeline per instance), the batched join (one
+pipeline per instance and batch, join_batch_size 5; a parameterized scan
+per outer row when the statement locks rows), INSERT and COPY (one batch
+per instance), UPDATE and DELETE (the scan that finds the rows, then one
+request per row), the full scan and ANALYZE (the key listing, then the
+listed keys' pipeline), and a scan answered as a miss.  calls, keys, hits,
+misses, errors and degraded calls are exact; the bytes of the scans and the
+join too, from the pipelined multi-get's request ("mg <key> v O<pos> q",
+"mn") and reply ("VA <len> O<pos>", "MN").  The rig does not preload
+mcfdw: the counts are this session's, read by the session that made them
+(client_stats_cluster.py covers the cluster).
 """
 
 import io
@@ -127,6 +129,16 @@ got, byt = counted(JOIN)
 want, wbyt = pipelines("join", [KEYS[0:5], KEYS[5:10], KEYS[10:]])
 t.is_(got, want, "batched join in batches of 5, 5 and 2 rows: one pipeline per instance and batch")
 t.is_(byt, wbyt, "batched join: the exact bytes sent and received")
+
+# a statement that locks rows joins by a parameterized scan: one per outer row
+NL = "SELECT f.value FROM csf_o o JOIN csf_t f ON f.key = o.k FOR UPDATE OF o"
+plan = "\n".join(r[0] for r in db.sql(c, "EXPLAIN " + NL))
+t.ok("MemcachedBatchedJoin" not in plan and "Nested Loop" in plan,
+     "with FOR UPDATE the join is a nested loop of parameterized scans", plan)
+got, byt = counted(NL)
+want, wbyt = pipelines("scan", [[k] for k in KEYS])
+t.is_(got, want, "nested-loop join: one scan per outer row, counted as scans")
+t.is_(byt, wbyt, "nested-loop join: the exact bytes sent and received")
 
 # ---- INSERT, UPDATE, DELETE ---------------------------------------------------------
 INS = ["csf:ins%d" % i for i in range(1, 7)]
