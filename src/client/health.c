@@ -284,24 +284,36 @@ live_ring(McServer *srv, const bool *alive)
 	return srv->live;
 }
 
-/* McServerPickWith's choice, or -1 when no instance is available. */
+/* McServerPickRoute's choice, or -1 when no instance is available. */
 static inline int
-pick_with(McServer *srv, const char *key, size_t len, const bool *alive)
+pick_with(McServer *srv, const char *key, size_t len, const bool *alive, bool failover)
 {
-	if (alive != NULL && srv->cfg.failover && mc_dist_is_ketama(srv->cfg.distribution))
+	if (alive != NULL && failover && mc_dist_is_ketama(srv->cfg.distribution))
 		return mc_ring_lookup(live_ring(srv, alive),
 							  mc_ring_key_hash(srv->ring, key, len));
-	return mc_ring_pick(srv->ring, key, len, alive, srv->cfg.failover);
+	return mc_ring_pick(srv->ring, key, len, alive, failover);
 }
 
 /*
  * Choose the instance for a key (as routed: prefix included, before base64)
- * given a health map from McServerAliveMap.
+ * given a health map from McServerAliveMap, as the server's failover says.
  */
 int
 McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 {
-	int			idx = pick_with(srv, key, len, alive);
+	return McServerPickRoute(srv, key, len, alive, srv->cfg.failover);
+}
+
+/*
+ * McServerPickWith with failover given by the caller (a run that must not
+ * fail over whatever the server's setting: the key's own instance, dead or
+ * alive).
+ */
+int
+McServerPickRoute(McServer *srv, const char *key, size_t len, const bool *alive,
+				  bool failover)
+{
+	int			idx = pick_with(srv, key, len, alive, failover);
 
 	if (idx < 0)
 		ereport(ERROR,
@@ -323,7 +335,7 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 int
 McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
 {
-	int			idx = pick_with(srv, key, len, alive);
+	int			idx = pick_with(srv, key, len, alive, srv->cfg.failover);
 
 	if (idx >= 0 && alive != NULL && !alive[idx])
 		return -1;

@@ -27,6 +27,8 @@ extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
 								McStatLineFn cb, void *arg);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
+extern int	McServerPickRoute(McServer *srv, const char *key, size_t len,
+							  const bool *alive, bool failover);
 extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
 extern const char *McRoundtripRouted(McServer *srv, const char *key, size_t keylen,

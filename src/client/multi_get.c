@@ -87,6 +87,8 @@ typedef struct MgBatch
 	bool		as_text;
 	bool		soft;			/* failover or on_failure 'miss': a failing
 								 * instance's keys are misses */
+	bool		failover;		/* the run's, not read from srv (MC_MG_STRICT) */
+	bool		miss;			/* on_failure 'miss' for the run, likewise */
 	MgKey	   *keys;
 	int			nkeys;
 	MgInstance *instances;		/* one per configured instance */
@@ -176,7 +178,7 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 	/* on_failure 'miss' with every instance dead: route as if all were up */
 	for (int s = 0; alive && s < srv->cfg.nendpoints; s++)
 		any_alive |= alive[s];
-	if (alive && !any_alive && srv->cfg.on_failure_miss)
+	if (alive && !any_alive && b->miss)
 		alive = NULL;
 	while (cap < (uint32) n * 2)
 		cap <<= 1;
@@ -209,7 +211,7 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 			k->src = McKeyArenaKeep(&b->digests, raw, rawlen);
 			k->len = rawlen;
 		}
-		k->instance = (uint16) McServerPickWith(srv, raw, rawlen, alive);
+		k->instance = (uint16) McServerPickRoute(srv, raw, rawlen, alive, b->failover);
 		counts[k->instance]++;
 		b->nkeys++;
 	}
@@ -482,7 +484,7 @@ mg_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 		else
 		{
 			/* on_failure 'miss' hides unavailability, not error replies */
-			if (b->soft && !b->srv->cfg.on_failure_miss)
+			if (b->soft && !b->miss)
 			{
 				McInstanceMisbehaved(b->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
 							   "unexpected reply");
@@ -525,7 +527,7 @@ run_collected(MgBatch *b)
 	for (int s = 0; s < b->srv->cfg.nendpoints; s++)
 		e->inst[s].work = b->instances[s].nkeys;
 	McEngineRun(e);
-	for (int s = 0; b->srv->cfg.on_failure_miss && s < b->srv->cfg.nendpoints; s++)
+	for (int s = 0; b->miss && s < b->srv->cfg.nendpoints; s++)
 		if (e->inst[s].dropped)
 			McInstanceDegraded(b->srv, s);
 }
@@ -553,7 +555,9 @@ get_multi_common(FunctionCallInfo fcinfo, bool as_text)
 	memset(&b, 0, sizeof(b));
 	b.srv = McServerLookup(PG_ARGISNULL(1) ? NULL : NameStr(*PG_GETARG_NAME(1)));
 	b.as_text = as_text;
-	b.soft = b.srv->cfg.failover || b.srv->cfg.on_failure_miss;
+	b.failover = b.srv->cfg.failover;
+	b.miss = b.srv->cfg.on_failure_miss;
+	b.soft = b.failover || b.miss;
 	b.tupstore = rsinfo->setResult;
 	b.tupdesc = rsinfo->setDesc;
 	b.rows_by_hand = McRowLayoutFits(b.tupdesc);
@@ -604,11 +608,14 @@ mc_get_multi_bytea(PG_FUNCTION_ARGS)
  * fn is called once per hit with the key's datum and the reply, parsed in
  * place: base and r are valid only during the call, and the bytes before
  * the value (its reply header) may be overwritten.  Returns the number of
- * distinct keys asked.  Work memory is freed before returning.
+ * distinct keys asked.  Work memory is freed before returning.  With
+ * MC_MG_STRICT in flags the run neither fails over nor degrades to misses,
+ * whatever the server's failover and on_failure: a failing instance
+ * raises.
  */
 int
 McMultiGetRun(McServer *srv, const Datum *keys, const bool *nulls, int n,
-			  unsigned want, McHitFn fn, void *arg)
+			  unsigned want, unsigned flags, McHitFn fn, void *arg)
 {
 	MgBatch		b;
 	MemoryContext work;
@@ -616,7 +623,9 @@ McMultiGetRun(McServer *srv, const Datum *keys, const bool *nulls, int n,
 
 	memset(&b, 0, sizeof(b));
 	b.srv = srv;
-	b.soft = srv->cfg.failover || srv->cfg.on_failure_miss;
+	b.failover = !(flags & MC_MG_STRICT) && srv->cfg.failover;
+	b.miss = !(flags & MC_MG_STRICT) && srv->cfg.on_failure_miss;
+	b.soft = b.failover || b.miss;
 	/*
 	 * b.want 0 is mc_get_multi's "v f" request, so "v f" asked here takes
 	 * the same encoder; want 0 asks for the key's existence as "O" alone.

@@ -15,7 +15,15 @@
  */
 typedef void (*McHitFn) (void *arg, Datum key, char *base, const McReply *r);
 
+/*
+ * McMultiGetRun's flags.  MC_MG_STRICT: the run is routed without failover
+ * and a failing instance raises, as a server with failover off and
+ * on_failure 'error' would run it, whatever the server's settings (the
+ * prefetch's trial run, prefetch_exec.c).
+ */
+#define MC_MG_STRICT		0x01
+
 extern int	McMultiGetRun(McServer *srv, const Datum *keys, const bool *nulls,
-						  int n, unsigned want, McHitFn fn, void *arg);
+						  int n, unsigned want, unsigned flags, McHitFn fn, void *arg);
 
 #endif							/* MCFDW_MULTI_GET_H */

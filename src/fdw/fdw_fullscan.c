@@ -350,7 +350,7 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 		return false;
 	fs->fetched += n;
 	McCsSetOp(MC_CS_FULL_SCAN);
-	McMultiGetRun(srv, fs->batch, NULL, n, want, fn, arg);
+	McMultiGetRun(srv, fs->batch, NULL, n, want, 0, fn, arg);
 	return true;
 }
 
@@ -401,7 +401,7 @@ McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
 	MemoryContextSwitchTo(old);
 	McCsSetOp(MC_CS_FULL_SCAN);
 	for (int i = 0; i < kept; i += MC_FULLSCAN_BATCH)
-		McMultiGetRun(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, fn, arg);
+		McMultiGetRun(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, 0, fn, arg);
 	fs->fetched += kept;
 	*nsampled = kept;
 	return (double) fs->kept;

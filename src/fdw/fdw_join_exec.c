@@ -347,7 +347,7 @@ fill_batch(McJoinState *s)
 		s->srv = McServerGet(s->t.serverid);
 		McCsSetOp(MC_CS_JOIN);
 		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
-					  McColumnFields(s->srv, &s->vio, s->want), join_hit, s);
+					  McColumnFields(s->srv, &s->vio, s->want), 0, join_hit, s);
 		MemoryContextSwitchTo(old);
 	}
 	next_batch_size(s);

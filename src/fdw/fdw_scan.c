@@ -311,7 +311,7 @@ fetch(ForeignScanState *node)
 		s->srv = McServerGet(s->t.serverid);
 		McCsSetOp(MC_CS_SCAN);
 		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
-									 McColumnFields(s->srv, &s->vio, s->want),
+									 McColumnFields(s->srv, &s->vio, s->want), 0,
 									 scan_hit, s);
 	}
 	s->fetched = true;

@@ -4,8 +4,8 @@
  * Owns: the prefetching node's batches (rows of the node below, read ahead,
  * batches growing from 16 rows to mcfdw.prefetch_batch_size, never past a
  * LIMIT right above), their keys computed as the calls will compute them
- * and read in one McMultiGetRun per server (in a subtransaction, as a
- * server with on_failure 'error' and no failover: see run_softly), the
+ * and read in one strict McMultiGetRun per server (in a subtransaction,
+ * without failover or on_failure 'miss': see run_softly), the
  * row projected with its batch current (McPrefetchCurrent), rescans and
  * EXPLAIN.  A batch's answers (prefetch_batch.c) are used only when every
  * instance answered; otherwise the calls make their own round trips,
@@ -170,8 +170,9 @@ group_server(McPfGroup *g)
 
 /*
  * McMultiGetRun for a group ("v" as mc_get asks, and "f" when the flags say
- * how to decode), as a server without failover and with on_failure 'error'
- * would run it, in a subtransaction.  A failing instance then raises, and
+ * how to decode), strict (MC_MG_STRICT: as a server without failover and
+ * with on_failure 'error' would run it; the server's settings are not
+ * touched), in a subtransaction.  A failing instance then raises, and
  * nothing else: no key is failed over, no call counted degraded or warned
  * about; the error is caught (the subtransaction's abort closes the
  * connections it left out of step) and false returned, so the calls ask
@@ -179,9 +180,6 @@ group_server(McPfGroup *g)
  * instance raising, failing over or degrading.  The failure still counts
  * once towards the instance's failure_limit.  A cancel or a shortage of
  * resources is raised here.
- *
- * The two settings are set aside on the server entry for the run, and put
- * back before anything else can read them.
  */
 static bool
 run_softly(PfState *s, McPfGroup *g, unsigned want)
@@ -190,19 +188,12 @@ run_softly(PfState *s, McPfGroup *g, unsigned want)
 	ResourceOwner owner = CurrentResourceOwner;
 	volatile bool ok = true;
 
-	McServer   *srv = g->srv;
-	bool		failover = srv->cfg.failover;
-	bool		miss = srv->cfg.on_failure_miss;
-
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		srv->cfg.failover = false;
-		srv->cfg.on_failure_miss = false;
-		McMultiGetRun(srv, g->keys, NULL, g->nkeys, want, McPrefetchOnHit, &s->answers);
-		srv->cfg.failover = failover;
-		srv->cfg.on_failure_miss = miss;
+		McMultiGetRun(g->srv, g->keys, NULL, g->nkeys, want, MC_MG_STRICT,
+					  McPrefetchOnHit, &s->answers);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -212,8 +203,6 @@ run_softly(PfState *s, McPfGroup *g, unsigned want)
 		ErrorData  *edata;
 		int			class;
 
-		srv->cfg.failover = failover;
-		srv->cfg.on_failure_miss = miss;
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();

@@ -2,8 +2,8 @@
 mc_client_stats and mc_cluster_health are the cluster's: a dashboard's
 session sees what every other backend did.
 
-Like counters_cluster.py, this starts a private cluster that preloads mcfdw
-(the rig's does not; sql/client_stats.sql covers the session scope) with a
+Like counters_cluster.py, this starts a private cluster
+(mcrig.private_cluster) that preloads mcfdw (the rig's does not; sql/client_stats.sql covers the session scope) with a
 small mcfdw.client_stats_max, and stops it at exit.  It checks: exact counts
 of a known workload summed over two backends; each error class provoked by
 a misbehaving peer (a closed port, a proxy that swallows replies, a server
@@ -15,93 +15,24 @@ servers; the reset revoked from PUBLIC; the overflow rows once every slot is
 taken.
 """
 
-import atexit
-import os
-import shutil
-import subprocess
-import tempfile
-
 import psycopg2
 
 import faultproxy
 import hostile
+import mcdb
 import mcrig
 from tlsrig import path, start, write_file
 
 t = mcrig.TAP()
-PG_CONFIG = os.environ.get("PG_CONFIG", "pg_config")
-BINDIR = subprocess.check_output([PG_CONFIG, "--bindir"], text=True).strip()
 SLOTS = 16                      # mcfdw.client_stats_max of this cluster
-IS_ROOT = os.geteuid() == 0
-
-
-def as_pg(cmd, **kw):
-    if IS_ROOT:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, **kw)
-
 
 # ---- a private cluster with mcfdw preloaded ---------------------------------
-rig = os.environ.get("MCFDW_RIG")
-base = tempfile.mkdtemp(prefix="client-stats-cluster-",
-                        dir=os.path.join(rig, "tmp") if rig else None)
-os.chmod(base, 0o755)
-if IS_ROOT:
-    shutil.chown(base, "postgres", "postgres")
-pgdata = os.path.join(base, "pgdata")
-pglog = os.path.join(base, "postgres.log")
-port = mcrig.free_port()
-pidfiles = []
-
-
-def stop_cluster():
-    if os.path.exists(os.path.join(pgdata, "postmaster.pid")):
-        as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "immediate",
-               "-w", "-t", "30", "stop"], cwd=base)
-    for f in pidfiles:
-        try:
-            os.unlink(f)
-        except OSError:
-            pass
-    shutil.rmtree(base, ignore_errors=True)
-
-
-atexit.register(stop_cluster)
-
-r = as_pg([os.path.join(BINDIR, "initdb"), "-D", pgdata, "-U", "postgres", "-E", "UTF8",
-           "--locale=C.UTF-8", "--auth=trust", "--no-sync"], cwd=base)
-if r.returncode != 0:
-    t.ok(False, "initdb", r.stdout)
+pg = mcrig.private_cluster(["shared_preload_libraries = 'mcfdw'",
+                            "mcfdw.client_stats_max = %d" % SLOTS], "client-stats-cluster")
+if not pg.started(t, "a cluster with shared_preload_libraries = 'mcfdw' starts"):
     t.done()
-with open(os.path.join(pgdata, "postgresql.conf"), "a") as f:
-    f.write("\nlisten_addresses = '127.0.0.1'\nport = %d\n"
-            "unix_socket_directories = '%s'\nshared_preload_libraries = 'mcfdw'\n"
-            "mcfdw.client_stats_max = %d\n"
-            "fsync = off\nshared_buffers = 16MB\nmax_connections = 20\n"
-            "log_min_messages = log\n" % (port, base, SLOTS))
-r = as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-l", pglog, "-w", "-t", "60",
-           "start"], cwd=base)
-if not t.ok(r.returncode == 0, "a cluster with shared_preload_libraries = 'mcfdw' starts",
-            r.stdout, open(pglog).read() if os.path.exists(pglog) else ""):
-    t.done()
-with open(os.path.join(pgdata, "postmaster.pid")) as f:
-    postmaster = int(f.readline())
-if rig and os.path.isdir(os.path.join(rig, "pids")):
-    # the rig kills it if this test dies before its atexit runs
-    pidfiles.append(os.path.join(rig, "pids", "client-stats-cluster-%d.pid" % postmaster))
-    with open(pidfiles[-1], "w") as f:
-        f.write("%d\n" % postmaster)
-
-
-def connect(dbname="postgres", user="postgres"):
-    return mcrig.pg_connect(host="127.0.0.1", port=port, user=user, dbname=dbname)
-
-
-def q(conn, sql, args=None):
-    cur = conn.cursor()
-    cur.execute(sql, args)
-    return cur.fetchall() if cur.description else None
+connect = pg.connect
+q = mcdb.Database.sql
 
 
 def fails(conn, sql):
@@ -245,8 +176,7 @@ t.is_(q(dash, "SELECT sum(calls)::int FROM mc_client_stats WHERE op = 'get'"), [
       "no call is dropped")
 t.is_(q(user, "SELECT count(*)::int FROM mc_client_stats WHERE server IS NULL"), [(0,)],
       "the overflow row is only for pg_read_all_stats")
-with open(pglog, errors="replace") as f:
-    t.ok("mcfdw client statistics are full" in f.read(), "the overflow is LOGged")
+t.ok("mcfdw client statistics are full" in pg.log_text(), "the overflow is LOGged")
 
 for c in (a, b, dash, user, admin):
     c.close()

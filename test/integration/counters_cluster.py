@@ -4,96 +4,26 @@ commit and the calls it answered as misses.
 
 The rig's cluster does not preload mcfdw (pg_regress covers the session
 scope there, sql/alert_counters.sql), so this test starts a private cluster
-that does, the way test/rig/lib.sh starts the rig's (initdb and pg_ctl as
-the postgres OS user when run as root), and stops it at exit.  It checks:
+that does (mcrig.private_cluster), stopped at exit.  It checks:
 counts across sessions, per database, rows only for usable servers, the
 reset revoked from PUBLIC and counting after a reset, and the overflow row
 once every slot is taken.
 """
 
-import atexit
-import os
-import shutil
-import subprocess
-import tempfile
-
 import psycopg2
 
+import mcdb
 import mcrig
 
 t = mcrig.TAP()
-PG_CONFIG = os.environ.get("PG_CONFIG", "pg_config")
-BINDIR = subprocess.check_output([PG_CONFIG, "--bindir"], text=True).strip()
 SLOTS = 256                     # MC_COUNTER_SLOTS in src/client/counters.c
-IS_ROOT = os.geteuid() == 0
-
-
-def as_pg(cmd, **kw):
-    if IS_ROOT:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, **kw)
-
 
 # ---- a private cluster with mcfdw preloaded ---------------------------------
-rig = os.environ.get("MCFDW_RIG")
-base = tempfile.mkdtemp(prefix="counters-cluster-",
-                        dir=os.path.join(rig, "tmp") if rig else None)
-os.chmod(base, 0o755)
-if IS_ROOT:
-    shutil.chown(base, "postgres", "postgres")
-pgdata = os.path.join(base, "pgdata")
-pglog = os.path.join(base, "postgres.log")
-port = mcrig.free_port()
-
-
-def stop_cluster():
-    if os.path.exists(os.path.join(pgdata, "postmaster.pid")):
-        as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "immediate",
-               "-w", "-t", "30", "stop"], cwd=base)
-    for f in pidfiles:
-        try:
-            os.unlink(f)
-        except OSError:
-            pass
-    shutil.rmtree(base, ignore_errors=True)
-
-
-pidfiles = []
-atexit.register(stop_cluster)
-
-r = as_pg([os.path.join(BINDIR, "initdb"), "-D", pgdata, "-U", "postgres", "-E", "UTF8",
-           "--locale=C.UTF-8", "--auth=trust", "--no-sync"], cwd=base)
-if r.returncode != 0:
-    t.ok(False, "initdb", r.stdout)
+pg = mcrig.private_cluster(["shared_preload_libraries = 'mcfdw'"], "counters-cluster")
+if not pg.started(t, "a cluster with shared_preload_libraries = 'mcfdw' starts"):
     t.done()
-with open(os.path.join(pgdata, "postgresql.conf"), "a") as f:
-    f.write("\nlisten_addresses = '127.0.0.1'\nport = %d\n"
-            "unix_socket_directories = '%s'\nshared_preload_libraries = 'mcfdw'\n"
-            "fsync = off\nshared_buffers = 16MB\nmax_connections = 20\n"
-            "log_min_messages = log\n" % (port, base))
-r = as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-l", pglog, "-w", "-t", "60",
-           "start"], cwd=base)
-if not t.ok(r.returncode == 0, "a cluster with shared_preload_libraries = 'mcfdw' starts",
-            r.stdout, open(pglog).read() if os.path.exists(pglog) else ""):
-    t.done()
-with open(os.path.join(pgdata, "postmaster.pid")) as f:
-    postmaster = int(f.readline())
-if rig and os.path.isdir(os.path.join(rig, "pids")):
-    # the rig kills it if this test dies before its atexit runs
-    pidfiles.append(os.path.join(rig, "pids", "counters-cluster-%d.pid" % postmaster))
-    with open(pidfiles[-1], "w") as f:
-        f.write("%d\n" % postmaster)
-
-
-def connect(dbname="postgres", user="postgres"):
-    return mcrig.pg_connect(host="127.0.0.1", port=port, user=user, dbname=dbname)
-
-
-def q(conn, sql, args=None):
-    cur = conn.cursor()
-    cur.execute(sql, args)
-    return cur.fetchall() if cur.description else None
+connect = pg.connect
+q = mcdb.Database.sql
 
 
 def counts(conn, server):
@@ -190,8 +120,7 @@ t.is_(q(dash, "SELECT sum(degraded)::int FROM mc_counters"), [(n + 1,)],
       "no count is dropped")
 t.is_(q(user, "SELECT count(*) FROM mc_counters WHERE server IS NULL"), [(0,)],
       "the overflow row is only for pg_read_all_stats")
-with open(pglog, errors="replace") as f:
-    t.ok("mcfdw counters are full" in f.read(), "the overflow is LOGged")
+t.ok("mcfdw counters are full" in pg.log_text(), "the overflow is LOGged")
 q(admin, "GRANT pg_read_all_stats TO cc_user")
 t.is_(q(user, "SELECT degraded FROM mc_counters WHERE server IS NULL"), [(4,)],
       "... shown to members of pg_read_all_stats")

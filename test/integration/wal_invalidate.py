@@ -1,6 +1,6 @@
 """wal_invalidate: invalidation from the write-ahead log (mc_watch), with a
-private cluster that preloads mcfdw with wal_level = logical, as
-counters_cluster.py starts one (the rig's cluster preloads nothing), and two
+private cluster that preloads mcfdw with wal_level = logical
+(mcrig.private_cluster; the rig's cluster preloads nothing), and two
 private memcacheds, the second behind a fault proxy.
 
 It checks: a committed UPDATE's old and new keys are deleted within a bound;
@@ -14,108 +14,31 @@ refused; the slot dropped with the last watch and with the extension; a
 prompt stop on shutdown while an instance hangs.
 """
 
-import atexit
-import os
-import shutil
 import subprocess
-import tempfile
 import time
 
 import psycopg2
 
+import mcdb
 import mcrig
 from faultproxy import FaultProxy
 
 t = mcrig.TAP()
-PG_CONFIG = os.environ.get("PG_CONFIG", "pg_config")
-BINDIR = subprocess.check_output([PG_CONFIG, "--bindir"], text=True).strip()
-IS_ROOT = os.geteuid() == 0
 BOUND = 5.0                     # seconds from COMMIT to the key being gone
 
-
-def as_pg(cmd, **kw):
-    if IS_ROOT:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, **kw)
-
-
-rig = os.environ.get("MCFDW_RIG")
-base = tempfile.mkdtemp(prefix="wal-cluster-", dir=os.path.join(rig, "tmp") if rig else None)
-os.chmod(base, 0o755)
-if IS_ROOT:
-    shutil.chown(base, "postgres", "postgres")
-pgdata = os.path.join(base, "pgdata")
-pglog = os.path.join(base, "postgres.log")
-port = mcrig.free_port()
-pidfiles = []
-
-
-def stop_cluster():
-    if os.path.exists(os.path.join(pgdata, "postmaster.pid")):
-        as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "immediate",
-               "-w", "-t", "30", "stop"], cwd=base)
-    for f in pidfiles:
-        try:
-            os.unlink(f)
-        except OSError:
-            pass
-    shutil.rmtree(base, ignore_errors=True)
-
-
-atexit.register(stop_cluster)
-
-
-def pg_ctl(*args):
-    return as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-l", pglog, "-w", "-t", "60"]
-                 + list(args), cwd=base)
-
-
-def record_pid():
-    with open(os.path.join(pgdata, "postmaster.pid")) as f:
-        pm = int(f.readline())
-    if rig and os.path.isdir(os.path.join(rig, "pids")):
-        pidfiles.append(os.path.join(rig, "pids", "wal-cluster-%d.pid" % pm))
-        with open(pidfiles[-1], "w") as f:
-            f.write("%d\n" % pm)
-
-
-def log_text():
-    with open(pglog, errors="replace") as f:
-        return f.read()
-
-
-r = as_pg([os.path.join(BINDIR, "initdb"), "-D", pgdata, "-U", "postgres", "-E", "UTF8",
-           "--locale=C.UTF-8", "--auth=trust", "--no-sync"], cwd=base)
-if r.returncode != 0:
-    t.ok(False, "initdb", r.stdout)
+pg = mcrig.private_cluster(["shared_preload_libraries = 'mcfdw'", "wal_level = logical",
+                            "max_replication_slots = 4", "max_wal_senders = 4",
+                            "shared_buffers = 32MB", "mcfdw.wal_poll_interval = 50ms",
+                            "mcfdw.wal_timeout = 20s"], "wal-cluster")
+# PostgreSQL builds that list the libraries trusted as output plugins
+# (Debian's 15.20 does) must name mcfdw there
+if "output_plugin_libraries" in pg.conf_text():
+    pg.configure("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'")
+if not pg.started(t, "a cluster with mcfdw preloaded and wal_level = logical starts"):
     t.done()
-with open(os.path.join(pgdata, "postgresql.conf"), "a") as f:
-    f.write("\nlisten_addresses = '127.0.0.1'\nport = %d\n"
-            "unix_socket_directories = '%s'\nshared_preload_libraries = 'mcfdw'\n"
-            "wal_level = logical\nmax_replication_slots = 4\nmax_wal_senders = 4\n"
-            "fsync = off\nshared_buffers = 32MB\nmax_connections = 20\n"
-            "mcfdw.wal_poll_interval = 50ms\nmcfdw.wal_timeout = 20s\n"
-            "log_min_messages = log\n" % (port, base))
-    # PostgreSQL builds that list the libraries trusted as output plugins
-    # (Debian's 15.20 does) must name mcfdw there
-    if "output_plugin_libraries" in open(os.path.join(pgdata, "postgresql.conf")).read():
-        f.write("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'\n")
-r = pg_ctl("start")
-if not t.ok(r.returncode == 0, "a cluster with mcfdw preloaded and wal_level = logical starts",
-            r.stdout, log_text() if os.path.exists(pglog) else ""):
-    t.done()
-record_pid()
-
-
-def connect():
-    return mcrig.pg_connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
-
-
-def q(conn, sql, args=None):
-    cur = conn.cursor()
-    cur.execute(sql, args)
-    return cur.fetchall() if cur.description else None
+connect = pg.connect
+q = mcdb.Database.sql
+log_text = pg.log_text
 
 
 a = mcrig.start_memcached()
@@ -169,7 +92,7 @@ except psycopg2.Error as e:
 t.is_(q(db, "SELECT count(*) FROM pg_replication_slots")[0][0], 0, "... and no slot was created")
 
 q(db, "CREATE DATABASE wal_other")
-other = mcrig.pg_connect(host="127.0.0.1", port=port, user="postgres", dbname="wal_other")
+other = connect("wal_other")
 q(other, "CREATE EXTENSION mcfdw")
 q(other, "CREATE SERVER wt FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s)", (a.addr,))
 q(other, "CREATE TABLE t (id int PRIMARY KEY)")
@@ -284,15 +207,15 @@ t.ok(not left, "once it answers again, every key is deleted", "%d left" % len(le
 # pg_dump reads only servers of its own major or older: on another major than
 # the client tools' (test/rig/majors.sh lends PostgreSQL 15's), skip.
 server_major = int(q(db, "SHOW server_version_num")[0][0]) // 10000
-dump_major = int(subprocess.run([os.path.join(BINDIR, "pg_dump"), "--version"],
+dump_major = int(subprocess.run([pg.bin("pg_dump"), "--version"],
                                 stdout=subprocess.PIPE, text=True, check=True)
                  .stdout.split()[2].split(".")[0])
 if dump_major < server_major:
     t.skip("pg_dump dumps the rows of mc_watches",
            "pg_dump %d cannot dump a PostgreSQL %d server" % (dump_major, server_major))
 else:
-    r = as_pg([os.path.join(BINDIR, "pg_dump"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
-               "--data-only", "-t", "mc_watches", "postgres"], cwd=base)
+    r = pg.run([pg.bin("pg_dump"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "postgres",
+                "--data-only", "-t", "mc_watches", "postgres"])
     t.ok(r.returncode == 0 and 'public.users\twt\t{"user:{id}"}' in r.stdout,
          "pg_dump dumps the rows of mc_watches (an extension configuration table)", r.stdout[-2000:])
 
@@ -306,11 +229,10 @@ for i in range(0, 20000, 1000):
     if i == 9000:
         break
 db.close()
-r = as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "immediate", "-w", "stop"], cwd=base)
+r = pg.stop("immediate")
 t.ok(r.returncode == 0, "pg_ctl -m immediate stop in the middle of a stream", r.stdout)
-r = pg_ctl("start")
+r = pg.start()
 t.ok(r.returncode == 0, "the cluster restarts", r.stdout)
-record_pid()
 db = connect()
 left, took = wait_gone(committed, 30)
 t.ok(not left, "after the restart, no key of a committed change is left (%d keys)" % len(committed),
@@ -434,14 +356,12 @@ px.mode = "hang"
 q(db, "UPDATE users SET name = 'hang' WHERE id = 3")
 time.sleep(0.8)
 t0 = time.time()
-r = as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "fast", "-w", "-t", "60", "stop"],
-          cwd=base)
+r = pg.stop("fast")
 took = time.time() - t0
 t.ok(r.returncode == 0 and took < 5, "a fast shutdown stops the worker promptly while an instance "
      "hangs (%.1f s)" % took, r.stdout)
 px.mode = "pass"
-r = pg_ctl("start")
-record_pid()
+pg.start()
 db = connect()
 left, _ = wait_gone(["user:3"], 30)
 t.ok(not left, "the change held by the hung instance is delivered after the restart")

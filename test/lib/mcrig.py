@@ -28,6 +28,7 @@ private one when a test needs to kill, restart or fill a server.
 
 import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +38,8 @@ import time
 
 __all__ = ["TAP", "free_port", "start_memcached", "Memcached", "stats", "socket_dir",
            "mc_command", "mc_raw_get", "rig_ports", "hang_port", "pg_connect", "wait_for",
-           "wait_port", "SOCKETS", "addr", "hang_addr", "connect", "listen", "refused_addr"]
+           "wait_port", "SOCKETS", "addr", "hang_addr", "connect", "listen", "refused_addr",
+           "private_cluster", "Cluster"]
 
 HOST = "127.0.0.1"
 
@@ -376,7 +378,144 @@ def pg_connect(dbname=None, autocommit=True, **kw):
     return conn
 
 
+_clusters = []
+
+
+class Cluster:
+    """A private PostgreSQL cluster of the test's own (see private_cluster()):
+    .port (on HOST), .pgdata, .log (the server log's path), .base (its
+    temporary directory, the Unix socket's too), .bindir (PG_CONFIG's)."""
+
+    def __init__(self, conf_lines, name):
+        pg_config = os.environ.get("PG_CONFIG", "pg_config")
+        self.bindir = subprocess.check_output([pg_config, "--bindir"], text=True).strip()
+        self.name = name
+        rig = os.environ.get("MCFDW_RIG")
+        self.base = tempfile.mkdtemp(prefix=name + "-", dir=os.path.join(rig, "tmp") if rig else None)
+        os.chmod(self.base, 0o755)
+        if os.geteuid() == 0:
+            shutil.chown(self.base, "postgres", "postgres")
+        self.pgdata = os.path.join(self.base, "pgdata")
+        self.log = os.path.join(self.base, "postgres.log")
+        self.port = free_port()
+        self._pidfiles = []
+        _clusters.append(self)
+        r = self.run([self.bin("initdb"), "-D", self.pgdata, "-U", "postgres", "-E", "UTF8",
+                      "--locale=C.UTF-8", "--auth=trust", "--no-sync"])
+        if r.returncode != 0:
+            raise RuntimeError("initdb of %s failed:\n%s" % (name, r.stdout))
+        self.configure("listen_addresses = '127.0.0.1'", "port = %d" % self.port,
+                       "unix_socket_directories = '%s'" % self.base, "fsync = off",
+                       "shared_buffers = 16MB", "max_connections = 20", "log_min_messages = log",
+                       *conf_lines)
+
+    def bin(self, program):
+        """The path of one of PostgreSQL's programs (initdb, pg_ctl, pg_dump)."""
+        return os.path.join(self.bindir, program)
+
+    def run(self, cmd, **kw):
+        """cmd as the postgres OS user when run as root, in .base: the
+        CompletedProcess, stdout and stderr together in .stdout."""
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + list(cmd)
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=self.base, **kw)
+
+    def conf_text(self):
+        with open(os.path.join(self.pgdata, "postgresql.conf")) as f:
+            return f.read()
+
+    def configure(self, *lines):
+        """Append lines to postgresql.conf (a later line wins); read at the next start."""
+        with open(os.path.join(self.pgdata, "postgresql.conf"), "a") as f:
+            f.write("\n" + "".join(line + "\n" for line in lines))
+
+    def start(self):
+        """pg_ctl start, waiting up to 60 s: the CompletedProcess.  The
+        postmaster is handed to the rig, which kills it if the test dies
+        before its exit handlers run."""
+        r = self.run([self.bin("pg_ctl"), "-D", self.pgdata, "-l", self.log, "-w", "-t", "60",
+                      "start"])
+        if r.returncode == 0:
+            self._record_pid()
+        return r
+
+    def started(self, tap, name):
+        """start() as one test point of tap (the output and the log shown
+        when it fails): True when it started."""
+        r = self.start()
+        return tap.ok(r.returncode == 0, name, r.stdout, self.log_text())
+
+    def stop(self, mode="fast", timeout=60):
+        """pg_ctl stop -m mode (smart, fast, immediate): the CompletedProcess."""
+        r = self.run([self.bin("pg_ctl"), "-D", self.pgdata, "-m", mode, "-w", "-t", str(timeout),
+                      "stop"])
+        if r.returncode == 0:
+            self._forget_pids()
+        return r
+
+    def restart(self, mode="fast"):
+        """stop(mode), then start(): the CompletedProcess of the one that failed, or start's."""
+        r = self.stop(mode)
+        return r if r.returncode != 0 else self.start()
+
+    def running(self):
+        return os.path.exists(os.path.join(self.pgdata, "postmaster.pid"))
+
+    def connect(self, dbname="postgres", user="postgres", **kw):
+        """pg_connect() to this cluster."""
+        return pg_connect(host=HOST, port=self.port, user=user, dbname=dbname, **kw)
+
+    def log_text(self):
+        """The server log so far ("" before there is one)."""
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def _record_pid(self):
+        rig = os.environ.get("MCFDW_RIG")
+        with open(os.path.join(self.pgdata, "postmaster.pid")) as f:
+            pm = int(f.readline())
+        if rig and os.path.isdir(os.path.join(rig, "pids")):
+            self._pidfiles.append(os.path.join(rig, "pids", "%s-%d.pid" % (self.name, pm)))
+            with open(self._pidfiles[-1], "w") as f:
+                f.write("%d\n" % pm)
+
+    def _forget_pids(self):
+        for f in self._pidfiles:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        self._pidfiles = []
+
+    def cleanup(self):
+        """An immediate stop if it runs, then its directory removed (at exit)."""
+        if self.running():
+            self.stop("immediate", timeout=30)
+        self._forget_pids()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def private_cluster(conf_lines, name):
+    """A private PostgreSQL cluster, initdb'd but not started (start() it):
+    for a test that needs server settings the rig's shared cluster lacks
+    (shared_preload_libraries = 'mcfdw', wal_level = logical).  initdb and
+    pg_ctl run as the postgres OS user when the test runs as root, in a
+    temporary directory under the rig's (name is its prefix, and the rig
+    pidfile's); postgresql.conf gets a free port on HOST, the Unix socket in
+    that directory, fsync off, shared_buffers 16MB, max_connections 20,
+    log_min_messages log, then conf_lines (which may override those).  At
+    exit it is stopped (immediate) and its directory removed.  Raises
+    RuntimeError when initdb fails."""
+    return Cluster(conf_lines, name)
+
+
 def _cleanup():
+    for c in _clusters:
+        c.cleanup()
     for m in _started:
         m.stop()
         try:
