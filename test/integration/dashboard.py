@@ -247,7 +247,7 @@ for title in SUMMED:
 # ---- the client panels: what this session did -------------------------------
 for title in ("Client hit ratio per instance", "Client latency p50 / p99 per instance",
               "Client errors by class", "Degraded calls", "Lost on-commit writes",
-              "WAL invalidation lag", "Client statistics"):
+              "WAL invalidation lag", "Client statistics", "Instances marked dead"):
     t.ok(title in by_title, "the dashboard has a %r panel" % title)
 
 
@@ -308,6 +308,11 @@ if "Degraded calls" in by_title:
 if "Lost on-commit writes" in by_title:
     t.is_(panel_rows("Lost on-commit writes", miss), [{"lost": 1, "sent": 0}],
           "Lost on-commit writes: the delete the down instance did not get")
+if "Instances marked dead" in by_title:
+    t.is_(panel_rows("Instances marked dead", miss), [{"dead now": 1, "marked since reset": 1}],
+          "Instances marked dead: the down instance, marked by the degraded gets")
+    t.is_(panel_rows("Instances marked dead", dict(values, server=["dash_calc", "dash_calc_too"])),
+          [{"dead now": 0, "marked since reset": 0}], "... and no live one")
 # the same memcached through two servers: each server's requests are its own
 # and add up, counted once each
 db.sql(c, "SELECT count(mc_get('dash:1', 'dash_calc')), count(mc_get('dash:1', 'dash_calc_too')) "
