@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -274,7 +275,8 @@ conn_prepare(McConn *conn, bool probe)
  * asked for, before a pipeline of writes goes out on it.  A quiet pipeline
  * is answered only by its exceptions and "mn": a stray "MN" or "NF O0"
  * waiting on the socket would pass for the pipeline's own replies, however
- * briefly the socket sat idle.  One system call per instance and call.
+ * briefly the socket sat idle.  One system call; McNetProbeIdle probes the
+ * sockets of a call together.
  */
 void
 McConnProbeIdle(McConn *conn)
@@ -282,6 +284,55 @@ McConnProbeIdle(McConn *conn)
 	if (conn->sock != PGINVALID_SOCKET && !conn->busy && !conn->connecting &&
 		!conn_still_open(conn))
 		McConnClose(conn);
+}
+
+/*
+ * McConnProbeIdle for the instances of net that probe[] (of n) names, in one
+ * system call however many they are: a poll that does not wait, over their
+ * idle pooled sockets.  Only a socket it finds readable, hung up or in
+ * error, and one whose transport holds bytes the kernel no longer does
+ * (TLS), is then classified as McConnProbeIdle does it; any other is open
+ * with nothing waiting, the verdict its own probe would give.  If the poll
+ * itself fails, each socket is probed on its own.
+ */
+void
+McNetProbeIdle(McNet *net, const bool *probe, int n)
+{
+	struct pollfd fds[MC_MAX_ENDPOINTS];
+	int			idx[MC_MAX_ENDPOINTS];
+	int			k = 0;
+
+	for (int s = 0; s < Min(n, net->nconns); s++)
+	{
+		McConn	   *conn = &net->conns[s];
+
+		if (!probe[s] || conn->sock == PGINVALID_SOCKET || conn->busy ||
+			conn->connecting)
+			continue;
+		if (k == MC_MAX_ENDPOINTS || conn_has_pending(conn))
+		{
+			McConnProbeIdle(conn);
+			continue;
+		}
+		fds[k].fd = conn->sock;
+		fds[k].events = POLLIN;
+		fds[k].revents = 0;
+		idx[k++] = s;
+	}
+	if (k == 1)					/* one socket: its own probe is one call too */
+	{
+		McConnProbeIdle(&net->conns[idx[0]]);
+		return;
+	}
+	if (k > 0 && poll(fds, k, 0) < 0)
+	{
+		for (int i = 0; i < k; i++)
+			McConnProbeIdle(&net->conns[idx[i]]);
+		return;
+	}
+	for (int i = 0; i < k; i++)
+		if (fds[i].revents != 0)
+			McConnProbeIdle(&net->conns[idx[i]]);
 }
 
 /*
