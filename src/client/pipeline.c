@@ -214,11 +214,14 @@ McPipelineProbe(McServer *srv, const bool *probe)
 	McNetProbeIdle(&srv->net, probe, srv->cfg.nendpoints);
 }
 
-/* McInstanceBegin for a pipeline, on a socket McPipelineProbe just probed. */
+/*
+ * McInstanceBegin for a pipeline, on a socket McPipelineProbe just probed
+ * (not probed again, however long it sat idle before).
+ */
 McConn *
 McPipelineBegin(McServer *srv, int s, bool soft)
 {
-	return McInstanceBegin(srv, s, soft);
+	return McInstanceBegin(srv, s, soft, true);
 }
 
 /*
@@ -241,7 +244,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
 		return NULL;
 	}
 	*retried = true;
-	conn = McInstanceBegin(srv, s, soft);
+	conn = McInstanceBegin(srv, s, soft, false);
 	if (conn == NULL)
 		return NULL;
 	if (!McConnFinishConnect(conn))

@@ -230,6 +230,14 @@ conn_cs_begin(McConn *conn, int64 now)
 	conn->cs.live = true;
 }
 
+/* When conn_prepare probes a pooled socket. */
+typedef enum McProbeWhen
+{
+	MC_PROBE_IF_IDLE,			/* when it sat idle for more than a second */
+	MC_PROBE_ALWAYS,
+	MC_PROBE_DONE				/* never: McNetProbeIdle probed it just now */
+} McProbeWhen;
+
 /*
  * Get a connection ready for a request without waiting: close the socket if
  * an interrupted request left it out of step, probe a long-idle socket, and
@@ -238,7 +246,7 @@ conn_cs_begin(McConn *conn, int64 now)
  * Whether the instance may be tried at all is health.c's to say, before.
  */
 static bool
-conn_prepare(McConn *conn, bool probe)
+conn_prepare(McConn *conn, McProbeWhen probe)
 {
 	int64		now;
 
@@ -251,8 +259,9 @@ conn_prepare(McConn *conn, bool probe)
 	now = McCsNow();
 	conn_cs_begin(conn, now);
 	conn_fd_use(conn, now);
-	if (conn->sock != PGINVALID_SOCKET &&
-		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
+	if (conn->sock != PGINVALID_SOCKET && probe != MC_PROBE_DONE &&
+		(probe == MC_PROBE_ALWAYS || now - conn->last_used > USECS_PER_SEC) &&
+		!conn_still_open(conn))
 		McConnClose(conn);
 	conn->in_doubt = false;
 	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
@@ -348,11 +357,14 @@ McConnAtMostOnce(McConn *conn)
 	conn->in_doubt = true;
 }
 
-/* conn_prepare, probing the socket only when it sat idle for long. */
+/*
+ * conn_prepare, probing the socket only when it sat idle for long, or not
+ * at all when the caller's McNetProbeIdle just did (probed).
+ */
 bool
-McConnPrepare(McConn *conn)
+McConnPrepare(McConn *conn, bool probed)
 {
-	return conn_prepare(conn, false);
+	return conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE);
 }
 
 /* Complete a connect McConnPrepare started; false if it failed. */
@@ -509,7 +521,7 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		const char *base = NULL;
 		McIoStatus	st;
 
-		if (!conn_prepare(conn, !req->idempotent) ||
+		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS) ||
 			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
 		conn->retryable = conn->retryable && req->idempotent && !retried;

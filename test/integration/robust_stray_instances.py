@@ -10,7 +10,8 @@ multi-get), or a value without a token.  The next multi-get must notice it
 before it writes there: that socket alone is discarded (its proxy sees a
 new connection, the others none), and every key comes back with its own
 value, as it does in the multi-get after.  So does a socket whose proxy
-closed it while idle."""
+closed it while idle, and a stray found after more than a second idle
+(when the probe of a long-idle socket is not made a second time)."""
 
 import time
 
@@ -50,13 +51,13 @@ def mismatch(got):
     return sorted(k for k in keys if have.get(k) != "V" + k)
 
 
-def case(n, label, arm):
+def case(n, label, arm, idle=0.1):
     """On a new backend: pool all four sockets, make instance n's (1-based)
     idle socket hold a stray or close, then two multi-gets."""
     c = db.connect()
     t.is_(multi(c), ("ok", WANT), "%s on instance %d: the multi-get before, in step" % (label, n))
     arm(pxs[n - 1], c)
-    time.sleep(0.1)                         # the stray's bytes reach the socket
+    time.sleep(idle)                        # the stray's bytes reach the socket
     before = [p.accepted for p in pxs]
     got = multi(c)
     opened = [p.accepted - b for p, b in zip(pxs, before)]
@@ -92,6 +93,7 @@ for n in (3, 1, 4):
     case(n, "stray MN", stray(b"MN\r\n"))
 case(3, "stray value", stray(STRAY))
 case(2, "closed while idle", closed)
+case(3, "stray MN, 1.5s idle", stray(b"MN\r\n"), idle=1.5)
 for p in pxs:
     p.stop()
 t.done()
