@@ -9,10 +9,11 @@
  * cold instances, advanced together on that same wait (each a step
  * machine of conn_connect.c, with its own bounds); the start of an instance
  * (the pooled sockets of a call probed together, in one system call) and
- * its restart when the server closed that socket while idle.  The engine (engine.c) owns each instance's state
- * and lends it through McPipeline's callbacks.  Must not: read or write
- * sockets itself, parse replies, or decide what an instance's failure
- * means for its requests (the engine's expired and pump do).
+ * its restart when the server closed that socket while idle.  The engine
+ * (engine.c) owns each instance's state and lends it through McPipeline's
+ * callbacks.  Must not: read or write sockets itself, parse replies, or
+ * decide what an instance's failure means for its requests (the engine's
+ * expired and pump do).
  */
 #include "postgres.h"
 
