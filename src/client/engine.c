@@ -331,7 +331,12 @@ eng_begin(McEngine *e)
 {
 	McServer   *srv = e->srv;
 	TimestampTz now = GetCurrentTimestamp();
+	bool		probe[MC_MAX_ENDPOINTS];
 
+	Assert(srv->cfg.nendpoints <= MC_MAX_ENDPOINTS);
+	for (int s = 0; s < srv->cfg.nendpoints; s++)
+		probe[s] = (e->inst[s].work != 0);
+	McPipelineProbe(srv, probe);
 	for (int s = 0; s < srv->cfg.nendpoints; s++)
 	{
 		McEngInst  *ei = &e->inst[s];

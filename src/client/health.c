@@ -172,15 +172,16 @@ instance_usable(McServer *srv, int index, bool soft)
 /*
  * The connection to instance index, ready for a request (McConnPrepare):
  * NULL (soft) when the instance is dead or the connect could not start.
+ * probed: the caller probed its pooled socket just now (McNetProbeIdle).
  */
 McConn *
-McInstanceBegin(McServer *srv, int index, bool soft)
+McInstanceBegin(McServer *srv, int index, bool soft, bool probed)
 {
 	McConn	   *conn = McConnOf(&srv->net, index);
 
 	if (!instance_usable(srv, index, soft))
 		return NULL;
-	if (!McConnPrepare(conn))
+	if (!McConnPrepare(conn, probed))
 	{
 		McInstanceCountFailure(srv, conn, soft);
 		return NULL;

@@ -13,7 +13,8 @@
 extern void McHealthRebuilt(McServer *srv, McInstanceHealth *health);
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
-extern McConn *McInstanceBegin(McServer *srv, int index, bool soft);
+extern McConn *McInstanceBegin(McServer *srv, int index, bool soft,
+							   bool probed);
 extern bool McInstanceCountFailure(McServer *srv, McConn *conn, bool soft);
 extern bool McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,

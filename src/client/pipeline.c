@@ -8,11 +8,12 @@
  * and hands ready sockets back to the engine; the connects of a call's
  * cold instances, advanced together on that same wait (each a step
  * machine of conn_connect.c, with its own bounds); the start of an instance
- * (its pooled socket probed) and its restart when the server closed that
- * socket while idle.  The engine (engine.c) owns each instance's state
- * and lends it through McPipeline's callbacks.  Must not: read or write
- * sockets itself, parse replies, or decide what an instance's failure
- * means for its requests (the engine's expired and pump do).
+ * (the pooled sockets of a call probed together, in one system call) and
+ * its restart when the server closed that socket while idle.  The engine
+ * (engine.c) owns each instance's state and lends it through McPipeline's
+ * callbacks.  Must not: read or write sockets itself, parse replies, or
+ * decide what an instance's failure means for its requests (the engine's
+ * expired and pump do).
  */
 #include "postgres.h"
 
@@ -200,18 +201,28 @@ McPipelineRun(const McPipeline *p)
 }
 
 /*
- * McInstanceBegin for a pipeline: a pooled socket is probed first (one
- * system call) and replaced if the server closed it or sent it anything
- * unasked.  A pipeline's replies are tied to its requests by position
- * only, and quiet requests leave gaps: a stray "MN" waiting on the socket
- * would end the pipeline before its replies came, and those replies would
- * then be read by the next pipeline as its own.
+ * Probe the pooled sockets of the instances probe[] names before any
+ * pipeline is written: each is replaced if the server closed it or sent
+ * it anything unasked.  A pipeline's replies are tied to its requests by
+ * position only, and quiet requests leave gaps: a stray "MN" waiting on
+ * the socket would end the pipeline before its replies came, and those
+ * replies would then be read by the next pipeline as its own.  One system
+ * call for all of them (McNetProbeIdle), not one per instance.
+ */
+void
+McPipelineProbe(McServer *srv, const bool *probe)
+{
+	McNetProbeIdle(&srv->net, probe, srv->cfg.nendpoints);
+}
+
+/*
+ * McInstanceBegin for a pipeline, on a socket McPipelineProbe just probed
+ * (not probed again, however long it sat idle before).
  */
 McConn *
 McPipelineBegin(McServer *srv, int s, bool soft)
 {
-	McConnProbeIdle(McConnOf(&srv->net, s));
-	return McInstanceBegin(srv, s, soft);
+	return McInstanceBegin(srv, s, soft, true);
 }
 
 /*
@@ -234,7 +245,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
 		return NULL;
 	}
 	*retried = true;
-	conn = McInstanceBegin(srv, s, soft);
+	conn = McInstanceBegin(srv, s, soft, false);
 	if (conn == NULL)
 		return NULL;
 	if (!McConnFinishConnect(conn))

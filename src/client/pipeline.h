@@ -1,9 +1,9 @@
 /*
  * pipeline.h — the request engine's wait (pipeline.c): the start
- * of an instance (its pooled socket probed), the wait on a server's
- * multi-get wait set for the instances of one call (their connects
- * included), and the restart of an instance whose pooled socket the server
- * closed while idle.
+ * of an instance (the pooled sockets of a call probed together), the wait
+ * on a server's multi-get wait set for the instances of one call (their
+ * connects included), and the restart of an instance whose pooled socket
+ * the server closed while idle.
  * Used by engine.c alone, which keeps each instance's state and lends it
  * through callbacks.
  */
@@ -45,6 +45,7 @@ typedef struct McPipeline
 	TimestampTz deadline;		/* 0: none */
 } McPipeline;
 
+extern void McPipelineProbe(McServer *srv, const bool *probe);
 extern McConn *McPipelineBegin(McServer *srv, int s, bool soft);
 extern void McPipelineRun(const McPipeline *p);
 extern McConn *McPipelineRestart(McServer *srv, int s, bool soft, bool *retried,

@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -229,6 +230,14 @@ conn_cs_begin(McConn *conn, int64 now)
 	conn->cs.live = true;
 }
 
+/* When conn_prepare probes a pooled socket. */
+typedef enum McProbeWhen
+{
+	MC_PROBE_IF_IDLE,			/* when it sat idle for more than a second */
+	MC_PROBE_ALWAYS,
+	MC_PROBE_DONE				/* never: McNetProbeIdle probed it just now */
+} McProbeWhen;
+
 /*
  * Get a connection ready for a request without waiting: close the socket if
  * an interrupted request left it out of step, probe a long-idle socket, and
@@ -237,7 +246,7 @@ conn_cs_begin(McConn *conn, int64 now)
  * Whether the instance may be tried at all is health.c's to say, before.
  */
 static bool
-conn_prepare(McConn *conn, bool probe)
+conn_prepare(McConn *conn, McProbeWhen probe)
 {
 	int64		now;
 
@@ -250,8 +259,9 @@ conn_prepare(McConn *conn, bool probe)
 	now = McCsNow();
 	conn_cs_begin(conn, now);
 	conn_fd_use(conn, now);
-	if (conn->sock != PGINVALID_SOCKET &&
-		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
+	if (conn->sock != PGINVALID_SOCKET && probe != MC_PROBE_DONE &&
+		(probe == MC_PROBE_ALWAYS || now - conn->last_used > USECS_PER_SEC) &&
+		!conn_still_open(conn))
 		McConnClose(conn);
 	conn->in_doubt = false;
 	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
@@ -274,7 +284,8 @@ conn_prepare(McConn *conn, bool probe)
  * asked for, before a pipeline of writes goes out on it.  A quiet pipeline
  * is answered only by its exceptions and "mn": a stray "MN" or "NF O0"
  * waiting on the socket would pass for the pipeline's own replies, however
- * briefly the socket sat idle.  One system call per instance and call.
+ * briefly the socket sat idle.  One system call; McNetProbeIdle probes the
+ * sockets of a call together.
  */
 void
 McConnProbeIdle(McConn *conn)
@@ -282,6 +293,55 @@ McConnProbeIdle(McConn *conn)
 	if (conn->sock != PGINVALID_SOCKET && !conn->busy && !conn->connecting &&
 		!conn_still_open(conn))
 		McConnClose(conn);
+}
+
+/*
+ * McConnProbeIdle for the instances of net that probe[] (of n) names, in one
+ * system call however many they are: a poll that does not wait, over their
+ * idle pooled sockets.  Only a socket it finds readable, hung up or in
+ * error, and one whose transport holds bytes the kernel no longer does
+ * (TLS), is then classified as McConnProbeIdle does it; any other is open
+ * with nothing waiting, the verdict its own probe would give.  If the poll
+ * itself fails, each socket is probed on its own.
+ */
+void
+McNetProbeIdle(McNet *net, const bool *probe, int n)
+{
+	struct pollfd fds[MC_MAX_ENDPOINTS];
+	int			idx[MC_MAX_ENDPOINTS];
+	int			k = 0;
+
+	for (int s = 0; s < Min(n, net->nconns); s++)
+	{
+		McConn	   *conn = &net->conns[s];
+
+		if (!probe[s] || conn->sock == PGINVALID_SOCKET || conn->busy ||
+			conn->connecting)
+			continue;
+		if (k == MC_MAX_ENDPOINTS || conn_has_pending(conn))
+		{
+			McConnProbeIdle(conn);
+			continue;
+		}
+		fds[k].fd = conn->sock;
+		fds[k].events = POLLIN;
+		fds[k].revents = 0;
+		idx[k++] = s;
+	}
+	if (k == 1)					/* one socket: its own probe is one call too */
+	{
+		McConnProbeIdle(&net->conns[idx[0]]);
+		return;
+	}
+	if (k > 0 && poll(fds, k, 0) < 0)
+	{
+		for (int i = 0; i < k; i++)
+			McConnProbeIdle(&net->conns[idx[i]]);
+		return;
+	}
+	for (int i = 0; i < k; i++)
+		if (fds[i].revents != 0)
+			McConnProbeIdle(&net->conns[idx[i]]);
 }
 
 /*
@@ -297,11 +357,14 @@ McConnAtMostOnce(McConn *conn)
 	conn->in_doubt = true;
 }
 
-/* conn_prepare, probing the socket only when it sat idle for long. */
+/*
+ * conn_prepare, probing the socket only when it sat idle for long, or not
+ * at all when the caller's McNetProbeIdle just did (probed).
+ */
 bool
-McConnPrepare(McConn *conn)
+McConnPrepare(McConn *conn, bool probed)
 {
-	return conn_prepare(conn, false);
+	return conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE);
 }
 
 /* Complete a connect McConnPrepare started; false if it failed. */
@@ -458,7 +521,7 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		const char *base = NULL;
 		McIoStatus	st;
 
-		if (!conn_prepare(conn, !req->idempotent) ||
+		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS) ||
 			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
 		conn->retryable = conn->retryable && req->idempotent && !retried;

@@ -195,8 +195,9 @@ extern const char *McInstanceName(McNet *net, int index);
 extern const char *McConnName(McConn *conn);
 extern int	McConnIndex(McConn *conn);
 extern void McConnGetStats(McConn *conn, McConnStats *out);
-extern bool McConnPrepare(McConn *conn);
+extern bool McConnPrepare(McConn *conn, bool probed);
 extern void McConnProbeIdle(McConn *conn);
+extern void McNetProbeIdle(McNet *net, const bool *probe, int n);
 extern void McConnAtMostOnce(McConn *conn);
 extern bool McConnFinishConnect(McConn *conn);
 extern const char *McConnRoundtrip(McConn *conn, const McRequest *req,

@@ -116,6 +116,7 @@ SOCKET_TESTS=(
 	test/integration/on_failure_errors.py
 	test/integration/robust_at_most_once.py
 	test/integration/robust_stray_reply.py
+	test/integration/robust_stray_instances.py
 	test/integration/robust_restart.py
 	test/integration/robust_batch.py
 	test/integration/robust_foreign.py
