@@ -36,6 +36,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "storage/standby.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -518,6 +519,41 @@ count_watches(Oid tab)
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/*
+ * Each read of the slot, and each advance, decodes from the slot's restart
+ * position, which moves only to a running-transactions record decoded
+ * before a confirm; PostgreSQL writes one every 15 s at most, so under a
+ * steady write load every poll would decode up to 15 s of the log again
+ * (hundreds of milliseconds at a thousand updates a second).  Once the
+ * restart position trails the confirmed one by RESTART_LAG_BYTES, the
+ * worker writes such a record itself (what PostgreSQL 16's
+ * pg_log_standby_snapshot() does), at most every RESTART_LOG_MS, so the
+ * next advance can move the restart position up to it.
+ */
+#define RESTART_LAG_BYTES	(64 * 1024)
+#define RESTART_LOG_MS		200
+
+static void
+keep_restart_close(ReplicationSlot *s)
+{
+	static TimestampTz last_logged = 0;
+	XLogRecPtr	restart;
+	XLogRecPtr	confirmed;
+	TimestampTz now;
+
+	SpinLockAcquire(&s->mutex);
+	restart = s->data.restart_lsn;
+	confirmed = s->data.confirmed_flush;
+	SpinLockRelease(&s->mutex);
+	if (restart == InvalidXLogRecPtr || confirmed < restart + RESTART_LAG_BYTES)
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(last_logged, now, RESTART_LOG_MS))
+		return;
+	last_logged = now;
+	(void) LogStandbySnapshot();
+}
+
 typedef enum
 {
 	CYCLE_IDLE,
@@ -616,6 +652,7 @@ cycle(void)
 		/* nothing watched was committed up to flush: let the slot move on */
 		if (flush > confirmed)
 			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, flush);
+		keep_restart_close(s);
 		return CYCLE_IDLE;
 	}
 
@@ -691,6 +728,7 @@ cycle(void)
 			upto = flush;
 		if (upto > confirmed)
 			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, upto);
+		keep_restart_close(s);
 	}
 	SpinLockAcquire(&wal->mutex);
 	wal->oldest_pending = 0;

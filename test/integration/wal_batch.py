@@ -3,14 +3,15 @@ delivery with failover, with a private cluster that preloads mcfdw with
 wal_level = logical (as wal_invalidate.py starts one) and real memcacheds
 behind fault proxies.
 
-It checks: action 'mark_stale' marks 2,000 keys stale through the batch
-engine (one quiet pipeline per instance: "md <key> I ... q", then "mn"),
+It checks: the worker's settings in postgresql.conf take effect; action
+'mark_stale' marks 2,000 keys stale through the batch engine (one quiet pipeline per instance: "md <key> I ... q", then "mn"),
 fast enough that one round trip per key could not be it (each reply of one
 instance is held 50 ms); with failover, an instance down while rows change:
 the keys of that instance are deleted on the instance readers fail over to,
 the position is held (the down instance's own copy is not counted as
 delivered by the failover instance's ack), and once the instance is back
-its own copies are deleted too, none skipped.
+its own copies are deleted too, none skipped; under a steady write load
+the slot's restart position keeps up with the confirmed one.
 """
 
 import atexit
@@ -138,6 +139,9 @@ def present(where, keys):
 
 db = mcrig.pg_connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
 q(db, "CREATE EXTENSION mcfdw")
+t.is_((q(db, "SHOW mcfdw.wal_poll_interval")[0][0], q(db, "SHOW mcfdw.wal_timeout")[0][0]),
+      ("50ms", "20s"), "the worker's settings in postgresql.conf take effect (defined before "
+      "mcfdw's prefix is reserved)")
 
 # ---- mark_stale goes through the batch engine ------------------------------------------
 a = mcrig.start_memcached()
@@ -188,8 +192,18 @@ t.ok(len(md) >= onb and all(b"I" in r.split() and b"q" in r.split() for r in md)
      "the proxied instance got its keys as quiet \"md <key> I\" closed by a few \"mn\"",
      "md %d (on it %d), mn %d, first %r" % (len(md), onb, reqs.count(b"mn"), md[:2]))
 t.diag("2,000 keys marked stale %.2f s after COMMIT" % took)
-row = q(db, "SELECT pending, sent FROM mc_wal_watches WHERE \"table\" = 'leased'::regclass")[0]
-t.is_(row, (0, N), "mc_wal_watches: nothing pending, %d sent" % N)
+
+
+def leased_row():
+    return q(db, "SELECT pending, sent FROM mc_wal_watches WHERE \"table\" = 'leased'::regclass")[0]
+
+
+try:
+    # the counts follow the batch's last acknowledgement
+    mcrig.wait_for(lambda: leased_row() == (0, N), 5, what="counts")
+except TimeoutError:
+    pass
+t.is_(leased_row(), (0, N), "mc_wal_watches: nothing pending, %d sent" % N)
 # a key no instance holds (NF) counts as delivered
 q(db, "INSERT INTO leased VALUES (%s, 'c')", (N + 1,))
 mcrig.wait_for(lambda: q(db, "SELECT pending = 0 AND sent = %s FROM mc_wal_watches "
@@ -251,5 +265,48 @@ t.ok(not left, "once the instance is back, every one of its %d keys is deleted t
 mcrig.wait_for(lambda: q(db, "SELECT pending = 0 FROM mc_wal_watches "
                              "WHERE \"table\" = 'fo'::regclass")[0][0], 10, what="pending 0")
 t.ok(True, "nothing pending afterwards")
+
+# ---- under a steady write load the restart position keeps up -------------------------------
+# PostgreSQL writes a running-transactions record (where a slot's restart
+# position can move to) every 15 s at most; the worker writes one when
+# the restart position trails the confirmed one, so a poll does not decode
+# seconds of the log again
+q(db, "CREATE TABLE heavy (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)")
+q(db, "INSERT INTO heavy (id) SELECT g FROM generate_series(1, 5000) g")
+q(db, "SELECT mc_watch('heavy', ARRAY['heavy:{id}'], 'ws')")
+seen = []                       # (time, WAL insert position)
+good = bad = 0
+start = time.time()
+last = 0
+while time.time() - start < 5:
+    q(db, "UPDATE heavy SET v = v + 1")
+    now = time.time()
+    if now - last < 0.2:
+        continue
+    last = now
+    seen.append((now, q(db, "SELECT pg_current_wal_lsn()")[0][0]))
+    older = [lsn for ts, lsn in seen if ts <= now - 1.5]
+    if older:
+        if q(db, "SELECT restart_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE plugin = 'mcfdw'",
+             (older[-1],))[0][0]:
+            good += 1
+        else:
+            bad += 1
+t.ok(good + bad >= 5 and good >= 3 * bad,
+     "under a steady write load the slot's restart position stays within 1.5 s of the log "
+     "(%d of %d samples)" % (good, good + bad))
+
+
+def trail():
+    return q(db, "SELECT confirmed_flush_lsn - restart_lsn FROM pg_replication_slots "
+                 "WHERE plugin = 'mcfdw'")[0][0]
+
+
+try:
+    mcrig.wait_for(lambda: trail() < 256 * 1024, 3, interval=0.1, what="restart position")
+except TimeoutError:
+    pass
+t.ok(trail() < 256 * 1024, "... and once the load stops it catches up with the confirmed "
+     "position within 3 s (%s bytes behind)" % trail())
 db.close()
 t.done()
