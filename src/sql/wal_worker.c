@@ -5,7 +5,8 @@
  * Owns: the worker's loop (read the slot with
  * pg_logical_slot_peek_binary_changes, send each batch's keys, then
  * pg_replication_slot_advance past it, so the confirmed position moves only
- * once every instance acknowledged: at-least-once), its backoff, creating a
+ * once every instance acknowledged: at-least-once), keeping the slot's
+ * restart position close to its confirmed one, its backoff, creating a
  * missing slot and dropping it with the last watch or the extension, and
  * the counts of mc_wal_watches.  Sends through the batch engine's public
  * header only (batch.h: one quiet pipeline per instance per batch).
