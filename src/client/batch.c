@@ -12,7 +12,8 @@
  * word took the default outcome.  Requests are encoded in slices, so the
  * write buffer stays small however many ops a batch has.  An instance that
  * failed has its unanswered ops failed over to the others in another round
- * (failover), unless they may have run.
+ * (failover), unless they may have run or are bound to their own instance
+ * (home).
  *
  * A SQL caller's deletes are at most once (sent again, what the first send
  * deleted would be NF), and so are sets marked once (an INSERT's rows:
@@ -138,6 +139,14 @@ bw_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 	}
 	if (may_reroute && b->srv->cfg.failover)
 	{
+		/* an op bound to its own instance fails with it */
+		for (int i = 0; i < bi->nops; i++)
+		{
+			McBatchOp  *op = &b->ops[bi->ops[i]];
+
+			if (op->home && op->result == MC_BATCH_PENDING)
+				op->result = MC_BATCH_FAILED;
+		}
 		b->excluded[s] = true;
 		b->reroute = true;
 	}
@@ -203,7 +212,7 @@ route_round(BwBatch *b)
 			continue;
 		/* raises once no instance is left (failover) or all are dead */
 		inst_of[i] = (n == 1 && alive == NULL) ? 0 :
-			McServerPickWith(srv, op->key, op->keylen, alive);
+			McServerPickWith(srv, op->key, op->keylen, op->home ? NULL : alive);
 		b->inst[inst_of[i]].nops++;
 		npending++;
 	}
@@ -254,6 +263,9 @@ encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
 	switch (op->kind)
 	{
 		case MC_BATCH_DELETE:
+			return mc_encode_request(dst, "md", wkey, wlen, b64, -1, &o);
+		case MC_BATCH_MARK_STALE:
+			o.invalidate = true;
 			return mc_encode_request(dst, "md", wkey, wlen, b64, -1, &o);
 		case MC_BATCH_TOUCH:
 			o.has_ttl = true;
@@ -642,7 +654,9 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 		 * deleted; a set marked once (an INSERT's row) may have been
 		 * overwritten by another client in between
 		 */
-		b.engine.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE || ops[i].once) && !soft);
+		b.engine.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE ||
+								   ops[i].kind == MC_BATCH_MARK_STALE ||
+								   ops[i].once) && !soft);
 	}
 	b.engine.soft = soft || srv->cfg.failover || b.miss;
 	b.engine.give_up_held = soft;

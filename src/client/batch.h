@@ -11,7 +11,7 @@
  * batch.c puts them on the wire (through the request engine, engine.h)
  * as one quiet pipeline per instance
  * ("md <key> O<pos> q", "ms <key> <len> ... O<pos> q", "mg <key> T<ttl>
- * O<pos> q" for a touch, then "mn"), written to all instances before any
+ * O<pos> q" for a touch, "md <key> I O<pos> q" to mark stale, then "mn"), written to all instances before any
  * reply is read.  Callers: xact.c (writes at commit) and batch_sql.c
  * (mc_set_multi, mc_delete_multi, mc_touch_multi).
  */
@@ -24,7 +24,8 @@ typedef enum McBatchKind
 {
 	MC_BATCH_DELETE,			/* md */
 	MC_BATCH_SET,				/* ms (set) */
-	MC_BATCH_TOUCH				/* mg T<ttl>: has_ttl is required */
+	MC_BATCH_TOUCH,				/* mg T<ttl>: has_ttl is required */
+	MC_BATCH_MARK_STALE			/* md I: mark stale (NF: missing, a miss) */
 } McBatchKind;
 
 /* What became of one op. */
@@ -50,6 +51,10 @@ typedef struct McBatchOp
 	bool		once;			/* SET: never sent twice (a SQL caller's rows) */
 	bool		add;			/* SET: only if the key is absent (mode E, "add");
 								 * an existing key is MC_BATCH_MISS */
+	bool		home;			/* routed to the key's own instance whatever
+								 * the health map, never failed over: fails
+								 * when that instance does (the write-ahead
+								 * log worker's proof of delivery there) */
 	McBatchResult result;		/* out */
 } McBatchOp;
 

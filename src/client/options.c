@@ -139,7 +139,6 @@ McOptionsInit(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
-	MarkGUCPrefixReserved("mcfdw");
 }
 
 /*

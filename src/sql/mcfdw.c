@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/guc.h"
 
 #include "client_stats.h"
 #include "counters.h"
@@ -36,4 +37,10 @@ _PG_init(void)
 	McJoinInit();
 	McPrefetchInit();
 	McWalInit();
+	/*
+	 * Last, once every file defined its settings: reserving the prefix
+	 * removes the placeholders of the settings not defined yet, so a
+	 * postgresql.conf line for one defined after it would be dropped.
+	 */
+	MarkGUCPrefixReserved("mcfdw");
 }

@@ -5,7 +5,8 @@
  * Owns: the worker's loop (read the slot with
  * pg_logical_slot_peek_binary_changes, send each batch's keys, then
  * pg_replication_slot_advance past it, so the confirmed position moves only
- * once every instance acknowledged: at-least-once), its backoff, creating a
+ * once every instance acknowledged: at-least-once), keeping the slot's
+ * restart position close to its confirmed one, its backoff, creating a
  * missing slot and dropping it with the last watch or the extension, and
  * the counts of mc_wal_watches.  Sends through the batch engine's public
  * header only (batch.h: one quiet pipeline per instance per batch).
@@ -36,6 +37,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "storage/standby.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -398,18 +400,28 @@ cmp_ops(const void *a, const void *b)
 }
 
 /*
- * Delete a group's keys: one pipeline per instance (batch.h).  A key
- * memcached could never take (McKeyRoute refuses it) is skipped and
- * reported: holding the stream for it would hold every other key.
+ * Delete a group's keys, or mark them stale (md I): one pipeline per
+ * instance (batch.h).  A key memcached could never take (McKeyRoute
+ * refuses it) is skipped and reported: holding the stream for it would
+ * hold every other key.  NF (the key is not cached) counts as done.
+ *
+ * With failover, a key counts as delivered only once its own instance
+ * acknowledged it (home ops): a failover instance's ack is not enough,
+ * since the dead instance may come back holding the old value.  Keys whose
+ * own instance failed are sent to the instance readers fail over to as
+ * well, so what they read there meanwhile is not stale either, and the
+ * batch is held until the own instance is back.
+ *
  * Returns the keys not acknowledged; errbuf gets why.
  */
 static int
-send_deletes(KeyGroup *g, char *errbuf, size_t errlen)
+send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 {
 	McServer   *srv = McServerLookup(g->server);
 	McBatchOp  *ops = palloc_extended(sizeof(McBatchOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
 	int			nops = 0;
 	int			j = 0;
+	int			failed;
 
 	for (int i = 0; i < g->nkeys; i++)
 	{
@@ -440,40 +452,36 @@ send_deletes(KeyGroup *g, char *errbuf, size_t errlen)
 		if (!ok)
 			continue;
 		memset(&ops[nops], 0, sizeof(McBatchOp));
-		ops[nops].kind = MC_BATCH_DELETE;
+		ops[nops].kind = kind;
 		ops[nops].key = raw == g->keys[i] ? raw : pnstrdup(raw, rawlen);
 		ops[nops].keylen = rawlen;
+		ops[nops].home = srv->cfg.failover;
 		nops++;
 	}
 	if (nops == 0)
 		return 0;
-	/* a key changed twice in a batch is deleted once */
+	/* a key changed twice in a batch is sent once */
 	qsort(ops, nops, sizeof(McBatchOp), cmp_ops);
 	for (int i = 1; i < nops; i++)
 		if (cmp_ops(&ops[j], &ops[i]) != 0)
 			ops[++j] = ops[i];
 	nops = j + 1;
-	return McBatchWrite(srv, ops, nops, mc_wal_timeout, true, errbuf, errlen);
-}
+	failed = McBatchWrite(srv, ops, nops, mc_wal_timeout, true, errbuf, errlen);
+	if (failed > 0 && srv->cfg.failover)
+	{
+		/* the failed keys again, routed as readers route them now */
+		int			nf = 0;
 
-/*
- * Mark a group's keys stale (md <key> I): through mc_mark_stale, one key at
- * a time, since the batch engine has no mark-stale op; a failure raises.
- */
-static void
-send_mark_stale(KeyGroup *g)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(g->nkeys, 1));
-	ArrayType  *arr;
-
-	for (int i = 0; i < g->nkeys; i++)
-		elems[i] = PointerGetDatum(cstring_to_text_with_len(g->keys[i], g->lens[i]));
-	arr = construct_array(elems, g->nkeys, TEXTOID, -1, false, TYPALIGN_INT);
-	if (SPI_execute_with_args("SELECT count(mc_mark_stale(k, NULL, $2)) FROM unnest($1) k",
-							  2, (Oid[]) {TEXTARRAYOID, NAMEOID},
-							  (Datum[]) {PointerGetDatum(arr), CStringGetDatum(g->server)},
-							  NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mcfdw: mc_mark_stale failed");
+		for (int i = 0; i < nops; i++)
+			if (ops[i].result == MC_BATCH_FAILED)
+			{
+				ops[nf] = ops[i];
+				ops[nf].home = false;
+				nf++;
+			}
+		(void) McBatchWrite(srv, ops, nf, mc_wal_timeout, true, NULL, 0);
+	}
+	return failed;
 }
 
 static void
@@ -510,6 +518,41 @@ count_watches(Oid tab)
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mcfdw: could not count the watches");
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Each read of the slot, and each advance, decodes from the slot's restart
+ * position, which moves only to a running-transactions record decoded
+ * before a confirm; PostgreSQL writes one every 15 s at most, so under a
+ * steady write load every poll would decode up to 15 s of the log again
+ * (hundreds of milliseconds at a thousand updates a second).  Once the
+ * restart position trails the confirmed one by RESTART_LAG_BYTES, the
+ * worker writes such a record itself (what PostgreSQL 16's
+ * pg_log_standby_snapshot() does), at most every RESTART_LOG_MS, so the
+ * next advance can move the restart position up to it.
+ */
+#define RESTART_LAG_BYTES	(64 * 1024)
+#define RESTART_LOG_MS		200
+
+static void
+keep_restart_close(ReplicationSlot *s)
+{
+	static TimestampTz last_logged = 0;
+	XLogRecPtr	restart;
+	XLogRecPtr	confirmed;
+	TimestampTz now;
+
+	SpinLockAcquire(&s->mutex);
+	restart = s->data.restart_lsn;
+	confirmed = s->data.confirmed_flush;
+	SpinLockRelease(&s->mutex);
+	if (restart == InvalidXLogRecPtr || confirmed < restart + RESTART_LAG_BYTES)
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(last_logged, now, RESTART_LOG_MS))
+		return;
+	last_logged = now;
+	(void) LogStandbySnapshot();
 }
 
 typedef enum
@@ -610,6 +653,7 @@ cycle(void)
 		/* nothing watched was committed up to flush: let the slot move on */
 		if (flush > confirmed)
 			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, flush);
+		keep_restart_close(s);
 		return CYCLE_IDLE;
 	}
 
@@ -631,10 +675,11 @@ cycle(void)
 		KeyGroup	   *g = lfirst(lc);
 
 		CHECK_FOR_INTERRUPTS();
-		if (g->action == 'D')
+		if (g->action == 'D' || g->action == 'S')
 		{
 			char		why[MC_WAL_ERRLEN] = "";
-			int			f = send_deletes(g, why, sizeof(why));
+			int			f = send_keys(g, g->action == 'D' ? MC_BATCH_DELETE : MC_BATCH_MARK_STALE,
+									  why, sizeof(why));
 
 			if (f > 0)
 			{
@@ -643,8 +688,6 @@ cycle(void)
 						 g->server, f, why[0] ? why : "no reply");
 			}
 		}
-		else if (g->action == 'S')
-			send_mark_stale(g);
 		else if (g->action == 'F')
 			send_flush(g);
 	}
@@ -686,6 +729,7 @@ cycle(void)
 			upto = flush;
 		if (upto > confirmed)
 			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, upto);
+		keep_restart_close(s);
 	}
 	SpinLockAcquire(&wal->mutex);
 	wal->oldest_pending = 0;

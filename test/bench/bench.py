@@ -3,7 +3,8 @@
 
 Owns: loading the keys, every workload of issue 5 (and 9, batch writes, of
 issue 11; 11, foreign tables, of issue 14: scan, join, INSERT ... SELECT;
-13, per-row mc_get prefetched, of issue 25),
+13, per-row mc_get prefetched, of issue 25; 14, invalidation from
+the write-ahead log, of issue 23),
 the targets, and the report: one table printed at the end, the same rows as
 CSV (test/bench/results/latest.csv) and the printed report with the machine
 it ran on (test/bench/results/latest.txt).  A quick (BENCH_QUICK=1) or
@@ -146,7 +147,7 @@ def check(value_, op, limit):
 _script_seq = [0]
 
 
-def pgbench(script, clients=1, seconds=None, log=True):
+def pgbench(script, clients=1, seconds=None, log=True, env=None):
     """Run pgbench -n -M prepared on a custom script.  Returns (tps, median
     latency in us or None)."""
     _script_seq[0] += 1
@@ -161,7 +162,7 @@ def pgbench(script, clients=1, seconds=None, log=True):
     if log:
         cmd += ["-l", "--log-prefix", os.path.join(logdir, "pgb")]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       cwd=WORK)
+                       cwd=WORK, env=env)
     m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", p.stdout)
     failed = re.search(r"number of failed transactions: ([0-9]+)", p.stdout)
     if p.returncode != 0 or not m or (failed and int(failed.group(1)) > 0):
@@ -1259,6 +1260,266 @@ def w12_compressed():
         "what deflating adds per value: %.1f us" % ((add_wz - add_wp) * 1e3 / ZKEYS))
 
 
+# ---- workload 14: invalidation from the write-ahead log (issue 23) ------------
+# A private cluster of its own (the rig's preloads pgmemcache, not mcfdw,
+# and runs at wal_level replica), on the rig's four memcacheds.
+WAL_RATE = 1000                 # updates a second of the steady write load
+WAL_ROWS = 20000                # rows of the loaded table (and keys of the rate rounds)
+WAL_SAMPLES = 40 if QUICK else 150      # timed commits per contender
+WAL_POLL_MS = 10                # mcfdw.wal_poll_interval of the cluster
+WAL_LAG_CAP = 2.0               # seconds: a key not gone by then counts as this
+
+
+class WalCluster:
+    """initdb and start a cluster that preloads mcfdw with wal_level =
+    logical, as test/integration/wal_invalidate.py starts its own."""
+
+    def __init__(self):
+        self.asuser = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.base = tempfile.mkdtemp(prefix="walbench.", dir=rig_tmp if os.path.isdir(rig_tmp) else None)
+        os.chmod(self.base, 0o755)
+        if self.asuser:
+            shutil.chown(self.base, "postgres", "postgres")
+        self.pgdata = os.path.join(self.base, "pgdata")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+
+    def run(self, *cmd):
+        p = subprocess.run(self.asuser + list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, cwd=self.base)
+        if p.returncode != 0:
+            raise RuntimeError("%s failed: %s" % (cmd[0], p.stdout[-2000:]))
+
+    def start(self):
+        self.run(os.path.join(PGBIN, "initdb"), "-D", self.pgdata, "-U", "postgres", "-E", "UTF8",
+                 "--locale=C.UTF-8", "--auth=trust", "--no-sync")
+        conf = os.path.join(self.pgdata, "postgresql.conf")
+        trusted = "output_plugin_libraries" in open(conf).read()
+        with open(conf, "a") as f:
+            f.write("\nlisten_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\n"
+                    "shared_preload_libraries = 'mcfdw'\nwal_level = logical\n"
+                    "max_replication_slots = 4\nmax_wal_senders = 4\nfsync = off\n"
+                    "shared_buffers = 64MB\n"
+                    "mcfdw.wal_poll_interval = %dms\n" % (self.port, self.base, WAL_POLL_MS))
+            if trusted:
+                f.write("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'\n")
+        self.run(os.path.join(PGBIN, "pg_ctl"), "-D", self.pgdata, "-l",
+                 os.path.join(self.base, "postgres.log"), "-w", "-t", "60", "start")
+        return self
+
+    def stop(self):
+        if os.path.exists(os.path.join(self.pgdata, "postmaster.pid")):
+            subprocess.run(self.asuser + [os.path.join(PGBIN, "pg_ctl"), "-D", self.pgdata,
+                                          "-m", "immediate", "-w", "stop"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.base)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def connect(self):
+        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
+        conn.autocommit = True
+        return conn
+
+    def env(self):
+        return dict(os.environ, PGHOST="127.0.0.1", PGPORT=str(self.port), PGUSER="postgres",
+                    PGDATABASE="postgres")
+
+
+class Probe:
+    """Asks memcached directly whether a key is there ("mg <key>": HD or
+    EN), on one socket per instance, so the poll costs one round trip."""
+
+    def __init__(self, ports):
+        self.socks = {p: socket.create_connection(("127.0.0.1", p)) for p in ports}
+
+    def cmd(self, port, line, value=None):
+        s = self.socks[port]
+        s.sendall(line.encode() + b"\r\n" + (value + b"\r\n" if value is not None else b""))
+        buf = b""
+        while not buf.endswith(b"\r\n"):
+            buf += s.recv(4096)
+        return buf
+
+    def set(self, port, key):
+        if not self.cmd(port, "ms %s 1" % key, b"v").startswith(b"HD"):
+            raise RuntimeError("could not set %s" % key)
+
+    def present(self, port, key):
+        return self.cmd(port, "mg %s" % key).startswith(b"HD")
+
+    def close(self):
+        for s in self.socks.values():
+            s.close()
+
+
+def wal_sent(conn, table):
+    cur = conn.cursor()
+    cur.execute("SELECT sent, pending FROM mc_wal_watches WHERE \"table\" = %s::regclass", (table,))
+    return cur.fetchone()
+
+
+def wal_wait(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise RuntimeError("workload 14: timed out waiting for %s" % what)
+        time.sleep(0.002)
+
+
+def w14_lag(cl, conn, probe, route):
+    """COMMIT to key gone, the watch and mc_invalidate alternating, under a
+    steady load of WAL_RATE updates a second on the watched table."""
+    script = os.path.join(WORK, "wal_load.sql")
+    with open(script, "w") as f:
+        f.write("\\set id random(1, %d)\nUPDATE wl SET v = v + 1 WHERE id = :id;\n" % WAL_ROWS)
+    load = subprocess.Popen([os.path.join(PGBIN, "pgbench"), "-n", "-M", "prepared", "-c", "2",
+                             "-j", "2", "-R", str(WAL_RATE), "-T", "600", "-f", script],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cl.env(), cwd=WORK)
+    lags = {"watch": [], "mc_invalidate": []}
+    late = {"watch": 0, "mc_invalidate": 0}
+    cur = conn.cursor()
+    try:
+        time.sleep(1.0)
+        upd0 = value(conn, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'wl'")
+        t_load = time.monotonic()
+        for i in range(WAL_SAMPLES):
+            for c in rotated(lags, i):
+                table = "ws" if c == "watch" else "tl"
+                key = "%s:%d" % (table, i + 1)
+                probe.set(route[key], key)
+                cur.execute("UPDATE %s SET v = v + 1 WHERE id = %%s" % table, (i + 1,))
+                t0 = time.perf_counter()
+                while probe.present(route[key], key):
+                    if time.perf_counter() - t0 > WAL_LAG_CAP:
+                        late[c] += 1
+                        break
+                lags[c].append((time.perf_counter() - t0) * 1e3)
+                time.sleep(0.01)
+        upd1 = value(conn, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'wl'")
+        rate = (upd1 - upd0) / (time.monotonic() - t_load)
+    finally:
+        load.terminate()
+        load.wait()
+    say("   load %.0f updates/s; watch p50 %.1f ms p99 %.1f ms; mc_invalidate p50 %.2f ms p99 %.2f ms"
+        % (rate, pct(lags["watch"], 50), pct(lags["watch"], 99),
+           pct(lags["mc_invalidate"], 50), pct(lags["mc_invalidate"], 99)))
+    return lags, late, rate
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def w14_rate(conn):
+    """Keys a second: the worker delivering one committed UPDATE of
+    WAL_ROWS rows, against mc_delete_multi of the same keys, alternating."""
+    keys = "(SELECT array_agg('wd:' || g) FROM generate_series(1, %d) g)" % WAL_ROWS
+    refill = "SELECT mc_set_multi(%s, (SELECT array_agg('v'::text) FROM generate_series(1, %d)), NULL, NULL, 'wb')" \
+        % (keys, WAL_ROWS)
+    rates = {"worker": [], "mc_delete_multi": []}
+    cur = conn.cursor()
+    for r in range(ROUNDS):
+        for c in rotated(rates, r):
+            cur.execute(refill)
+            if c == "worker":
+                sent0 = wal_sent(conn, "wd")[0]
+                cur.execute("UPDATE wd SET v = v + 1")
+                t0 = time.perf_counter()
+                wal_wait(lambda: (lambda st: st[0] >= sent0 + WAL_ROWS and st[1] == 0)(wal_sent(conn, "wd")),
+                         60, "the worker's deletes")
+            else:
+                t0 = time.perf_counter()
+                cur.execute("SELECT mc_delete_multi(%s, 'wb')" % keys)
+                if cur.fetchone()[0] != WAL_ROWS:
+                    raise RuntimeError("mc_delete_multi did not delete all %d keys" % WAL_ROWS)
+            rates[c].append(WAL_ROWS / (time.perf_counter() - t0))
+        say("   round %d: keys/s worker %.0f, mc_delete_multi %.0f"
+            % (r + 1, rates["worker"][-1], rates["mc_delete_multi"][-1]))
+    return {c: med(v) for c, v in rates.items()}
+
+
+def w14_tps(cl, conn):
+    """pgbench tps of an UPDATE workload on the watched table, the watch
+    on and off (off: no watch, so no slot, nothing decoded)."""
+    script = "\\set id random(1, %d)\nUPDATE wl SET v = v + 1 WHERE id = :id;\n" % WAL_ROWS
+    tps = {"watch on": [], "watch off": []}
+    slots = "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'mcfdw'"
+    watched = True
+    for r in range(ROUNDS):
+        for c in rotated(tps, r):
+            if c == "watch on" and not watched:
+                value(conn, "SELECT mc_watch('wl', ARRAY['wl:{id}'], 'wb')")
+            elif c == "watch off" and watched:
+                value(conn, "SELECT mc_unwatch('wl')")
+                wal_wait(lambda: value(conn, slots) == 0, 60, "the slot dropped")
+            watched = c == "watch on"
+            tps[c].append(pgbench(script, clients=2, seconds=max(SECONDS, 2), log=False, env=cl.env())[0])
+        say("   round %d: tps watch on %.0f, off %.0f" % (r + 1, tps["watch on"][-1], tps["watch off"][-1]))
+    return {c: med(v) for c, v in tps.items()}
+
+
+def w14_wal():
+    say("14. invalidation from the write-ahead log: COMMIT to key gone at %d updates/s "
+        "(%d commits per contender), the worker's keys/s against mc_delete_multi's, "
+        "pgbench tps with the watch on and off" % (WAL_RATE, WAL_SAMPLES))
+    cl = WalCluster().start()
+    probe = None
+    try:
+        conn = cl.connect()
+        cur = conn.cursor()
+        cur.execute("CREATE EXTENSION mcfdw")
+        cur.execute("CREATE SERVER wb FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s)",
+              (",".join("127.0.0.1:%d" % p for p in PORTS),))
+        cur.execute("CREATE USER MAPPING FOR PUBLIC SERVER wb")
+        for t in ("wl", "ws", "tl", "wd"):
+            cur.execute("CREATE TABLE %s (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)" % t)
+            cur.execute("INSERT INTO %s (id) SELECT g FROM generate_series(1, %d) g" % (t, WAL_ROWS))
+        cur.execute("CREATE TRIGGER tl_cache AFTER UPDATE ON tl FOR EACH ROW "
+                    "EXECUTE FUNCTION mc_invalidate('@wb', 'tl:{id}')")
+        for t in ("wl", "ws", "wd"):
+            value(conn, "SELECT mc_watch(%s, ARRAY[%s], 'wb')", (t, t + ":{id}"))
+        samples = ["%s:%d" % (t, i + 1) for t in ("ws", "tl") for i in range(WAL_SAMPLES)]
+        cur.execute("SELECT key, port FROM mc_route(%s, 'wb')", (samples,))
+        route = dict(cur.fetchall())
+        probe = Probe(PORTS)
+        lags, late, rate = w14_lag(cl, conn, probe, route)
+        rates = w14_rate(conn)
+        value(conn, "SELECT mc_unwatch(t) FROM unnest(ARRAY['ws', 'wd']) t")
+        tps = w14_tps(cl, conn)
+        conn.close()
+    finally:
+        if probe:
+            probe.close()
+        cl.stop()
+    w = "14 invalidation from the WAL"
+    note = "at %.0f updates/s (pgbench -R %d on a watched table), mcfdw.wal_poll_interval %d ms; " \
+           "%d commits each, a key not gone in %.0f s counted as that (watch %d, mc_invalidate %d)" \
+        % (rate, WAL_RATE, WAL_POLL_MS, WAL_SAMPLES, WAL_LAG_CAP, late["watch"], late["mc_invalidate"])
+    p99 = pct(lags["watch"], 99)
+    row(w, "watch: COMMIT to key gone, p50", pct(lags["watch"], 50), "ms")
+    row(w, "watch: COMMIT to key gone, p99", p99, "ms", None, None, "< 50 ms",
+        check(p99, "<", 50.0), note)
+    row(w, "mc_invalidate: COMMIT to key gone, p50", pct(lags["mc_invalidate"], 50), "ms")
+    row(w, "mc_invalidate: COMMIT to key gone, p99", pct(lags["mc_invalidate"], 99), "ms")
+    row(w, "worker: keys deleted a second", rates["worker"], "keys/s")
+    row(w, "mc_delete_multi: keys deleted a second", rates["mc_delete_multi"], "keys/s")
+    r_ = ratio(rates["worker"], rates["mc_delete_multi"])
+    row(w, "worker / mc_delete_multi, keys a second", r_, "x", None, None, ">= 0.5 x",
+        check(r_, ">=", 0.5), "one UPDATE of %s rows, COMMIT to the last key acknowledged "
+        "(mc_wal_watches.sent)" % format(WAL_ROWS, ","))
+    row(w, "pgbench UPDATE tps, watch off", tps["watch off"], "tps")
+    row(w, "pgbench UPDATE tps, watch on", tps["watch on"], "tps")
+    r_ = ratio(tps["watch on"], tps["watch off"])
+    row(w, "pgbench UPDATE tps, watch on / off", r_, "x", None, None, "", "",
+        "2 clients; off: no watch, no slot; on: the worker decodes and deletes beside them")
+
+
 # ---- report ------------------------------------------------------------------
 def fmt_num(v, unit=""):
     if v is None or v != v:
@@ -1784,7 +2045,8 @@ def main():
              (10, w10_tls),
              (11, w11_foreign_table),
              (12, w12_compressed),
-             (13, w13_prefetch)]
+             (13, w13_prefetch),
+             (14, w14_wal)]
     for num, fn in steps:
         if ONLY and num not in ONLY and not (num in (2, 3) and 5 in ONLY):
             continue

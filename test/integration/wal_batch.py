@@ -1,0 +1,312 @@
+"""wal_batch: the write-ahead log worker's mark-stale batches and its
+delivery with failover, with a private cluster that preloads mcfdw with
+wal_level = logical (as wal_invalidate.py starts one) and real memcacheds
+behind fault proxies.
+
+It checks: the worker's settings in postgresql.conf take effect; action
+'mark_stale' marks 2,000 keys stale through the batch engine (one quiet pipeline per instance: "md <key> I ... q", then "mn"),
+fast enough that one round trip per key could not be it (each reply of one
+instance is held 50 ms); with failover, an instance down while rows change:
+the keys of that instance are deleted on the instance readers fail over to,
+the position is held (the down instance's own copy is not counted as
+delivered by the failover instance's ack), and once the instance is back
+its own copies are deleted too, none skipped; under a steady write load
+the slot's restart position keeps up with the confirmed one.
+"""
+
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import mcrig
+from faultproxy import FaultProxy
+
+t = mcrig.TAP()
+PG_CONFIG = os.environ.get("PG_CONFIG", "pg_config")
+BINDIR = subprocess.check_output([PG_CONFIG, "--bindir"], text=True).strip()
+IS_ROOT = os.geteuid() == 0
+
+
+def as_pg(cmd, **kw):
+    if IS_ROOT:
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, **kw)
+
+
+rig = os.environ.get("MCFDW_RIG")
+base = tempfile.mkdtemp(prefix="walb-cluster-", dir=os.path.join(rig, "tmp") if rig else None)
+os.chmod(base, 0o755)
+if IS_ROOT:
+    shutil.chown(base, "postgres", "postgres")
+pgdata = os.path.join(base, "pgdata")
+pglog = os.path.join(base, "postgres.log")
+port = mcrig.free_port()
+pidfiles = []
+
+
+def stop_cluster():
+    if os.path.exists(os.path.join(pgdata, "postmaster.pid")):
+        as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "immediate",
+               "-w", "-t", "30", "stop"], cwd=base)
+    for f in pidfiles:
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+    shutil.rmtree(base, ignore_errors=True)
+
+
+atexit.register(stop_cluster)
+
+
+def log_text():
+    with open(pglog, errors="replace") as f:
+        return f.read()
+
+
+r = as_pg([os.path.join(BINDIR, "initdb"), "-D", pgdata, "-U", "postgres", "-E", "UTF8",
+           "--locale=C.UTF-8", "--auth=trust", "--no-sync"], cwd=base)
+if r.returncode != 0:
+    t.ok(False, "initdb", r.stdout)
+    t.done()
+with open(os.path.join(pgdata, "postgresql.conf"), "a") as f:
+    f.write("\nlisten_addresses = '127.0.0.1'\nport = %d\n"
+            "unix_socket_directories = '%s'\nshared_preload_libraries = 'mcfdw'\n"
+            "wal_level = logical\nmax_replication_slots = 4\nmax_wal_senders = 4\n"
+            "fsync = off\nshared_buffers = 32MB\nmax_connections = 20\n"
+            "mcfdw.wal_poll_interval = 50ms\nmcfdw.wal_timeout = 20s\n"
+            "log_min_messages = log\n" % (port, base))
+    if "output_plugin_libraries" in open(os.path.join(pgdata, "postgresql.conf")).read():
+        f.write("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'\n")
+r = as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-l", pglog, "-w", "-t", "60", "start"],
+          cwd=base)
+if not t.ok(r.returncode == 0, "a cluster with mcfdw preloaded and wal_level = logical starts",
+            r.stdout, log_text() if os.path.exists(pglog) else ""):
+    t.done()
+with open(os.path.join(pgdata, "postmaster.pid")) as f:
+    pm = int(f.readline())
+if rig and os.path.isdir(os.path.join(rig, "pids")):
+    pidfiles.append(os.path.join(rig, "pids", "walb-cluster-%d.pid" % pm))
+    with open(pidfiles[-1], "w") as f:
+        f.write("%d\n" % pm)
+
+
+def q(conn, sql, args=None):
+    cur = conn.cursor()
+    cur.execute(sql, args)
+    return cur.fetchall() if cur.description else None
+
+
+def meta(where, keys):
+    """{key: flags of its "mg <key> v" reply} for the keys memcached holds,
+    asked directly, one pipeline per 500 keys."""
+    got = {}
+    for i in range(0, len(keys), 500):
+        chunk = keys[i:i + 500]
+        s = mcrig.connect(where)
+        try:
+            s.sendall("".join("mg %s v k\r\n" % k for k in chunk).encode() + b"mn\r\n")
+            buf = b""
+            while not buf.endswith(b"MN\r\n"):
+                data = s.recv(65536)
+                if not data:
+                    break
+                buf += data
+        finally:
+            s.close()
+        lines = buf.split(b"\r\n")
+        j = 0
+        while j < len(lines):
+            line = lines[j]
+            if line.startswith(b"VA "):
+                words = line.decode().split()
+                flags = words[2:]
+                key = [w[1:] for w in flags if w.startswith("k")][0]
+                got[key] = set(w for w in flags if not w.startswith("k"))
+                j += 2
+                continue
+            j += 1
+    return got
+
+
+def present(where, keys):
+    return set(meta(where, keys))
+
+
+db = mcrig.pg_connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
+q(db, "CREATE EXTENSION mcfdw")
+t.is_((q(db, "SHOW mcfdw.wal_poll_interval")[0][0], q(db, "SHOW mcfdw.wal_timeout")[0][0]),
+      ("50ms", "20s"), "the worker's settings in postgresql.conf take effect (defined before "
+      "mcfdw's prefix is reserved)")
+
+# ---- mark_stale goes through the batch engine ------------------------------------------
+a = mcrig.start_memcached()
+b = mcrig.start_memcached()
+px = FaultProxy(b.port).start()
+q(db, "CREATE SERVER ws FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, connect_timeout '1000', io_timeout '5000')",
+  ("%s,%s" % (a.addr, px.addr),))
+q(db, "CREATE USER MAPPING FOR PUBLIC SERVER ws")
+N = 2000
+q(db, "CREATE TABLE leased (id int PRIMARY KEY, v text)")
+q(db, "INSERT INTO leased SELECT i, 'a' FROM generate_series(1, %s) i", (N,))
+q(db, "SELECT mc_watch('leased', ARRAY['lease:{id}'], 'ws', action => 'mark_stale')")
+keys = ["lease:%d" % i for i in range(1, N + 1)]
+q(db, "SELECT mc_set_multi(%s, %s, NULL, NULL, 'ws')", (keys, ["v"] * N))
+onb = q(db, "SELECT count(*) FROM mc_route(%s, 'ws') WHERE port = %s", (keys, px.port))[0][0]
+t.ok(0 < onb < N, "the keys are spread over both instances (%d on the proxied one)" % onb)
+
+
+def stale_keys():
+    got = meta(a.port, keys)
+    got.update(meta(b.port, keys))
+    return set(k for k, f in got.items() if "X" in f)
+
+
+t.is_(len(stale_keys()), 0, "no key is stale before the UPDATE")
+px.delay = 0.05                 # every reply chunk of the proxied instance held 50 ms
+px.mode = "delay"
+px.requests = bytearray()
+px.record = True
+t0 = time.time()
+q(db, "UPDATE leased SET v = 'b'")
+try:
+    mcrig.wait_for(lambda: len(stale_keys()) == N, 20, interval=0.1, what="stale")
+except TimeoutError:
+    pass
+took = time.time() - t0
+px.record = False
+px.mode = "pass"
+left = N - len(stale_keys())
+t.ok(left == 0, "action 'mark_stale': every one of %d keys is marked stale (mg shows X)" % N,
+     "%d not stale" % left)
+t.ok(took < 5, "... within 5 s while each reply of one instance is held 50 ms: one pipeline per "
+     "instance, not a round trip per key (%.2f s)" % took)
+reqs = bytes(px.requests).split(b"\r\n")
+md = [r for r in reqs if r.startswith(b"md ")]
+t.ok(len(md) >= onb and all(b"I" in r.split() and b"q" in r.split() for r in md)
+     and reqs.count(b"mn") <= 3,
+     "the proxied instance got its keys as quiet \"md <key> I\" closed by a few \"mn\"",
+     "md %d (on it %d), mn %d, first %r" % (len(md), onb, reqs.count(b"mn"), md[:2]))
+t.diag("2,000 keys marked stale %.2f s after COMMIT" % took)
+
+
+def leased_row():
+    return q(db, "SELECT pending, sent FROM mc_wal_watches WHERE \"table\" = 'leased'::regclass")[0]
+
+
+try:
+    # the counts follow the batch's last acknowledgement
+    mcrig.wait_for(lambda: leased_row() == (0, N), 5, what="counts")
+except TimeoutError:
+    pass
+t.is_(leased_row(), (0, N), "mc_wal_watches: nothing pending, %d sent" % N)
+# a key no instance holds (NF) counts as delivered
+q(db, "INSERT INTO leased VALUES (%s, 'c')", (N + 1,))
+mcrig.wait_for(lambda: q(db, "SELECT pending = 0 AND sent = %s FROM mc_wal_watches "
+                             "WHERE \"table\" = 'leased'::regclass", (N + 1,))[0][0], 10,
+               what="sent")
+t.ok(True, "marking a key no instance holds (NF) counts as delivered")
+
+# ---- failover: an instance down while rows change -----------------------------------------
+c = mcrig.start_memcached()
+d = mcrig.start_memcached()
+pd = FaultProxy(d.port).start()
+q(db, "CREATE SERVER wf FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, failover 'true', "
+      "connect_timeout '1000', io_timeout '2000', retry_delay '1')",
+  ("%s,%s" % (c.addr, pd.addr),))
+q(db, "CREATE USER MAPPING FOR PUBLIC SERVER wf")
+N = 1000
+q(db, "CREATE TABLE fo (id int PRIMARY KEY, v text)")
+q(db, "INSERT INTO fo SELECT i, 'a' FROM generate_series(1, %s) i", (N,))
+q(db, "SELECT mc_watch('fo', ARRAY['fo:{id}'], 'wf')")
+time.sleep(0.5)
+keys = ["fo:%d" % i for i in range(1, N + 1)]
+q(db, "SELECT mc_set_multi(%s, %s, NULL, NULL, 'wf')", (keys, ["v"] * N))
+ond = [r[0] for r in q(db, "SELECT key FROM mc_route(%s, 'wf') WHERE port = %s", (keys, pd.port))]
+onc = [k for k in keys if k not in set(ond)]
+t.ok(len(ond) > 0 and len(present(d.port, ond)) == len(ond) and len(present(c.port, onc)) == len(onc),
+     "%d keys on the instance to be stopped, %d on the other" % (len(ond), len(onc)))
+pd.mode = "close"
+# what readers failing over cached on the other instance meanwhile
+for i in range(0, len(ond), 200):
+    s = mcrig.connect(c.port)
+    s.sendall("".join("ms %s 1 q\r\nv\r\n" % k for k in ond[i:i + 200]).encode() + b"mn\r\n")
+    buf = b""
+    while not buf.endswith(b"MN\r\n"):
+        buf += s.recv(65536)
+    s.close()
+t.is_(len(present(c.port, ond)), len(ond), "the down instance's keys are cached on the other too")
+q(db, "UPDATE fo SET v = 'b'")
+try:
+    mcrig.wait_for(lambda: not present(c.port, keys), 10, interval=0.1, what="gone from c")
+except TimeoutError:
+    pass
+time.sleep(2)
+t.is_(len(present(c.port, keys)), 0,
+      "while an instance is down, every key is deleted on the instance readers fail over to")
+t.is_(len(present(d.port, ond)), len(ond), "... the down instance still holds its copies")
+row = q(db, "SELECT pending, retried, last_error IS NOT NULL FROM mc_wal_watches "
+        "WHERE \"table\" = 'fo'::regclass")[0]
+t.ok(row[0] > 0 and row[1] > 0 and row[2],
+     "... and the batch is held: the failover instance's ack is not delivery for the down "
+     "instance's keys", row)
+pd.mode = "pass"
+try:
+    mcrig.wait_for(lambda: not present(d.port, ond), 30, interval=0.2, what="gone from d")
+except TimeoutError:
+    pass
+left = present(d.port, ond)
+t.ok(not left, "once the instance is back, every one of its %d keys is deleted there" % len(ond),
+     "%d left" % len(left))
+mcrig.wait_for(lambda: q(db, "SELECT pending = 0 FROM mc_wal_watches "
+                             "WHERE \"table\" = 'fo'::regclass")[0][0], 10, what="pending 0")
+t.ok(True, "nothing pending afterwards")
+
+# ---- under a steady write load the restart position keeps up -------------------------------
+# PostgreSQL writes a running-transactions record (where a slot's restart
+# position can move to) every 15 s at most; the worker writes one when
+# the restart position trails the confirmed one, so a poll does not decode
+# seconds of the log again
+q(db, "CREATE TABLE heavy (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)")
+q(db, "INSERT INTO heavy (id) SELECT g FROM generate_series(1, 5000) g")
+q(db, "SELECT mc_watch('heavy', ARRAY['heavy:{id}'], 'ws')")
+seen = []                       # (time, WAL insert position)
+good = bad = 0
+start = time.time()
+last = 0
+while time.time() - start < 5:
+    q(db, "UPDATE heavy SET v = v + 1")
+    now = time.time()
+    if now - last < 0.2:
+        continue
+    last = now
+    seen.append((now, q(db, "SELECT pg_current_wal_lsn()")[0][0]))
+    older = [lsn for ts, lsn in seen if ts <= now - 1.5]
+    if older:
+        if q(db, "SELECT restart_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE plugin = 'mcfdw'",
+             (older[-1],))[0][0]:
+            good += 1
+        else:
+            bad += 1
+t.ok(good + bad >= 5 and good >= 3 * bad,
+     "under a steady write load the slot's restart position stays within 1.5 s of the log "
+     "(%d of %d samples)" % (good, good + bad))
+
+
+def trail():
+    return q(db, "SELECT confirmed_flush_lsn - restart_lsn FROM pg_replication_slots "
+                 "WHERE plugin = 'mcfdw'")[0][0]
+
+
+try:
+    mcrig.wait_for(lambda: trail() < 256 * 1024, 3, interval=0.1, what="restart position")
+except TimeoutError:
+    pass
+t.ok(trail() < 256 * 1024, "... and once the load stops it catches up with the confirmed "
+     "position within 3 s (%s bytes behind)" % trail())
+db.close()
+t.done()
