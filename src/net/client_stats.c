@@ -44,6 +44,7 @@
 
 McCsOp		mc_cs_op = MC_CS_OTHER;
 int			mc_client_stats_max = 1000;
+bool		mc_client_stats_on = true;
 
 const char *const mc_cs_op_names[MC_NOPS] = {
 	"other", "get", "get_multi", "set", "set_multi", "delete", "incr/decr",
@@ -295,9 +296,12 @@ McCsRecordSlow(McCsInstance *in, int op, int64 now)
 void
 McCsRefused(Oid serverid, const char *instance)
 {
-	McCsInstance *in = McCsInstanceOf(serverid, instance);
+	McCsInstance *in;
 	int			op = mc_cs_op;
 
+	if (!mc_client_stats_on)
+		return;
+	in = McCsInstanceOf(serverid, instance);
 	in->p[op][MC_CSF_CALLS]++;
 	in->p[op][MC_CSF_ERR + MC_CSE_CONNECT]++;
 	in->p[op][MC_CSF_HIST]++;	/* no time passed */
@@ -307,9 +311,12 @@ McCsRefused(Oid serverid, const char *instance)
 void
 McCsDegraded(Oid serverid, const char *instance)
 {
-	McCsInstance *in = McCsInstanceOf(serverid, instance);
+	McCsInstance *in;
 	int			op = mc_cs_op;
 
+	if (!mc_client_stats_on)
+		return;
+	in = McCsInstanceOf(serverid, instance);
 	in->p[op][MC_CSF_DEGRADED]++;
 	mark_dirty(in);
 }

@@ -59,6 +59,12 @@ typedef enum McCsError
 /* mcfdw.client_stats_max: the store's slots when preloaded (options.c). */
 extern int	mc_client_stats_max;
 
+/*
+ * mcfdw.client_stats (options.c): whether requests are counted.  Read when
+ * a request begins (conn.c), so a request is counted whole or not at all.
+ */
+extern bool mc_client_stats_on;
+
 /* The operation the backend is doing now: set by each surface. */
 extern McCsOp mc_cs_op;
 #define McCsSetOp(op) (mc_cs_op = (op))

@@ -219,14 +219,17 @@ conn_still_open(McConn *conn)
 	return conn->xfer->still_open(conn);
 }
 
-/* A request begins at now (McCsNow): its tally starts (client_stats.h). */
+/*
+ * A request begins at now (McCsNow): its tally starts (client_stats.h),
+ * to be recorded when it ends unless mcfdw.client_stats is off.
+ */
 static inline void
 conn_cs_begin(McConn *conn, int64 now)
 {
 	conn->cs.start = now;
 	conn->cs.sent = conn->cs.recv = 0;
 	conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
-	conn->cs.live = true;
+	conn->cs.live = mc_client_stats_on;
 }
 
 /*
