@@ -261,6 +261,7 @@ McCsInstanceOf(Oid serverid, const char *instance)
 	if (!found)
 	{
 		in->dirty = false;
+		in->due = 0;
 		memset(in->p, 0, sizeof(in->p));
 		memset(in->slot, 0, sizeof(in->slot));
 		memset(in->gen, 0, sizeof(in->gen));
@@ -283,14 +284,45 @@ mark_dirty(McCsInstance *in)
 	}
 	dirty_list[ndirty++] = in;
 	in->dirty = true;
+	in->due = mc_cs_flush_due;
 }
 
-void
-McCsRecordSlow(McCsInstance *in, int op, int64 now)
+/* McCsRecord's rare part: a first count since a flush, or a flush due. */
+static pg_noinline void
+record_slow(McCsInstance *in, int64 now)
 {
 	mark_dirty(in);
 	if (now > mc_cs_flush_due)
 		McCsFlush();
+}
+
+/*
+ * Out of line, and a leaf but for its rare part: the caller reads the
+ * clock, so nothing here lives across a call.
+ */
+void
+McCsRecord(McCsReq *rq, McCsError err, int64 now)
+{
+	McCsInstance *in = rq->inst;
+	uint64	   *p = in->p[mc_cs_op];
+	uint64		us = (uint64) (now - rq->start);	/* one monotonic clock */
+
+	rq->live = false;
+	p[MC_CSF_CALLS]++;
+	p[MC_CSF_KEYS] += rq->keys;
+	p[MC_CSF_HITS] += rq->hits;
+	p[MC_CSF_MISSES] += rq->misses;
+	p[MC_CSF_SENT] += rq->sent;
+	p[MC_CSF_RECV] += rq->recv;
+	if (unlikely(err != MC_CSE_NONE))
+		p[MC_CSF_ERR + err]++;
+	p[MC_CSF_LAT_TOTAL] += us;
+	if (us > p[MC_CSF_LAT_MAX])
+		p[MC_CSF_LAT_MAX] = us;
+	p[MC_CSF_HIST + McCsBucket(us)]++;
+	/* in->due is 0 until in is on the flush list, then the flush's time */
+	if (unlikely(now > in->due))
+		record_slow(in, now);
 }
 
 void
@@ -424,6 +456,7 @@ McCsFlush(void)
 			if (in->p[op][MC_CSF_CALLS] != 0 || in->p[op][MC_CSF_DEGRADED] != 0)
 				flush_one(in, op);
 		in->dirty = false;
+		in->due = 0;
 	}
 	ndirty = 0;
 }
@@ -523,6 +556,7 @@ McCsReset(void)
 	{
 		memset(dirty_list[i]->p, 0, sizeof(dirty_list[i]->p));
 		dirty_list[i]->dirty = false;
+		dirty_list[i]->due = 0;
 	}
 	ndirty = 0;
 	get_store();

@@ -97,6 +97,7 @@ typedef struct McCsInstance
 	Oid			serverid;		/* hash key: server ... */
 	char		instance[MC_CS_NAME_MAX];	/* ... and instance */
 	bool		dirty;			/* on the list of instances to flush */
+	int64		due;			/* dirty: mc_cs_flush_due when marked; else 0 */
 	uint64		p[MC_NOPS][MC_CS_NFIELDS];
 	struct CsSlot *slot[MC_NOPS];	/* client_stats.c's: NULL, not looked up */
 	uint32		gen[MC_NOPS];	/* of the store when slot was found */
@@ -118,11 +119,16 @@ typedef struct McCsReq
 	bool		live;			/* a request is running, not yet recorded */
 } McCsReq;
 
-/* Microseconds on the monotonic clock (fine-grained: latencies). */
+/*
+ * Microseconds on the monotonic clock (fine-grained: latencies).  The
+ * timespec is static, not on the caller's stack: an address-taken local
+ * would give every caller a stack-protector check (a backend is one
+ * thread, and nothing runs between the read and its use).
+ */
 static inline int64
 McCsNow(void)
 {
-	struct timespec ts;
+	static struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	/* unsigned: a division by a constant without sign fix-ups */
@@ -144,9 +150,6 @@ extern const bool mc_cs_finds[MC_NOPS];
 extern const bool mc_cs_quiet_read[MC_NOPS];
 extern int64 mc_cs_flush_due;	/* McCsNow() past which pending counts go */
 
-/* McCsRecord's rare part: a first count since a flush, or a flush due. */
-extern void McCsRecordSlow(McCsInstance *in, int op, int64 now);
-
 /*
  * Bucket of a latency: b for [2^(b-1), 2^b) us, 1 for under 2 us; bucket 0
  * holds the calls refused without a request (McCsRefused).
@@ -160,35 +163,10 @@ McCsBucket(uint64 us)
 }
 
 /*
- * A request ended: add its tally (err MC_CSE_NONE when it succeeded) to
- * the backend's pending counts, inline: the single-key path pays a clock
- * read and a few adds.
+ * A request ended at now (McCsNow): add its tally (err MC_CSE_NONE when it
+ * succeeded) to the backend's pending counts.
  */
-static pg_attribute_always_inline void
-McCsRecord(McCsReq *rq, McCsError err)
-{
-	McCsInstance *in = rq->inst;
-	int			op = mc_cs_op;
-	uint64	   *p = in->p[op];
-	int64		now = McCsNow();
-	uint64		us = (uint64) (now - rq->start);	/* one monotonic clock */
-
-	rq->live = false;
-	p[MC_CSF_CALLS]++;
-	p[MC_CSF_KEYS] += rq->keys;
-	p[MC_CSF_HITS] += rq->hits;
-	p[MC_CSF_MISSES] += rq->misses;
-	p[MC_CSF_SENT] += rq->sent;
-	p[MC_CSF_RECV] += rq->recv;
-	if (unlikely(err != MC_CSE_NONE))
-		p[MC_CSF_ERR + err]++;
-	p[MC_CSF_LAT_TOTAL] += us;
-	if (us > p[MC_CSF_LAT_MAX])
-		p[MC_CSF_LAT_MAX] = us;
-	p[MC_CSF_HIST + McCsBucket(us)]++;
-	if (unlikely(!in->dirty || now > mc_cs_flush_due))
-		McCsRecordSlow(in, op, now);
-}
+extern void McCsRecord(McCsReq *rq, McCsError err, int64 now);
 
 /* A call refused without contacting instance: it is marked dead. */
 extern void McCsRefused(Oid serverid, const char *instance);

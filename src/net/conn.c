@@ -226,11 +226,18 @@ conn_still_open(McConn *conn)
 static inline void
 conn_cs_begin(McConn *conn, int64 now)
 {
-	conn->cs.start = now;
-	conn->cs.sent = conn->cs.recv = 0;
-	conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
 	conn->cs.live = mc_client_stats_on;
+	if (likely(conn->cs.live))
+	{
+		conn->cs.start = now;
+		conn->cs.sent = conn->cs.recv = 0;
+		conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
+	}
 }
+
+/* The replies saying a key was there (a value, HD) or not (EN, NF). */
+#define CS_HIT_TYPES	((1u << MC_REPLY_VA) | (1u << MC_REPLY_HD))
+#define CS_MISS_TYPES	((1u << MC_REPLY_EN) | (1u << MC_REPLY_NF))
 
 /*
  * Get a connection ready for a request without waiting: close the socket if
@@ -464,9 +471,9 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		if (!conn_prepare(conn, !req->idempotent) ||
 			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
+		conn->cs.keys = 1;		/* sent: counted whatever the reply */
 		conn->retryable = conn->retryable && req->idempotent && !retried;
 		conn->in_doubt = !req->idempotent;
-		conn->cs.keys = 1;		/* sent: counted whatever the reply */
 		st = conn_send(conn, req->hdr, req->hlen, req->data, req->dlen);
 		if (st == MC_IO_OK)
 			base = conn_read_reply(conn, reply, &st);
@@ -477,10 +484,13 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			if (st == MC_IO_OK)
 			{
 				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
-				conn->cs.hits = reply->type == MC_REPLY_VA || reply->type == MC_REPLY_HD;
-				conn->cs.misses = reply->type == MC_REPLY_EN || reply->type == MC_REPLY_NF;
-				if (unlikely(McReplyIsPlaceholder(reply)))
-					conn->cs.hits = 0, conn->cs.misses = 1;
+				if (conn->cs.live)
+				{
+					conn->cs.hits = (CS_HIT_TYPES >> reply->type) & 1;
+					conn->cs.misses = (CS_MISS_TYPES >> reply->type) & 1;
+					if (unlikely(reply->value_len == 0) && McReplyIsPlaceholder(reply))
+						conn->cs.hits = 0, conn->cs.misses = 1;
+				}
 				return base;
 			}
 		}

@@ -164,7 +164,7 @@ conn_cs_end(McConn *conn, McCsError err)
 		if (unlikely(conn->cs.inst == NULL))
 			conn->cs.inst = McCsInstanceOf(conn->net->serverid,
 										   McInstanceName(conn->net, conn->index));
-		McCsRecord(&conn->cs, err);
+		McCsRecord(&conn->cs, err, McCsNow());
 	}
 }
 
