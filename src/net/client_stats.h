@@ -90,7 +90,7 @@ enum
 
 /*
  * This backend's pending counts of one instance, per operation: the hash
- * entry of client_stats.c, here so a request is counted inline.
+ * entry of client_stats.c, here so the connection keeps a pointer to it.
  */
 typedef struct McCsInstance
 {
