@@ -61,7 +61,7 @@ McKeyOpInit(McKeyOp *op, McKeyOpKind kind, const McKey *k)
 	op->once = false;
 }
 
-extern uint32 mc_keyop_seq;
+extern MC_HIDDEN uint32 mc_keyop_seq;
 extern size_t McKeyOpEncode(McKeyOp *op, uint32 opaque);
 
 /*

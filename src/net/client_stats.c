@@ -287,42 +287,19 @@ mark_dirty(McCsInstance *in)
 	in->due = mc_cs_flush_due;
 }
 
-/* McCsRecord's rare part: a first count since a flush, or a flush due. */
-static pg_noinline void
-record_slow(McCsInstance *in, int64 now)
+/* McCsRecordInline's rare part: a first count since a flush, or a flush due. */
+void
+McCsRecordSlow(McCsInstance *in, int64 now)
 {
 	mark_dirty(in);
 	if (now > mc_cs_flush_due)
 		McCsFlush();
 }
 
-/*
- * Out of line, and a leaf but for its rare part: the caller reads the
- * clock, so nothing here lives across a call.
- */
 void
-McCsRecord(McCsReq *rq, McCsError err, int64 now)
+McCsRecord(McCsReq *rq, int64 start, int64 now, McCsError err)
 {
-	McCsInstance *in = rq->inst;
-	uint64	   *p = in->p[mc_cs_op];
-	uint64		us = (uint64) (now - rq->start);	/* one monotonic clock */
-
-	rq->live = false;
-	p[MC_CSF_CALLS]++;
-	p[MC_CSF_KEYS] += rq->keys;
-	p[MC_CSF_HITS] += rq->hits;
-	p[MC_CSF_MISSES] += rq->misses;
-	p[MC_CSF_SENT] += rq->sent;
-	p[MC_CSF_RECV] += rq->recv;
-	if (unlikely(err != MC_CSE_NONE))
-		p[MC_CSF_ERR + err]++;
-	p[MC_CSF_LAT_TOTAL] += us;
-	if (us > p[MC_CSF_LAT_MAX])
-		p[MC_CSF_LAT_MAX] = us;
-	p[MC_CSF_HIST + McCsBucket(us)]++;
-	/* in->due is 0 until in is on the flush list, then the flush's time */
-	if (unlikely(now > in->due))
-		record_slow(in, now);
+	McCsRecordInline(rq, start, now, err);
 }
 
 void
@@ -334,9 +311,9 @@ McCsRefused(Oid serverid, const char *instance)
 	if (!mc_client_stats_on)
 		return;
 	in = McCsInstanceOf(serverid, instance);
-	in->p[op][MC_CSF_CALLS]++;
-	in->p[op][MC_CSF_ERR + MC_CSE_CONNECT]++;
-	in->p[op][MC_CSF_HIST]++;	/* no time passed */
+	in->p[MC_CSF_CALLS][op]++;
+	in->p[MC_CSF_ERR + MC_CSE_CONNECT][op]++;
+	in->p[MC_CSF_HIST][op]++;	/* no time passed */
 	mark_dirty(in);
 }
 
@@ -349,7 +326,7 @@ McCsDegraded(Oid serverid, const char *instance)
 	if (!mc_client_stats_on)
 		return;
 	in = McCsInstanceOf(serverid, instance);
-	in->p[op][MC_CSF_DEGRADED]++;
+	in->p[MC_CSF_DEGRADED][op]++;
 	mark_dirty(in);
 }
 
@@ -419,26 +396,30 @@ attach(McCsInstance *in, int op)
 static void
 flush_one(McCsInstance *in, int op)
 {
-	uint64	   *p = in->p[op];
+	uint64	   *p = (uint64 *) in->p + op;
 	CsSlot	   *s = in->slot[op];
+
+	/* no latency counted is above the maximum: its bucket is the last used */
+	int			nk = MC_CSF_HIST + 2 + pg_leftmost_one_pos64(MC_CS_PF(p, MC_CSF_LAT_MAX) | 1);
 
 	if (s == NULL || in->gen[op] != pg_atomic_read_u32(&store->generation))
 		s = attach(in, op);
-	for (int k = 0; k < MC_CS_NFIELDS; k++)
+	for (int k = 0; k < nk; k++)
 	{
-		if (p[k] == 0)
+		if (MC_CS_PF(p, k) == 0)
 			continue;
 		if (k == MC_CSF_LAT_MAX)
 		{
 			uint64		old = pg_atomic_read_u64(&s->c[k]);
 
-			while (old < p[k] &&
-				   !pg_atomic_compare_exchange_u64(&s->c[k], &old, p[k]))
+			while (old < MC_CS_PF(p, k) &&
+				   !pg_atomic_compare_exchange_u64(&s->c[k], &old, MC_CS_PF(p, k)))
 				;
 		}
 		else
-			pg_atomic_fetch_add_u64(&s->c[k], p[k]);
-		p[k] = 0;
+			/* the pending buckets past the view's last go into it */
+			pg_atomic_fetch_add_u64(&s->c[Min(k, MC_CS_NFIELDS - 1)], MC_CS_PF(p, k));
+		MC_CS_PF(p, k) = 0;
 	}
 }
 
@@ -453,7 +434,7 @@ McCsFlush(void)
 
 		/* the operations that counted anything (a degraded call is no call) */
 		for (int op = 0; op < MC_NOPS; op++)
-			if (in->p[op][MC_CSF_CALLS] != 0 || in->p[op][MC_CSF_DEGRADED] != 0)
+			if (in->p[MC_CSF_CALLS][op] != 0 || in->p[MC_CSF_DEGRADED][op] != 0)
 				flush_one(in, op);
 		in->dirty = false;
 		in->due = 0;

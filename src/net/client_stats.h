@@ -19,6 +19,17 @@
 #include "datatype/timestamp.h"
 #include "port/pg_bitutils.h"
 
+/*
+ * For a global the single-key path reads on every request: hidden, it is
+ * read straight, not through the shared library's GOT (one load fewer);
+ * nothing outside mcfdw.so names it.
+ */
+#if defined(__GNUC__)
+#define MC_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define MC_HIDDEN
+#endif
+
 /* The kinds of operation; the view's op column, in this order. */
 typedef enum McCsOp
 {
@@ -63,14 +74,22 @@ extern int	mc_client_stats_max;
  * mcfdw.client_stats (options.c): whether requests are counted.  Read when
  * a request begins (conn.c), so a request is counted whole or not at all.
  */
-extern bool mc_client_stats_on;
+extern MC_HIDDEN bool mc_client_stats_on;
 
 /* The operation the backend is doing now: set by each surface. */
-extern McCsOp mc_cs_op;
+extern MC_HIDDEN McCsOp mc_cs_op;
 #define McCsSetOp(op) (mc_cs_op = (op))
 
 /* What is counted: a row's fields, in the view's order. */
 #define MC_CS_NFIELDS	(14 + MC_CS_NBUCKETS)
+
+/*
+ * A pending row has a bucket for every bit of a latency (bucket 1 +
+ * the highest bit set), so counting a request needs no clamp: the flush
+ * adds the buckets past the view's last into that last one.
+ */
+#define MC_CS_PBUCKETS	65
+#define MC_CS_NPFIELDS	(14 + MC_CS_PBUCKETS)
 enum
 {
 	MC_CSF_CALLS,
@@ -98,25 +117,38 @@ typedef struct McCsInstance
 	char		instance[MC_CS_NAME_MAX];	/* ... and instance */
 	bool		dirty;			/* on the list of instances to flush */
 	int64		due;			/* dirty: mc_cs_flush_due when marked; else 0 */
-	uint64		p[MC_NOPS][MC_CS_NFIELDS];
+	uint64		p[MC_CS_NPFIELDS][MC_NOPS];	/* field by field: MC_CS_PF */
 	struct CsSlot *slot[MC_NOPS];	/* client_stats.c's: NULL, not looked up */
 	uint32		gen[MC_NOPS];	/* of the store when slot was found */
 } McCsInstance;
 
 /*
+ * Field k of an operation's pending row p ((uint64 *) in->p + op): the
+ * rows are kept field by field, so finding an operation's row is one
+ * scaled add.
+ */
+#define MC_CS_PF(p, k)	((p)[(k) * MC_NOPS])
+
+/* A reply's verdict on its keys: found or not (a request's, or a sum). */
+typedef struct McCsFound
+{
+	uint32		hits;			/* replies saying the key was there */
+	uint32		misses;			/* ... that it was not */
+} McCsFound;
+
+/*
  * The tally of the request running on a connection, kept in the connection
- * (conn_int.h) and filled by the conn_*.c files.
+ * (conn_int.h, with whether a request is running and when it began) and
+ * filled by the conn_*.c files.
  */
 typedef struct McCsReq
 {
 	McCsInstance *inst;			/* NULL: not looked up yet */
-	int64		start;			/* McCsNow() when the request began */
 	uint64		sent;			/* request bytes */
 	uint64		recv;			/* reply bytes consumed */
 	uint32		keys;
-	uint32		hits;			/* replies saying the key was there */
-	uint32		misses;			/* ... that it was not */
-	bool		live;			/* a request is running, not yet recorded */
+	McCsFound	found;
+	uint32		spare;			/* 32 bytes past inst: zeroed in two stores */
 } McCsReq;
 
 /*
@@ -150,23 +182,44 @@ extern const bool mc_cs_finds[MC_NOPS];
 extern const bool mc_cs_quiet_read[MC_NOPS];
 extern int64 mc_cs_flush_due;	/* McCsNow() past which pending counts go */
 
-/*
- * Bucket of a latency: b for [2^(b-1), 2^b) us, 1 for under 2 us; bucket 0
- * holds the calls refused without a request (McCsRefused).
- */
-static inline int
-McCsBucket(uint64 us)
-{
-	int			b = pg_leftmost_one_pos64(us | 1) + 1;
+/* McCsRecordInline's rare part: a first count since a flush, or a flush due. */
+extern pg_noinline void McCsRecordSlow(McCsInstance *in, int64 now);
 
-	return Min(b, MC_CS_NBUCKETS - 1);
+/*
+ * A request that began at start ended at now (McCsNow): add its tally (err
+ * MC_CSE_NONE when it succeeded) to the backend's pending counts.  Inline
+ * for the path every request that succeeds takes (conn.c's McConnEnd);
+ * McCsRecord for the others.  The caller reads the clock, so nothing here
+ * lives across a call.  Latency bucket b counts [2^(b-1), 2^b) us, 1
+ * under 2 us; bucket 0 holds the calls refused without a request
+ * (McCsRefused).
+ */
+static pg_attribute_always_inline void
+McCsRecordInline(McCsReq *rq, int64 start, int64 now, McCsError err)
+{
+	McCsInstance *in = rq->inst;
+	uint64	   *p = (uint64 *) in->p + mc_cs_op;
+	uint64		us = (uint64) (now - start);	/* one monotonic clock */
+
+	MC_CS_PF(p, MC_CSF_CALLS)++;
+	MC_CS_PF(p, MC_CSF_KEYS) += rq->keys;
+	MC_CS_PF(p, MC_CSF_HITS) += rq->found.hits;
+	MC_CS_PF(p, MC_CSF_MISSES) += rq->found.misses;
+	MC_CS_PF(p, MC_CSF_SENT) += rq->sent;
+	MC_CS_PF(p, MC_CSF_RECV) += rq->recv;
+	if (unlikely(err != MC_CSE_NONE))
+		MC_CS_PF(p, MC_CSF_ERR + err)++;
+	MC_CS_PF(p, MC_CSF_LAT_TOTAL) += us;
+	if (us > MC_CS_PF(p, MC_CSF_LAT_MAX))
+		MC_CS_PF(p, MC_CSF_LAT_MAX) = us;
+	/* the bucket of us, unclamped (MC_CS_PBUCKETS) */
+	MC_CS_PF(p, MC_CSF_HIST + 1 + (uint32) pg_leftmost_one_pos64(us | 1))++;
+	/* in->due is 0 until in is on the flush list, then the flush's time */
+	if (unlikely(now > in->due))
+		McCsRecordSlow(in, now);
 }
 
-/*
- * A request ended at now (McCsNow): add its tally (err MC_CSE_NONE when it
- * succeeded) to the backend's pending counts.
- */
-extern void McCsRecord(McCsReq *rq, McCsError err, int64 now);
+extern void McCsRecord(McCsReq *rq, int64 start, int64 now, McCsError err);
 
 /* A call refused without contacting instance: it is marked dead. */
 extern void McCsRefused(Oid serverid, const char *instance);

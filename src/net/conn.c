@@ -201,6 +201,13 @@ McNetDiscard(McNet *net)
 	net->nconns = 0;
 }
 
+void
+conn_cs_find(McConn *conn)
+{
+	conn->cs.inst = McCsInstanceOf(conn->net->serverid,
+								   McInstanceName(conn->net, conn->index));
+}
+
 /* The connection's instance: its index in the server's configuration. */
 int
 McConnIndex(McConn *conn)
@@ -220,24 +227,25 @@ conn_still_open(McConn *conn)
 }
 
 /*
- * A request begins at now (McCsNow): its tally starts (client_stats.h),
- * to be recorded when it ends unless mcfdw.client_stats is off.
+ * A request begins: its tally starts (client_stats.h), to be recorded when
+ * it ends unless mcfdw.client_stats is off; its latency is measured from
+ * conn->last_used.
  */
 static inline void
-conn_cs_begin(McConn *conn, int64 now)
+conn_cs_begin(McConn *conn)
 {
-	conn->cs.live = mc_client_stats_on;
-	if (likely(conn->cs.live))
-	{
-		conn->cs.start = now;
-		conn->cs.sent = conn->cs.recv = 0;
-		conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
-	}
+	conn->cs_live = mc_client_stats_on;
+	if (likely(conn->cs_live))
+		memset(&conn->cs.sent, 0, sizeof(McCsReq) - offsetof(McCsReq, sent));
 }
 
-/* The replies saying a key was there (a value, HD) or not (EN, NF). */
-#define CS_HIT_TYPES	((1u << MC_REPLY_VA) | (1u << MC_REPLY_HD))
-#define CS_MISS_TYPES	((1u << MC_REPLY_EN) | (1u << MC_REPLY_NF))
+/* What a reply of each type says of its key: there (a value, HD) or not (EN, NF). */
+static const McCsFound cs_found_of[MC_REPLY_BAD + 1] = {
+	[MC_REPLY_VA] = {1, 0},
+	[MC_REPLY_HD] = {1, 0},
+	[MC_REPLY_EN] = {0, 1},
+	[MC_REPLY_NF] = {0, 1},
+};
 
 /*
  * Get a connection ready for a request without waiting: close the socket if
@@ -258,7 +266,7 @@ conn_prepare(McConn *conn, bool probe)
 	 * measured from here.  The two differ by less than a clock tick.
 	 */
 	now = McCsNow();
-	conn_cs_begin(conn, now);
+	conn_cs_begin(conn);
 	conn_fd_use(conn, now);
 	if (conn->sock != PGINVALID_SOCKET &&
 		(probe || now - conn->last_used > USECS_PER_SEC) && !conn_still_open(conn))
@@ -484,12 +492,11 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			if (st == MC_IO_OK)
 			{
 				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
-				if (conn->cs.live)
+				if (conn->cs_live)
 				{
-					conn->cs.hits = (CS_HIT_TYPES >> reply->type) & 1;
-					conn->cs.misses = (CS_MISS_TYPES >> reply->type) & 1;
+					conn->cs.found = cs_found_of[reply->type];
 					if (unlikely(reply->value_len == 0) && McReplyIsPlaceholder(reply))
-						conn->cs.hits = 0, conn->cs.misses = 1;
+						conn->cs.found = cs_found_of[MC_REPLY_EN];
 				}
 				return base;
 			}
@@ -532,8 +539,11 @@ McConnConsume(McConn *conn, size_t n)
 void
 McConnEnd(McConn *conn)
 {
-	conn_cs_end(conn, MC_CSE_NONE);
+	bool		live = conn->cs_live;
+
 	conn->busy = false;
+	conn->cs_live = false;
+	conn_cs_end_ok(conn, live);
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
 	else if (conn->xfer != NULL && conn->xfer->idle != NULL)
