@@ -23,7 +23,7 @@
 # install them first and then call $(MAKE) again for the PGXS part.
 
 # pg_regress tests (sql/NAME.sql, expected/NAME.out), in the order they run.
-REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table foreign_table_scan foreign_join foreign_fullscan foreign_paths_write upgrade foreign_paths_read comments connections read_only first_contact route unix_socket sqlsmith_found slab_calcification prefetch wal_watch client_stats multi_get_calls multi_get_order
+REGRESS_TESTS = setup get set delete bytea keys long_keys options secure_options privileges cancel errors counters invalidation multi_get ring slab_stats server_stats on_commit invalidate_trigger batch_write gat on_failure alert_counters compression lease meta foreign_table foreign_table_scan foreign_join foreign_fullscan foreign_paths_write upgrade foreign_paths_read comments connections read_only first_contact route unix_socket sqlsmith_found slab_calcification prefetch wal_watch client_stats multi_get_calls multi_get_order client_stats_off
 
 MODULE_big = mcfdw
 # src/ holds one folder per layer, top to bottom; a file includes and calls

@@ -24,74 +24,35 @@ static const char *const op_command[] = {
 	[MC_OP_ARITH] = "ma",
 };
 
-/*
- * The opaque token of the next request: a backend-wide sequence (never 0,
- * which means "no token"), so a reply left over from any earlier request,
- * or sent unasked, cannot pass for this one's (conn.c checks the echo).
- */
-static inline uint32
-next_opaque(void)
-{
-	static uint32 seq = 0;
-
-	if (unlikely(++seq == 0))
-		seq = 1;
-	return seq;
-}
+/* The opaque token sequence (keyop.h's next_opaque): never 0 once used. */
+uint32		mc_keyop_seq = 0;
 
 /*
- * The request of op, with a fresh opaque token: its header in hdr (of
- * MC_REQ_HEADER_MAX bytes).
+ * The header of any request but a plain get (McKeyOpRun's rare part): the
+ * general encoder, the opaque token in decimal.
  */
-static void
-build_request(McKeyOp *op, char *hdr, McRequest *req)
+size_t
+McKeyOpEncode(McKeyOp *op, uint32 opaque)
 {
 	const McKey *k = op->key;
-	bool		store = (op->kind == MC_OP_STORE);
+	McReqOpts	o = {0};
+	char		otxt[12];
+	char		digits[10];
+	int			nd = 0;
 
-	req->opaque = next_opaque();
-	req->hdr = hdr;
-	/* a get of the value alone, nothing else sent: the short encoder's */
-	if (op->kind == MC_OP_GET && op->want == MC_F_VALUE && op->opts == NULL)
-		req->hlen = mc_encode_get_value(hdr, k->wire, k->wire_len, k->b64,
-										req->opaque);
-	else
-	{
-		McReqOpts	o = {0};
-		char		otxt[12];
-		char		digits[10];
-		int			nd = 0;
-
-		if (op->opts != NULL)
-			o = *op->opts;
-		o.want = op->want;
-		/* the token in decimal, as mc_encode_get_value writes it */
-		for (uint32 v = req->opaque; v != 0; v /= 10)
-			digits[nd++] = (char) ('0' + v % 10);
-		for (int i = 0; i < nd; i++)
-			otxt[i] = digits[nd - 1 - i];
-		o.opaque = otxt;
-		o.opaque_len = nd;
-		req->hlen = mc_encode_request(hdr, op_command[op->kind], k->wire,
-									  k->wire_len, k->b64,
-									  store ? (long) op->datalen : -1, &o);
-	}
-	req->data = store ? op->data : NULL;
-	req->dlen = store ? op->datalen : 0;
-	req->idempotent = !op->once;
-}
-
-bool
-McKeyOpRun(McServer *srv, McKeyOp *op)
-{
-	char		hdr[MC_REQ_HEADER_MAX];
-	McRequest	req;
-
-	build_request(op, hdr, &req);
-	op->srv = srv;
-	op->base = McRoundtripRouted(srv, op->key->raw, op->key->raw_len, &req,
-								 &op->reply, &op->conn);
-	return op->base != NULL;
+	if (op->opts != NULL)
+		o = *op->opts;
+	o.want = op->want;
+	/* the token in decimal, as mc_encode_get_value writes it */
+	for (uint32 v = opaque; v != 0; v /= 10)
+		digits[nd++] = (char) ('0' + v % 10);
+	for (int i = 0; i < nd; i++)
+		otxt[i] = digits[nd - 1 - i];
+	o.opaque = otxt;
+	o.opaque_len = nd;
+	return mc_encode_request(op->hdr, op_command[op->kind], k->wire,
+							 k->wire_len, k->b64,
+							 op->kind == MC_OP_STORE ? (long) op->datalen : -1, &o);
 }
 
 /*

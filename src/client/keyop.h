@@ -43,6 +43,9 @@ typedef struct McKeyOp
 	const char *base;			/* the reply's bytes; NULL: on_failure 'miss'
 								 * answered it (counted degraded) */
 	McReply		reply;			/* offsets relative to base */
+	/* the request sent (McKeyOpRun's; here, not in its frame: no copy) */
+	McRequest	req;
+	char		hdr[MC_REQ_HEADER_MAX];
 } McKeyOp;
 
 /* An operation of kind on key k, nothing sent or wanted yet. */
@@ -58,12 +61,52 @@ McKeyOpInit(McKeyOp *op, McKeyOpKind kind, const McKey *k)
 	op->once = false;
 }
 
+extern MC_HIDDEN uint32 mc_keyop_seq;
+extern size_t McKeyOpEncode(McKeyOp *op, uint32 opaque);
+
+/*
+ * The opaque token of the next request: a backend-wide sequence (never 0,
+ * which means "no token"), so a reply left over from any earlier request,
+ * or sent unasked, cannot pass for this one's (conn.c checks the echo).
+ */
+static inline uint32
+McKeyOpNextOpaque(void)
+{
+	if (unlikely(++mc_keyop_seq == 0))
+		mc_keyop_seq = 1;
+	return mc_keyop_seq;
+}
+
 /*
  * Run op on server srv: true with the reply in op->reply and op->base;
  * false when on_failure 'miss' answered it (the instance counted degraded,
- * nothing to end).  An instance that fails otherwise is raised.
+ * nothing to end).  An instance that fails otherwise is raised.  The
+ * request, with a fresh opaque token, goes into op->req and op->hdr; a
+ * plain get (the value alone, nothing else sent) takes the short encoder
+ * the multi-get uses.  Inline: every single-key call runs one.
  */
-extern bool McKeyOpRun(McServer *srv, McKeyOp *op);
+static inline bool
+McKeyOpRun(McServer *srv, McKeyOp *op)
+{
+	McRequest  *req = &op->req;
+	const McKey *k = op->key;
+	bool		store = (op->kind == MC_OP_STORE);
+
+	req->opaque = McKeyOpNextOpaque();
+	req->hdr = op->hdr;
+	if (likely(op->kind == MC_OP_GET && op->want == MC_F_VALUE && op->opts == NULL))
+		req->hlen = mc_encode_get_value(op->hdr, k->wire, k->wire_len, k->b64,
+										req->opaque);
+	else
+		req->hlen = McKeyOpEncode(op, req->opaque);
+	req->data = store ? op->data : NULL;
+	req->dlen = store ? op->datalen : 0;
+	req->idempotent = !op->once;
+	op->srv = srv;
+	op->base = McRoundtripRouted(srv, k->raw, k->raw_len, req,
+								 &op->reply, &op->conn);
+	return op->base != NULL;
+}
 
 /* flush_all on every instance of srv: the number flushed. */
 extern int	McFlushAll(McServer *srv);

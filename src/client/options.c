@@ -128,6 +128,15 @@ McOptionsInit(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	/* superuser: a session must not hide its calls from the cluster's counts */
+	DefineCustomBoolVariable("mcfdw.client_stats",
+							 "Counts what mcfdw does in mc_client_stats.",
+							 "When off, requests are not counted: the view's counts stay as they are.",
+							 &mc_client_stats_on,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 	/* a size of shared memory: only when preloaded (else the session's own) */
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("mcfdw.client_stats_max",

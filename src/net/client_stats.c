@@ -44,6 +44,7 @@
 
 McCsOp		mc_cs_op = MC_CS_OTHER;
 int			mc_client_stats_max = 1000;
+bool		mc_client_stats_on = true;
 
 const char *const mc_cs_op_names[MC_NOPS] = {
 	"other", "get", "get_multi", "set", "set_multi", "delete", "incr/decr",
@@ -260,6 +261,7 @@ McCsInstanceOf(Oid serverid, const char *instance)
 	if (!found)
 	{
 		in->dirty = false;
+		in->due = 0;
 		memset(in->p, 0, sizeof(in->p));
 		memset(in->slot, 0, sizeof(in->slot));
 		memset(in->gen, 0, sizeof(in->gen));
@@ -282,10 +284,12 @@ mark_dirty(McCsInstance *in)
 	}
 	dirty_list[ndirty++] = in;
 	in->dirty = true;
+	in->due = mc_cs_flush_due;
 }
 
+/* McCsRecordInline's rare part: a first count since a flush, or a flush due. */
 void
-McCsRecordSlow(McCsInstance *in, int op, int64 now)
+McCsRecordSlow(McCsInstance *in, int64 now)
 {
 	mark_dirty(in);
 	if (now > mc_cs_flush_due)
@@ -293,24 +297,36 @@ McCsRecordSlow(McCsInstance *in, int op, int64 now)
 }
 
 void
+McCsRecord(McCsReq *rq, int64 start, int64 now, McCsError err)
+{
+	McCsRecordInline(rq, start, now, err);
+}
+
+void
 McCsRefused(Oid serverid, const char *instance)
 {
-	McCsInstance *in = McCsInstanceOf(serverid, instance);
+	McCsInstance *in;
 	int			op = mc_cs_op;
 
-	in->p[op][MC_CSF_CALLS]++;
-	in->p[op][MC_CSF_ERR + MC_CSE_CONNECT]++;
-	in->p[op][MC_CSF_HIST]++;	/* no time passed */
+	if (!mc_client_stats_on)
+		return;
+	in = McCsInstanceOf(serverid, instance);
+	in->p[MC_CSF_CALLS][op]++;
+	in->p[MC_CSF_ERR + MC_CSE_CONNECT][op]++;
+	in->p[MC_CSF_HIST][op]++;	/* no time passed */
 	mark_dirty(in);
 }
 
 void
 McCsDegraded(Oid serverid, const char *instance)
 {
-	McCsInstance *in = McCsInstanceOf(serverid, instance);
+	McCsInstance *in;
 	int			op = mc_cs_op;
 
-	in->p[op][MC_CSF_DEGRADED]++;
+	if (!mc_client_stats_on)
+		return;
+	in = McCsInstanceOf(serverid, instance);
+	in->p[MC_CSF_DEGRADED][op]++;
 	mark_dirty(in);
 }
 
@@ -380,26 +396,30 @@ attach(McCsInstance *in, int op)
 static void
 flush_one(McCsInstance *in, int op)
 {
-	uint64	   *p = in->p[op];
+	uint64	   *p = (uint64 *) in->p + op;
 	CsSlot	   *s = in->slot[op];
+
+	/* no latency counted is above the maximum: its bucket is the last used */
+	int			nk = MC_CSF_HIST + 2 + pg_leftmost_one_pos64(MC_CS_PF(p, MC_CSF_LAT_MAX) | 1);
 
 	if (s == NULL || in->gen[op] != pg_atomic_read_u32(&store->generation))
 		s = attach(in, op);
-	for (int k = 0; k < MC_CS_NFIELDS; k++)
+	for (int k = 0; k < nk; k++)
 	{
-		if (p[k] == 0)
+		if (MC_CS_PF(p, k) == 0)
 			continue;
 		if (k == MC_CSF_LAT_MAX)
 		{
 			uint64		old = pg_atomic_read_u64(&s->c[k]);
 
-			while (old < p[k] &&
-				   !pg_atomic_compare_exchange_u64(&s->c[k], &old, p[k]))
+			while (old < MC_CS_PF(p, k) &&
+				   !pg_atomic_compare_exchange_u64(&s->c[k], &old, MC_CS_PF(p, k)))
 				;
 		}
 		else
-			pg_atomic_fetch_add_u64(&s->c[k], p[k]);
-		p[k] = 0;
+			/* the pending buckets past the view's last go into it */
+			pg_atomic_fetch_add_u64(&s->c[Min(k, MC_CS_NFIELDS - 1)], MC_CS_PF(p, k));
+		MC_CS_PF(p, k) = 0;
 	}
 }
 
@@ -414,9 +434,10 @@ McCsFlush(void)
 
 		/* the operations that counted anything (a degraded call is no call) */
 		for (int op = 0; op < MC_NOPS; op++)
-			if (in->p[op][MC_CSF_CALLS] != 0 || in->p[op][MC_CSF_DEGRADED] != 0)
+			if (in->p[MC_CSF_CALLS][op] != 0 || in->p[MC_CSF_DEGRADED][op] != 0)
 				flush_one(in, op);
 		in->dirty = false;
+		in->due = 0;
 	}
 	ndirty = 0;
 }
@@ -516,6 +537,7 @@ McCsReset(void)
 	{
 		memset(dirty_list[i]->p, 0, sizeof(dirty_list[i]->p));
 		dirty_list[i]->dirty = false;
+		dirty_list[i]->due = 0;
 	}
 	ndirty = 0;
 	get_store();

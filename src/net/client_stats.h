@@ -19,6 +19,17 @@
 #include "datatype/timestamp.h"
 #include "port/pg_bitutils.h"
 
+/*
+ * For a global the single-key path reads on every request: hidden, it is
+ * read straight, not through the shared library's GOT (one load fewer);
+ * nothing outside mcfdw.so names it.
+ */
+#if defined(__GNUC__)
+#define MC_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define MC_HIDDEN
+#endif
+
 /* The kinds of operation; the view's op column, in this order. */
 typedef enum McCsOp
 {
@@ -59,12 +70,26 @@ typedef enum McCsError
 /* mcfdw.client_stats_max: the store's slots when preloaded (options.c). */
 extern int	mc_client_stats_max;
 
+/*
+ * mcfdw.client_stats (options.c): whether requests are counted.  Read when
+ * a request begins (conn.c), so a request is counted whole or not at all.
+ */
+extern MC_HIDDEN bool mc_client_stats_on;
+
 /* The operation the backend is doing now: set by each surface. */
-extern McCsOp mc_cs_op;
+extern MC_HIDDEN McCsOp mc_cs_op;
 #define McCsSetOp(op) (mc_cs_op = (op))
 
 /* What is counted: a row's fields, in the view's order. */
 #define MC_CS_NFIELDS	(14 + MC_CS_NBUCKETS)
+
+/*
+ * A pending row has a bucket for every bit of a latency (bucket 1 +
+ * the highest bit set), so counting a request needs no clamp: the flush
+ * adds the buckets past the view's last into that last one.
+ */
+#define MC_CS_PBUCKETS	65
+#define MC_CS_NPFIELDS	(14 + MC_CS_PBUCKETS)
 enum
 {
 	MC_CSF_CALLS,
@@ -84,39 +109,58 @@ enum
 
 /*
  * This backend's pending counts of one instance, per operation: the hash
- * entry of client_stats.c, here so a request is counted inline.
+ * entry of client_stats.c, here so the connection keeps a pointer to it.
  */
 typedef struct McCsInstance
 {
 	Oid			serverid;		/* hash key: server ... */
 	char		instance[MC_CS_NAME_MAX];	/* ... and instance */
 	bool		dirty;			/* on the list of instances to flush */
-	uint64		p[MC_NOPS][MC_CS_NFIELDS];
+	int64		due;			/* dirty: mc_cs_flush_due when marked; else 0 */
+	uint64		p[MC_CS_NPFIELDS][MC_NOPS];	/* field by field: MC_CS_PF */
 	struct CsSlot *slot[MC_NOPS];	/* client_stats.c's: NULL, not looked up */
 	uint32		gen[MC_NOPS];	/* of the store when slot was found */
 } McCsInstance;
 
 /*
+ * Field k of an operation's pending row p ((uint64 *) in->p + op): the
+ * rows are kept field by field, so finding an operation's row is one
+ * scaled add.
+ */
+#define MC_CS_PF(p, k)	((p)[(k) * MC_NOPS])
+
+/* A reply's verdict on its keys: found or not (a request's, or a sum). */
+typedef struct McCsFound
+{
+	uint32		hits;			/* replies saying the key was there */
+	uint32		misses;			/* ... that it was not */
+} McCsFound;
+
+/*
  * The tally of the request running on a connection, kept in the connection
- * (conn_int.h) and filled by the conn_*.c files.
+ * (conn_int.h, with whether a request is running and when it began) and
+ * filled by the conn_*.c files.
  */
 typedef struct McCsReq
 {
 	McCsInstance *inst;			/* NULL: not looked up yet */
-	int64		start;			/* McCsNow() when the request began */
 	uint64		sent;			/* request bytes */
 	uint64		recv;			/* reply bytes consumed */
 	uint32		keys;
-	uint32		hits;			/* replies saying the key was there */
-	uint32		misses;			/* ... that it was not */
-	bool		live;			/* a request is running, not yet recorded */
+	McCsFound	found;
+	uint32		spare;			/* 32 bytes past inst: zeroed in two stores */
 } McCsReq;
 
-/* Microseconds on the monotonic clock (fine-grained: latencies). */
+/*
+ * Microseconds on the monotonic clock (fine-grained: latencies).  The
+ * timespec is static, not on the caller's stack: an address-taken local
+ * would give every caller a stack-protector check (a backend is one
+ * thread, and nothing runs between the read and its use).
+ */
 static inline int64
 McCsNow(void)
 {
-	struct timespec ts;
+	static struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	/* unsigned: a division by a constant without sign fix-ups */
@@ -138,51 +182,44 @@ extern const bool mc_cs_finds[MC_NOPS];
 extern const bool mc_cs_quiet_read[MC_NOPS];
 extern int64 mc_cs_flush_due;	/* McCsNow() past which pending counts go */
 
-/* McCsRecord's rare part: a first count since a flush, or a flush due. */
-extern void McCsRecordSlow(McCsInstance *in, int op, int64 now);
+/* McCsRecordInline's rare part: a first count since a flush, or a flush due. */
+extern pg_noinline void McCsRecordSlow(McCsInstance *in, int64 now);
 
 /*
- * Bucket of a latency: b for [2^(b-1), 2^b) us, 1 for under 2 us; bucket 0
- * holds the calls refused without a request (McCsRefused).
- */
-static inline int
-McCsBucket(uint64 us)
-{
-	int			b = pg_leftmost_one_pos64(us | 1) + 1;
-
-	return Min(b, MC_CS_NBUCKETS - 1);
-}
-
-/*
- * A request ended: add its tally (err MC_CSE_NONE when it succeeded) to
- * the backend's pending counts, inline: the single-key path pays a clock
- * read and a few adds.
+ * A request that began at start ended at now (McCsNow): add its tally (err
+ * MC_CSE_NONE when it succeeded) to the backend's pending counts.  Inline
+ * for the path every request that succeeds takes (conn.c's McConnEnd);
+ * McCsRecord for the others.  The caller reads the clock, so nothing here
+ * lives across a call.  Latency bucket b counts [2^(b-1), 2^b) us, 1
+ * under 2 us; bucket 0 holds the calls refused without a request
+ * (McCsRefused).
  */
 static pg_attribute_always_inline void
-McCsRecord(McCsReq *rq, McCsError err)
+McCsRecordInline(McCsReq *rq, int64 start, int64 now, McCsError err)
 {
 	McCsInstance *in = rq->inst;
-	int			op = mc_cs_op;
-	uint64	   *p = in->p[op];
-	int64		now = McCsNow();
-	uint64		us = (uint64) (now - rq->start);	/* one monotonic clock */
+	uint64	   *p = (uint64 *) in->p + mc_cs_op;
+	uint64		us = (uint64) (now - start);	/* one monotonic clock */
 
-	rq->live = false;
-	p[MC_CSF_CALLS]++;
-	p[MC_CSF_KEYS] += rq->keys;
-	p[MC_CSF_HITS] += rq->hits;
-	p[MC_CSF_MISSES] += rq->misses;
-	p[MC_CSF_SENT] += rq->sent;
-	p[MC_CSF_RECV] += rq->recv;
+	MC_CS_PF(p, MC_CSF_CALLS)++;
+	MC_CS_PF(p, MC_CSF_KEYS) += rq->keys;
+	MC_CS_PF(p, MC_CSF_HITS) += rq->found.hits;
+	MC_CS_PF(p, MC_CSF_MISSES) += rq->found.misses;
+	MC_CS_PF(p, MC_CSF_SENT) += rq->sent;
+	MC_CS_PF(p, MC_CSF_RECV) += rq->recv;
 	if (unlikely(err != MC_CSE_NONE))
-		p[MC_CSF_ERR + err]++;
-	p[MC_CSF_LAT_TOTAL] += us;
-	if (us > p[MC_CSF_LAT_MAX])
-		p[MC_CSF_LAT_MAX] = us;
-	p[MC_CSF_HIST + McCsBucket(us)]++;
-	if (unlikely(!in->dirty || now > mc_cs_flush_due))
-		McCsRecordSlow(in, op, now);
+		MC_CS_PF(p, MC_CSF_ERR + err)++;
+	MC_CS_PF(p, MC_CSF_LAT_TOTAL) += us;
+	if (us > MC_CS_PF(p, MC_CSF_LAT_MAX))
+		MC_CS_PF(p, MC_CSF_LAT_MAX) = us;
+	/* the bucket of us, unclamped (MC_CS_PBUCKETS) */
+	MC_CS_PF(p, MC_CSF_HIST + 1 + (uint32) pg_leftmost_one_pos64(us | 1))++;
+	/* in->due is 0 until in is on the flush list, then the flush's time */
+	if (unlikely(now > in->due))
+		McCsRecordSlow(in, now);
 }
+
+extern void McCsRecord(McCsReq *rq, int64 start, int64 now, McCsError err);
 
 /* A call refused without contacting instance: it is marked dead. */
 extern void McCsRefused(Oid serverid, const char *instance);

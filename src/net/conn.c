@@ -202,6 +202,13 @@ McNetDiscard(McNet *net)
 	net->nconns = 0;
 }
 
+void
+conn_cs_find(McConn *conn)
+{
+	conn->cs.inst = McCsInstanceOf(conn->net->serverid,
+								   McInstanceName(conn->net, conn->index));
+}
+
 /* The connection's instance: its index in the server's configuration. */
 int
 McConnIndex(McConn *conn)
@@ -220,14 +227,17 @@ conn_still_open(McConn *conn)
 	return conn->xfer->still_open(conn);
 }
 
-/* A request begins at now (McCsNow): its tally starts (client_stats.h). */
+/*
+ * A request begins: its tally starts (client_stats.h), to be recorded when
+ * it ends unless mcfdw.client_stats is off; its latency is measured from
+ * conn->last_used.
+ */
 static inline void
-conn_cs_begin(McConn *conn, int64 now)
+conn_cs_begin(McConn *conn)
 {
-	conn->cs.start = now;
-	conn->cs.sent = conn->cs.recv = 0;
-	conn->cs.keys = conn->cs.hits = conn->cs.misses = 0;
-	conn->cs.live = true;
+	conn->cs_live = mc_client_stats_on;
+	if (likely(conn->cs_live))
+		memset(&conn->cs.sent, 0, sizeof(McCsReq) - offsetof(McCsReq, sent));
 }
 
 /* When conn_prepare probes a pooled socket. */
@@ -237,6 +247,14 @@ typedef enum McProbeWhen
 	MC_PROBE_ALWAYS,
 	MC_PROBE_DONE				/* never: McNetProbeIdle probed it just now */
 } McProbeWhen;
+
+/* What a reply of each type says of its key: there (a value, HD) or not (EN, NF). */
+static const McCsFound cs_found_of[MC_REPLY_BAD + 1] = {
+	[MC_REPLY_VA] = {1, 0},
+	[MC_REPLY_HD] = {1, 0},
+	[MC_REPLY_EN] = {0, 1},
+	[MC_REPLY_NF] = {0, 1},
+};
 
 /*
  * Get a connection ready for a request without waiting: close the socket if
@@ -257,7 +275,7 @@ conn_prepare(McConn *conn, McProbeWhen probe)
 	 * measured from here.  The two differ by less than a clock tick.
 	 */
 	now = McCsNow();
-	conn_cs_begin(conn, now);
+	conn_cs_begin(conn);
 	conn_fd_use(conn, now);
 	if (conn->sock != PGINVALID_SOCKET && probe != MC_PROBE_DONE &&
 		(probe == MC_PROBE_ALWAYS || now - conn->last_used > USECS_PER_SEC) &&
@@ -524,9 +542,9 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS) ||
 			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
+		conn->cs.keys = 1;		/* sent: counted whatever the reply */
 		conn->retryable = conn->retryable && req->idempotent && !retried;
 		conn->in_doubt = !req->idempotent;
-		conn->cs.keys = 1;		/* sent: counted whatever the reply */
 		st = conn_send(conn, req->hdr, req->hlen, req->data, req->dlen);
 		if (st == MC_IO_OK)
 			base = conn_read_reply(conn, reply, &st);
@@ -537,10 +555,12 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			if (st == MC_IO_OK)
 			{
 				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
-				conn->cs.hits = reply->type == MC_REPLY_VA || reply->type == MC_REPLY_HD;
-				conn->cs.misses = reply->type == MC_REPLY_EN || reply->type == MC_REPLY_NF;
-				if (unlikely(McReplyIsPlaceholder(reply)))
-					conn->cs.hits = 0, conn->cs.misses = 1;
+				if (conn->cs_live)
+				{
+					conn->cs.found = cs_found_of[reply->type];
+					if (unlikely(reply->value_len == 0) && McReplyIsPlaceholder(reply))
+						conn->cs.found = cs_found_of[MC_REPLY_EN];
+				}
 				return base;
 			}
 		}
@@ -582,8 +602,11 @@ McConnConsume(McConn *conn, size_t n)
 void
 McConnEnd(McConn *conn)
 {
-	conn_cs_end(conn, MC_CSE_NONE);
+	bool		live = conn->cs_live;
+
 	conn->busy = false;
+	conn->cs_live = false;
+	conn_cs_end_ok(conn, live);
 	if (conn->rstart != conn->rend)
 		McConnClose(conn);
 	else if (conn->xfer != NULL && conn->xfer->idle != NULL)

@@ -258,6 +258,13 @@ conn_connect_start(McConn *conn)
 	int			timeout = net->cfg->connect_timeout;
 	bool		timed_out;
 
+	/*
+	 * The connection's entry of the client statistics, before anything can
+	 * fail: a request that succeeds was sent on a socket connected here, so
+	 * conn.c's McConnEnd counts it without looking.
+	 */
+	if (unlikely(conn->cs.inst == NULL))
+		conn_cs_find(conn);
 	if (ep->port == 0)
 	{
 		res = unix_address(ep->host);

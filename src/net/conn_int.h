@@ -43,6 +43,8 @@ struct McConn
 	int64		connect_wait_started;	/* mono_usec() the step began waiting */
 	size_t		login_sent;		/* bytes of the login request sent */
 	bool		busy;
+	bool		cs_live;		/* cs is a running request's, not yet recorded
+								 * (next to busy: McConnEnd clears both at once) */
 	bool		expect_wait;	/* a request was sent: wait before reading */
 	bool		want_write;		/* ... for writability (TLS asked for it) */
 	bool		retryable;		/* socket was pooled: see closed_while_idle in conn_io.c */
@@ -50,7 +52,8 @@ struct McConn
 	size_t		rgot;			/* reply bytes received for this request */
 	bool		replied;		/* a reply was consumed on this socket: the
 								 * peer spoke memcached (McConnForeignReply) */
-	int64		last_used;		/* mono_usec() at the start of the current request */
+	int64		last_used;		/* McCsNow() at the start of the current request
+								 * (also its latency's start) */
 	bool		stamp_fresh;	/* ... and nothing has arrived since */
 	int64		deadline;		/* mono_usec() no wait of this request passes; 0 = none */
 	int			deadline_ms;	/* the bound deadline stands for, for messages */
@@ -151,6 +154,9 @@ conn_reset_rbuf(McConn *conn)
 		conn->rbuf[0] = '\0';
 }
 
+/* conn's entry of client_stats.c's tally, found at its first connect or count. */
+extern pg_noinline void conn_cs_find(McConn *conn);
+
 /*
  * The running request ended (err: MC_CSE_NONE, or how it failed): its
  * tally goes to client_stats.c, once.
@@ -158,13 +164,28 @@ conn_reset_rbuf(McConn *conn)
 static inline void
 conn_cs_end(McConn *conn, McCsError err)
 {
-	if (conn->cs.live)
+	if (conn->cs_live)
 	{
+		conn->cs_live = false;
 		/* the instance's entry of the tally, found once per connection */
 		if (unlikely(conn->cs.inst == NULL))
-			conn->cs.inst = McCsInstanceOf(conn->net->serverid,
-										   McInstanceName(conn->net, conn->index));
-		McCsRecord(&conn->cs, err);
+			conn_cs_find(conn);
+		McCsRecord(&conn->cs, conn->last_used, McCsNow(), err);
+	}
+}
+
+/*
+ * conn_cs_end of a request that succeeded, the counting inline: McConnEnd,
+ * which cleared cs_live (live: what it was).
+ */
+static inline void
+conn_cs_end_ok(McConn *conn, bool live)
+{
+	if (live)
+	{
+		/* found when its socket was connected (conn_connect_start) */
+		Assert(conn->cs.inst != NULL);
+		McCsRecordInline(&conn->cs, conn->last_used, McCsNow(), MC_CSE_NONE);
 	}
 }
 

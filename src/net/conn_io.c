@@ -419,7 +419,7 @@ closed_while_idle(McConn *conn, int err)
 		return false;
 	if (err != 0 && err != EPIPE && err != ECONNRESET)
 		return false;
-	conn->cs.live = false;		/* not a call: the retry is */
+	conn->cs_live = false;		/* not a call: the retry is */
 	McConnClose(conn);
 	return true;
 }

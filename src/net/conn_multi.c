@@ -264,5 +264,5 @@ McConnPipelined(McConn *conn, int nrequests)
 void
 McConnHit(McConn *conn, const McReply *r)
 {
-	conn->cs.hits += !McReplyIsPlaceholder(r);
+	conn->cs.found.hits += !McReplyIsPlaceholder(r);
 }

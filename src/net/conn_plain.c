@@ -72,30 +72,27 @@ plain_write(McConn *conn, const char *buf, size_t len, McXferStatus *st)
 /*
  * Write a whole request on a plaintext socket (header, then optional data
  * block and its CRLF) with one sendmsg in the common case, waiting for
- * writability when the socket buffer is full.
+ * writability when the socket buffer is full: plain_write_request's part
+ * past a first send that did not take a data-less request whole (sent: what
+ * that send returned, or -1 when data follows and nothing was sent yet).
  */
-static McIoStatus
-plain_write_request(McConn *conn, const char *hdr, size_t hlen,
-			const char *data, size_t dlen)
+static pg_noinline McIoStatus
+plain_write_rest(McConn *conn, const char *hdr, size_t hlen,
+				 const char *data, size_t dlen, ssize_t sent)
 {
 	struct iovec iov[3];
 	struct msghdr msg;
 	int			niov = 0;
 	static char crlf[] = "\r\n";
 
-	/* a request without data usually goes in one plain send */
 	if (data == NULL)
 	{
-		ssize_t		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
-
-		if (n == (ssize_t) hlen)
-			return MC_IO_OK;
-		if (n > 0)
+		if (sent > 0)
 		{
-			hdr += n;
-			hlen -= n;
+			hdr += sent;
+			hlen -= sent;
 		}
-		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		else if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return conn_io_failed(conn, errno, "send to");
 	}
 	iov[niov].iov_base = unconstify(char *, hdr);
@@ -149,6 +146,25 @@ plain_write_request(McConn *conn, const char *hdr, size_t hlen,
 		}
 	}
 	return MC_IO_OK;
+}
+
+/*
+ * Write a whole request: a request without data usually goes in one plain
+ * send, with nothing else in this frame; the rest is plain_write_rest's.
+ */
+static McIoStatus
+plain_write_request(McConn *conn, const char *hdr, size_t hlen,
+					const char *data, size_t dlen)
+{
+	ssize_t		n = -1;
+
+	if (likely(data == NULL))
+	{
+		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
+		if (likely(n == (ssize_t) hlen))
+			return MC_IO_OK;
+	}
+	return plain_write_rest(conn, hdr, hlen, data, dlen, n);
 }
 
 /*

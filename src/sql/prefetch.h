@@ -55,7 +55,7 @@ typedef struct McPfAnswers
 } McPfAnswers;
 
 /* The batch whose row is being projected now, or NULL. */
-extern McPfAnswers *McPrefetchCurrent;
+extern MC_HIDDEN McPfAnswers *McPrefetchCurrent;
 
 extern void McPrefetchStart(McPfAnswers *a, int nkeys);
 extern void McPrefetchAdd(McPfAnswers *a, McPfGroup *g, Datum key);

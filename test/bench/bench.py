@@ -561,11 +561,12 @@ class SingleUser:
                            stderr=subprocess.STDOUT, text=True, cwd=self.dir)
         return p.stdout
 
-    def instructions(self, sql_for_k, expect):
-        """Instructions per call: sql_for_k(K) must return one row holding expect(K)."""
+    def instructions(self, sql_for_k, expect, pre=()):
+        """Instructions per call: sql_for_k(K) must return one row holding
+        expect(K); pre: statements run first in the same backend (SET)."""
         got = []
         for k in (self.K1, self.K2):
-            out = self.run([sql_for_k(k)], valgrind=[
+            out = self.run(list(pre) + [sql_for_k(k)], valgrind=[
                 "valgrind", "--tool=callgrind", "--toggle-collect=standard_ExecutorRun",
                 "--callgrind-out-file=/dev/null"])
             m = re.search(r"Collected : (\d+)", out)
@@ -585,10 +586,19 @@ def single_user():
     return _single_user[0]
 
 
-def callgrind_rows(workload, what, unit, sqls, expect, target=None):
+# Issue 21's bound: with client statistics off, the single get and the
+# 10,000-key get_multi cost at most 3 % more than before the layer folders
+# (3e4d89a: 1,906 and 1,714 instructions over the floor).
+CG_BEFORE = {4: 1906, 3: 1714}
+# Issue 24's bound: counting (mc_client_stats) adds at most 3 %.
+CG_COUNTING = 1.03
+
+
+def callgrind_rows(workload, what, unit, sqls, expect, target=None, wno=None):
     """Rows of user-mode instructions per call (or per key): floor, mcfdw,
     pgmemcache; the mcfdw row carries the target on (mcfdw - floor) /
-    (pgmemcache - floor)."""
+    (pgmemcache - floor).  wno: also mcfdw with mcfdw.client_stats off,
+    against CG_BEFORE[wno], and what counting adds."""
     if shutil.which("valgrind") is None:
         row(workload, "callgrind: " + what, None, unit, note="valgrind not installed")
         return
@@ -610,6 +620,19 @@ def callgrind_rows(workload, what, unit, sqls, expect, target=None):
         ("single-user backend: " + errs["mcfdw"]) if errs["mcfdw"] else "")
     row(workload, "pgmemcache: %s over floor (callgrind)" % what, add["pgmemcache"], unit,
         note=("single-user backend: " + errs["pgmemcache"]) if errs["pgmemcache"] else "")
+    if wno is None:
+        return
+    off, err = su.instructions(sqls["mcfdw"], expect, pre=["SET mcfdw.client_stats = off"])
+    add_off = off - fl if off is not None and fl is not None else None
+    lim = CG_BEFORE[wno] * 1.03
+    row(workload, "mcfdw, counting off: %s over floor (callgrind)" % what, add_off, unit,
+        target="<= %s (3e4d89a + 3 %%)" % format(int(lim), ","),
+        status=check(add_off, "<=", lim),
+        note=("single-user backend: " + err) if err else "3e4d89a: %s" % format(CG_BEFORE[wno], ","))
+    r = ratio(add["mcfdw"], add_off)
+    row(workload, "mcfdw: counting on / off (mc_client_stats) (callgrind)", r, "x",
+        target="<= %.2f" % CG_COUNTING, status=check(r, "<=", CG_COUNTING),
+        note="instructions over floor, mcfdw.client_stats on / off")
 
 
 def w4_callgrind():
@@ -619,7 +642,7 @@ def w4_callgrind():
         {"floor": lambda k: "SELECT count('k' || g) FROM generate_series(1, %d) g" % k,
          "mcfdw": lambda k: "SELECT count(mc_get('k' || g)) FROM generate_series(1, %d) g" % k,
          "pgmemcache": lambda k: "SELECT count(memcache_get('k' || g)) FROM generate_series(1, %d) g" % k},
-        lambda k: k, ("<= 0.5 x pgm", 0.5))
+        lambda k: k, ("<= 0.5 x pgm", 0.5), wno=4)
 
 
 def w3_callgrind():
@@ -630,7 +653,7 @@ def w3_callgrind():
         {"floor": lambda k: "SELECT cardinality(%s)" % (arr % k),
          "mcfdw": lambda k: "SELECT count(*) FROM mc_get_multi(%s)" % (arr % k),
          "pgmemcache": lambda k: "SELECT count(*) FROM memcache_get_multi(%s)" % (arr % k)},
-        lambda k: k)
+        lambda k: k, wno=3)
 
 
 # ---- workload 6: the parser under callgrind ----------------------------------
