@@ -202,13 +202,6 @@ McNetDiscard(McNet *net)
 	net->nconns = 0;
 }
 
-void
-conn_cs_find(McConn *conn)
-{
-	conn->cs.inst = McCsInstanceOf(conn->net->serverid,
-								   McInstanceName(conn->net, conn->index));
-}
-
 /* The connection's instance: its index in the server's configuration. */
 int
 McConnIndex(McConn *conn)
