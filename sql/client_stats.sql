@@ -120,6 +120,15 @@ SELECT op, calls, hits, stats_reset > :'r0' AS reset_moved FROM mc_client_stats;
 -- mc_counters_reset resets this view too: one reset for both
 SELECT mc_counters_reset();
 SELECT count(*) AS rows FROM mc_client_stats;
+-- pipelined batch writes say which keys were there: a delete_multi of 3
+-- stored keys and 2 absent ones, a touch_multi of 1 stored and 1 absent
+SELECT mc_set_multi(ARRAY['cs:b1', 'cs:b2', 'cs:b3', 'cs:b4'], ARRAY['1', '2', '3', '4'], server => 'cs_srv');
+SELECT mc_client_stats_reset();
+SELECT mc_delete_multi(ARRAY['cs:b1', 'cs:b2', 'cs:b3', 'cs:nob1', 'cs:nob2'], 'cs_srv');
+SELECT mc_touch_multi(ARRAY['cs:b4', 'cs:nob3'], '1 hour', 'cs_srv');
+SELECT op, sum(keys) AS keys, sum(hits) AS hits, sum(misses) AS misses
+  FROM mc_client_stats WHERE server = 'cs_srv' GROUP BY op ORDER BY op;
+SELECT mc_delete('cs:b4', 'cs_srv');
 DROP OWNED BY cs_user;
 DROP ROLE cs_user;
 DROP SERVER cs_srv;

@@ -511,14 +511,23 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 					break;
 				}
 				/* what no reply named took the quiet outcome */
-				for (int i = 0; i < bi->nops; i++)
 				{
-					McBatchOp  *op = &b->ops[bi->ops[i]];
+					uint32		done = 0,
+								missed = 0;
 
-					if (op->result == MC_BATCH_PENDING)
-						op->result = (op->kind == MC_BATCH_TOUCH ?
-									  MC_BATCH_MISS : MC_BATCH_DONE);
-					b->engine.inst[s].hits += (op->result == MC_BATCH_DONE);
+					for (int i = 0; i < bi->nops; i++)
+					{
+						McBatchOp  *op = &b->ops[bi->ops[i]];
+
+						if (op->result == MC_BATCH_PENDING)
+							op->result = (op->kind == MC_BATCH_TOUCH ?
+										  MC_BATCH_MISS : MC_BATCH_DONE);
+						done += (op->result == MC_BATCH_DONE);
+						missed += (op->result == MC_BATCH_MISS);
+					}
+					b->engine.inst[s].hits += done;
+					/* the client statistics' hits and misses (a store's are not shown) */
+					McConnFound(conn, done, missed);
 				}
 				bi->next_match = bi->nops;
 				*consumed = off + r.consumed;

@@ -266,3 +266,14 @@ McConnHit(McConn *conn, const McReply *r)
 {
 	conn->cs.found.hits += !McReplyIsPlaceholder(r);
 }
+
+/*
+ * A batch write's verdict on its keys once its pipeline ended: hits (a
+ * delete, touch or mark that found its key) and misses (NF, EN).
+ */
+void
+McConnFound(McConn *conn, uint32 hits, uint32 misses)
+{
+	conn->cs.found.hits += hits;
+	conn->cs.found.misses += misses;
+}

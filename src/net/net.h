@@ -253,6 +253,7 @@ extern char *McConnWriteSpace(McConn *conn, size_t n);
 extern void McConnWritten(McConn *conn, size_t n);
 extern void McConnPipelined(McConn *conn, int nrequests);
 extern void McConnHit(McConn *conn, const McReply *r);
+extern void McConnFound(McConn *conn, uint32 hits, uint32 misses);
 extern char *McConnUnread(McConn *conn, size_t *len);
 extern void McConnDropIdle(McConn *conn);
 
