@@ -49,7 +49,7 @@ bool		mc_client_stats_on = true;
 const char *const mc_cs_op_names[MC_NOPS] = {
 	"other", "get", "get_multi", "set", "set_multi", "delete", "incr/decr",
 	"touch", "lease", "meta", "on_commit", "scan", "join", "modify",
-	"full_scan", "stats"
+	"full_scan", "stats", "wal"
 };
 
 /*
@@ -60,7 +60,7 @@ const bool	mc_cs_finds[MC_NOPS] = {
 	[MC_CS_GET] = true, [MC_CS_GET_MULTI] = true, [MC_CS_DELETE] = true,
 	[MC_CS_INCR] = true, [MC_CS_TOUCH] = true, [MC_CS_LEASE] = true,
 	[MC_CS_META] = true, [MC_CS_SCAN] = true, [MC_CS_JOIN] = true,
-	[MC_CS_FULL_SCAN] = true
+	[MC_CS_FULL_SCAN] = true, [MC_CS_WAL] = true
 };
 
 /* Quiet pipelined reads: a key without a hit was a miss. */

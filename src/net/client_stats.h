@@ -49,6 +49,7 @@ typedef enum McCsOp
 	MC_CS_MODIFY,				/* INSERT, UPDATE, DELETE, COPY on a foreign table */
 	MC_CS_FULL_SCAN,			/* a scan listing every key (metadump) */
 	MC_CS_STATS,				/* stats commands (views, the planner's estimate) */
+	MC_CS_WAL,					/* the WAL-invalidation worker's deletes and marks */
 	MC_NOPS
 } McCsOp;
 

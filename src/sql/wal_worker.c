@@ -49,6 +49,7 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "client_stats.h"
 #include "keys.h"
 #include "client.h"
 #include "wal.h"
@@ -466,6 +467,7 @@ send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 		if (cmp_ops(&ops[j], &ops[i]) != 0)
 			ops[++j] = ops[i];
 	nops = j + 1;
+	McCsSetOp(MC_CS_WAL);
 	failed = McBatchWrite(srv, ops, nops, mc_wal_timeout, true, errbuf, errlen);
 	if (failed > 0 && srv->cfg.failover)
 	{

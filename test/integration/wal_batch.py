@@ -211,6 +211,21 @@ mcrig.wait_for(lambda: q(db, "SELECT pending = 0 AND sent = %s FROM mc_wal_watch
                what="sent")
 t.ok(True, "marking a key no instance holds (NF) counts as delivered")
 
+
+def wal_counts():
+    return q(db, "SELECT coalesce(sum(keys), 0), coalesce(sum(misses), 0), count(*) FILTER (WHERE op <> 'wal')"
+                 " FROM mc_client_stats WHERE server = 'ws' AND op IN ('wal', 'other', 'delete')")[0]
+
+
+try:
+    mcrig.wait_for(lambda: wal_counts()[0] >= N + 1, 10, what="the worker's counts")
+except TimeoutError:
+    pass
+wk, wm, other = wal_counts()
+t.ok(wk >= N + 1 and wm >= 1 and other == 0,
+     "mc_client_stats: the worker's marks counted as op 'wal' (%d keys, %d not found), none as 'other'"
+     % (wk, wm), repr((wk, wm, other)))
+
 # ---- failover: an instance down while rows change -----------------------------------------
 c = mcrig.start_memcached()
 d = mcrig.start_memcached()
