@@ -1,6 +1,6 @@
 """wal_batch: the write-ahead log worker's mark-stale batches and its
 delivery with failover, with a private cluster that preloads mcfdw with
-wal_level = logical (as wal_invalidate.py starts one) and real memcacheds
+wal_level = logical (mcrig.private_cluster) and real memcacheds
 behind fault proxies.
 
 It checks: the worker's settings in postgresql.conf take effect; action
@@ -14,85 +14,22 @@ its own copies are deleted too, none skipped; under a steady write load
 the slot's restart position keeps up with the confirmed one.
 """
 
-import atexit
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 
 import mcrig
 from faultproxy import FaultProxy
 
 t = mcrig.TAP()
-PG_CONFIG = os.environ.get("PG_CONFIG", "pg_config")
-BINDIR = subprocess.check_output([PG_CONFIG, "--bindir"], text=True).strip()
-IS_ROOT = os.geteuid() == 0
-
-
-def as_pg(cmd, **kw):
-    if IS_ROOT:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, **kw)
-
-
-rig = os.environ.get("MCFDW_RIG")
-base = tempfile.mkdtemp(prefix="walb-cluster-", dir=os.path.join(rig, "tmp") if rig else None)
-os.chmod(base, 0o755)
-if IS_ROOT:
-    shutil.chown(base, "postgres", "postgres")
-pgdata = os.path.join(base, "pgdata")
-pglog = os.path.join(base, "postgres.log")
-port = mcrig.free_port()
-pidfiles = []
-
-
-def stop_cluster():
-    if os.path.exists(os.path.join(pgdata, "postmaster.pid")):
-        as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-m", "immediate",
-               "-w", "-t", "30", "stop"], cwd=base)
-    for f in pidfiles:
-        try:
-            os.unlink(f)
-        except OSError:
-            pass
-    shutil.rmtree(base, ignore_errors=True)
-
-
-atexit.register(stop_cluster)
-
-
-def log_text():
-    with open(pglog, errors="replace") as f:
-        return f.read()
-
-
-r = as_pg([os.path.join(BINDIR, "initdb"), "-D", pgdata, "-U", "postgres", "-E", "UTF8",
-           "--locale=C.UTF-8", "--auth=trust", "--no-sync"], cwd=base)
-if r.returncode != 0:
-    t.ok(False, "initdb", r.stdout)
+pg = mcrig.private_cluster(["shared_preload_libraries = 'mcfdw'", "wal_level = logical",
+                            "max_replication_slots = 4", "max_wal_senders = 4",
+                            "shared_buffers = 32MB", "mcfdw.wal_poll_interval = 50ms",
+                            "mcfdw.wal_timeout = 20s"], "walb-cluster")
+# PostgreSQL builds that list the libraries trusted as output plugins
+# (Debian's 15.20 does) must name mcfdw there
+if "output_plugin_libraries" in pg.conf_text():
+    pg.configure("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'")
+if not pg.started(t, "a cluster with mcfdw preloaded and wal_level = logical starts"):
     t.done()
-with open(os.path.join(pgdata, "postgresql.conf"), "a") as f:
-    f.write("\nlisten_addresses = '127.0.0.1'\nport = %d\n"
-            "unix_socket_directories = '%s'\nshared_preload_libraries = 'mcfdw'\n"
-            "wal_level = logical\nmax_replication_slots = 4\nmax_wal_senders = 4\n"
-            "fsync = off\nshared_buffers = 32MB\nmax_connections = 20\n"
-            "mcfdw.wal_poll_interval = 50ms\nmcfdw.wal_timeout = 20s\n"
-            "log_min_messages = log\n" % (port, base))
-    if "output_plugin_libraries" in open(os.path.join(pgdata, "postgresql.conf")).read():
-        f.write("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'\n")
-r = as_pg([os.path.join(BINDIR, "pg_ctl"), "-D", pgdata, "-l", pglog, "-w", "-t", "60", "start"],
-          cwd=base)
-if not t.ok(r.returncode == 0, "a cluster with mcfdw preloaded and wal_level = logical starts",
-            r.stdout, log_text() if os.path.exists(pglog) else ""):
-    t.done()
-with open(os.path.join(pgdata, "postmaster.pid")) as f:
-    pm = int(f.readline())
-if rig and os.path.isdir(os.path.join(rig, "pids")):
-    pidfiles.append(os.path.join(rig, "pids", "walb-cluster-%d.pid" % pm))
-    with open(pidfiles[-1], "w") as f:
-        f.write("%d\n" % pm)
 
 
 def q(conn, sql, args=None):
@@ -137,7 +74,7 @@ def present(where, keys):
     return set(meta(where, keys))
 
 
-db = mcrig.pg_connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
+db = pg.connect()
 q(db, "CREATE EXTENSION mcfdw")
 t.is_((q(db, "SHOW mcfdw.wal_poll_interval")[0][0], q(db, "SHOW mcfdw.wal_timeout")[0][0]),
       ("50ms", "20s"), "the worker's settings in postgresql.conf take effect (defined before "
