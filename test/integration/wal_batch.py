@@ -20,14 +20,7 @@ import mcrig
 from faultproxy import FaultProxy
 
 t = mcrig.TAP()
-pg = mcrig.private_cluster(["shared_preload_libraries = 'mcfdw'", "wal_level = logical",
-                            "max_replication_slots = 4", "max_wal_senders = 4",
-                            "shared_buffers = 32MB", "mcfdw.wal_poll_interval = 50ms",
-                            "mcfdw.wal_timeout = 20s"], "walb-cluster")
-# PostgreSQL builds that list the libraries trusted as output plugins
-# (Debian's 15.20 does) must name mcfdw there
-if "output_plugin_libraries" in pg.conf_text():
-    pg.configure("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'")
+pg = mcrig.logical_cluster("walb-cluster")
 if not pg.started(t, "a cluster with mcfdw preloaded and wal_level = logical starts"):
     t.done()
 

@@ -513,6 +513,21 @@ def private_cluster(conf_lines, name):
     return Cluster(conf_lines, name)
 
 
+def logical_cluster(name, conf_lines=()):
+    """private_cluster for the WAL-invalidation tests: mcfdw preloaded,
+    wal_level = logical, slots and senders, the worker polling every 50 ms
+    with a 20 s timeout, then conf_lines; where the build lists the
+    libraries trusted as output plugins (Debian's 15.20 does), mcfdw among
+    them.  Not started."""
+    pg = private_cluster(["shared_preload_libraries = 'mcfdw'", "wal_level = logical",
+                          "max_replication_slots = 4", "max_wal_senders = 4",
+                          "shared_buffers = 32MB", "mcfdw.wal_poll_interval = 50ms",
+                          "mcfdw.wal_timeout = 20s"] + list(conf_lines), name)
+    if "output_plugin_libraries" in pg.conf_text():
+        pg.configure("output_plugin_libraries = 'pgoutput, test_decoding, mcfdw'")
+    return pg
+
+
 def _cleanup():
     for c in _clusters:
         c.cleanup()
