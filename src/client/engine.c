@@ -9,7 +9,7 @@
  * once on a fresh socket when the pooled one turns out closed while idle
  * before any reply came, marked at most once when the client's requests
  * must not run twice, failed on io_timeout, the call's deadline (a
- * connect's bound lowered to it) or a bad reply, given up on a terminate
+ * connect it starts bounded by what is left of it) or a bad reply, given up on a terminate
  * or cancel held after commit, ended (its health reset) when its last
  * reply came; the key dumps of a full scan (McEngineDump), read a line at
  * a time; McEngineCatch, the error trap of the callers that run after
@@ -70,6 +70,22 @@ eng_drop(McEngine *e, int s, bool may_reroute)
 }
 
 /*
+ * The bound of a connect the run starts now: what is left of its deadline
+ * (at least 1 ms), 0 when it has none; the connection takes the shorter of
+ * that and connect_timeout.
+ */
+static int
+eng_connect_cap(McEngine *e)
+{
+	long		left;
+
+	if (e->deadline == 0)
+		return 0;
+	left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), e->deadline);
+	return (int) Max(Min(left, PG_INT32_MAX), 1);
+}
+
+/*
  * A pooled socket turned out closed while idle before any reply came:
  * start the instance over once on a fresh socket (pipeline.c).  False if
  * it cannot (counted).
@@ -79,7 +95,8 @@ eng_restart(McEngine *e, int s)
 {
 	McEngInst  *ei = &e->inst[s];
 
-	ei->conn = McPipelineRestart(e->srv, s, e->soft, &ei->retried, ei->answered);
+	ei->conn = McPipelineRestart(e->srv, s, e->soft, &ei->retried, ei->answered,
+								 eng_connect_cap(e));
 	ei->need = 1;
 	e->start(e->arg, s);
 	return ei->conn != NULL;
@@ -350,7 +367,7 @@ eng_begin(McEngine *e)
 		ei->need = 1;
 		ei->last_progress = now;
 		e->start(e->arg, s);
-		ei->conn = McPipelineBegin(srv, s, e->soft);
+		ei->conn = McPipelineBegin(srv, s, e->soft, eng_connect_cap(e));
 		ei->active = (ei->conn != NULL);
 		if (!ei->active)
 			eng_drop(e, s, true);
@@ -362,41 +379,17 @@ eng_begin(McEngine *e)
 /*
  * One run: start every instance with work, write every pipeline, then
  * serve whichever socket is ready until each instance's part has ended or
- * failed.  With a deadline no connect may outlast it: the connection code
- * takes a connect's bound from the configuration, so it is lowered for
- * the run and put back.
+ * failed.  With a deadline no connect may outlast it (eng_connect_cap).
  */
 void
 McEngineRun(McEngine *e)
 {
-	McServer   *srv = e->srv;
-	int			save_connect = srv->cfg.connect_timeout;
-	McPipeline	p = {.srv = srv,.arg = e,.waiting = eng_waiting,
+	McPipeline	p = {.srv = e->srv,.arg = e,.waiting = eng_waiting,
 		.connected = eng_connected,.pump = eng_pump,.expired = eng_expired,
 	.deadline = e->deadline};
 
 	eng_begin(e);
-	if (e->deadline == 0)
-	{
-		McPipelineRun(&p);
-		return;
-	}
-	{
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   e->deadline);
-
-		if (save_connect <= 0 || save_connect > left)
-			srv->cfg.connect_timeout = (int) Max(left, 1);
-	}
-	PG_TRY();
-	{
-		McPipelineRun(&p);
-	}
-	PG_FINALLY();
-	{
-		srv->cfg.connect_timeout = save_connect;
-	}
-	PG_END_TRY();
+	McPipelineRun(&p);
 }
 
 /*

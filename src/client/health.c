@@ -175,13 +175,13 @@ instance_usable(McServer *srv, int index, bool soft)
  * probed: the caller probed its pooled socket just now (McNetProbeIdle).
  */
 McConn *
-McInstanceBegin(McServer *srv, int index, bool soft, bool probed)
+McInstanceBegin(McServer *srv, int index, bool soft, bool probed, int cap_ms)
 {
 	McConn	   *conn = McConnOf(&srv->net, index);
 
 	if (!instance_usable(srv, index, soft))
 		return NULL;
-	if (!McConnPrepare(conn, probed))
+	if (!McConnPrepare(conn, probed, cap_ms))
 	{
 		McInstanceCountFailure(srv, conn, soft);
 		return NULL;

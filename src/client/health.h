@@ -14,7 +14,7 @@ extern void McHealthRebuilt(McServer *srv, McInstanceHealth *health);
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
 extern McConn *McInstanceBegin(McServer *srv, int index, bool soft,
-							   bool probed);
+							   bool probed, int cap_ms);
 extern bool McInstanceCountFailure(McServer *srv, McConn *conn, bool soft);
 extern bool McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,

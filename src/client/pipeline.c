@@ -217,12 +217,13 @@ McPipelineProbe(McServer *srv, const bool *probe)
 
 /*
  * McInstanceBegin for a pipeline, on a socket McPipelineProbe just probed
- * (not probed again, however long it sat idle before).
+ * (not probed again, however long it sat idle before); a connect it starts
+ * gets at most cap_ms (the run's budget left; 0 = connect_timeout alone).
  */
 McConn *
-McPipelineBegin(McServer *srv, int s, bool soft)
+McPipelineBegin(McServer *srv, int s, bool soft, int cap_ms)
 {
-	return McInstanceBegin(srv, s, soft, true);
+	return McInstanceBegin(srv, s, soft, true, cap_ms);
 }
 
 /*
@@ -234,7 +235,8 @@ McPipelineBegin(McServer *srv, int s, bool soft)
  * engine to queue its pipeline again, or NULL.
  */
 McConn *
-McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
+McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered,
+				  int cap_ms)
 {
 	McConn	   *conn;
 
@@ -245,7 +247,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered)
 		return NULL;
 	}
 	*retried = true;
-	conn = McInstanceBegin(srv, s, soft, false);
+	conn = McInstanceBegin(srv, s, soft, false, cap_ms);
 	if (conn == NULL)
 		return NULL;
 	if (!McConnFinishConnect(conn))

@@ -46,9 +46,9 @@ typedef struct McPipeline
 } McPipeline;
 
 extern void McPipelineProbe(McServer *srv, const bool *probe);
-extern McConn *McPipelineBegin(McServer *srv, int s, bool soft);
+extern McConn *McPipelineBegin(McServer *srv, int s, bool soft, int cap_ms);
 extern void McPipelineRun(const McPipeline *p);
 extern McConn *McPipelineRestart(McServer *srv, int s, bool soft, bool *retried,
-								 bool answered);
+								 bool answered, int cap_ms);
 
 #endif							/* MCFDW_PIPELINE_H */

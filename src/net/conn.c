@@ -257,7 +257,7 @@ static const McCsFound cs_found_of[MC_REPLY_BAD + 1] = {
  * Whether the instance may be tried at all is health.c's to say, before.
  */
 static bool
-conn_prepare(McConn *conn, McProbeWhen probe)
+conn_prepare(McConn *conn, McProbeWhen probe, int cap_ms)
 {
 	int64		now;
 
@@ -275,7 +275,7 @@ conn_prepare(McConn *conn, McProbeWhen probe)
 		!conn_still_open(conn))
 		McConnClose(conn);
 	conn->in_doubt = false;
-	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
+	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn, cap_ms))
 		return false;
 	conn->wlen = conn->woff = 0;	/* a request starts with nothing queued */
 	conn->last_used = now;
@@ -370,12 +370,14 @@ McConnAtMostOnce(McConn *conn)
 
 /*
  * conn_prepare, probing the socket only when it sat idle for long, or not
- * at all when the caller's McNetProbeIdle just did (probed).
+ * at all when the caller's McNetProbeIdle just did (probed).  A connect it
+ * starts is bounded by connect_timeout, or by cap_ms when shorter (a run's
+ * remaining budget; 0 = none).
  */
 bool
-McConnPrepare(McConn *conn, bool probed)
+McConnPrepare(McConn *conn, bool probed, int cap_ms)
 {
-	return conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE);
+	return conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE, cap_ms);
 }
 
 /* Complete a connect McConnPrepare started; false if it failed. */
@@ -532,7 +534,7 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		const char *base = NULL;
 		McIoStatus	st;
 
-		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS) ||
+		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS, 0) ||
 			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
 		conn->cs.keys = 1;		/* sent: counted whatever the reply */

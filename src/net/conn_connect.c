@@ -246,7 +246,7 @@ unix_connect_failed(McConn *conn)
  * flight at once.
  */
 bool
-conn_connect_start(McConn *conn)
+conn_connect_start(McConn *conn, int cap_ms)
 {
 	McNet	   *net = conn->net;
 	McEndpoint *ep = &net->cfg->endpoints[conn->index];
@@ -257,6 +257,10 @@ conn_connect_start(McConn *conn)
 	int64		start = mono_usec();
 	int			timeout = net->cfg->connect_timeout;
 	bool		timed_out;
+
+	/* a run with a deadline (cap_ms) gets no connect that outlasts it */
+	if (cap_ms > 0 && (timeout <= 0 || cap_ms < timeout))
+		timeout = cap_ms;
 
 	/*
 	 * The connection's entry of the client statistics, before anything can
@@ -322,6 +326,7 @@ conn_connect_start(McConn *conn)
 	conn->connect_step = conn->tcp_pending ? STEP_TCP : step_after(conn, STEP_TCP);
 	conn->connecting = (conn->connect_step != STEP_DONE);
 	conn->connect_started = start;	/* connect_timeout covers the lookup */
+	conn->connect_ms = timeout;
 	conn->login_sent = 0;
 	conn->replied = false;
 
@@ -381,14 +386,14 @@ wait_expiry(McConn *conn, int *bound_ms)
 		expires = conn->connect_wait_started + (int64) cfg->io_timeout * 1000;
 		ms = cfg->io_timeout;
 	}
-	if (cfg->connect_timeout > 0)
+	if (conn->connect_ms > 0)
 	{
-		int64		d = conn->connect_started + (int64) cfg->connect_timeout * 1000;
+		int64		d = conn->connect_started + (int64) conn->connect_ms * 1000;
 
 		if (expires == 0 || d < expires)
 		{
 			expires = d;
-			ms = cfg->connect_timeout;
+			ms = conn->connect_ms;
 		}
 	}
 	if (bound_ms)
@@ -702,14 +707,14 @@ conn_connect_finish(McConn *conn)
 
 	if (!conn->connecting)
 		return true;
-	if (cfg->connect_timeout > 0)
+	if (conn->connect_ms > 0)
 	{
-		int64		d = conn->connect_started + (int64) cfg->connect_timeout * 1000;
+		int64		d = conn->connect_started + (int64) conn->connect_ms * 1000;
 
 		if (saved == 0 || d < saved)
 		{
 			conn->deadline = d;
-			conn->deadline_ms = cfg->connect_timeout;
+			conn->deadline_ms = conn->connect_ms;
 		}
 	}
 	for (;;)

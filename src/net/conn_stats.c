@@ -41,7 +41,7 @@ McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 		McIoStatus	st;
 		int			io_timeout = conn->net->cfg->io_timeout;
 
-		if (!McConnPrepare(conn, false))
+		if (!McConnPrepare(conn, false, 0))
 			return false;
 		conn->deadline = view_deadline;
 		conn->deadline_ms = limit_ms;

@@ -195,7 +195,7 @@ extern const char *McInstanceName(McNet *net, int index);
 extern const char *McConnName(McConn *conn);
 extern int	McConnIndex(McConn *conn);
 extern void McConnGetStats(McConn *conn, McConnStats *out);
-extern bool McConnPrepare(McConn *conn, bool probed);
+extern bool McConnPrepare(McConn *conn, bool probed, int cap_ms);
 extern void McConnProbeIdle(McConn *conn);
 extern void McNetProbeIdle(McNet *net, const bool *probe, int n);
 extern void McConnAtMostOnce(McConn *conn);
