@@ -257,7 +257,7 @@ static const McCsFound cs_found_of[MC_REPLY_BAD + 1] = {
  * Whether the instance may be tried at all is health.c's to say, before.
  */
 static bool
-conn_prepare(McConn *conn, McProbeWhen probe, int cap_ms)
+conn_prepare(McConn *conn, McProbeWhen probe)
 {
 	int64		now;
 
@@ -275,7 +275,7 @@ conn_prepare(McConn *conn, McProbeWhen probe, int cap_ms)
 		!conn_still_open(conn))
 		McConnClose(conn);
 	conn->in_doubt = false;
-	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn, cap_ms))
+	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
 		return false;
 	conn->wlen = conn->woff = 0;	/* a request starts with nothing queued */
 	conn->last_used = now;
@@ -377,7 +377,13 @@ McConnAtMostOnce(McConn *conn)
 bool
 McConnPrepare(McConn *conn, bool probed, int cap_ms)
 {
-	return conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE, cap_ms);
+	bool		ok;
+
+	/* read by conn_connect_start; the single-key path leaves it 0 */
+	conn->connect_cap = cap_ms;
+	ok = conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE);
+	conn->connect_cap = 0;
+	return ok;
 }
 
 /* Complete a connect McConnPrepare started; false if it failed. */
@@ -534,7 +540,7 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		const char *base = NULL;
 		McIoStatus	st;
 
-		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS, 0) ||
+		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS) ||
 			(conn->connecting && !conn_connect_finish(conn)))
 			return NULL;
 		conn->cs.keys = 1;		/* sent: counted whatever the reply */

@@ -246,7 +246,7 @@ unix_connect_failed(McConn *conn)
  * flight at once.
  */
 bool
-conn_connect_start(McConn *conn, int cap_ms)
+conn_connect_start(McConn *conn)
 {
 	McNet	   *net = conn->net;
 	McEndpoint *ep = &net->cfg->endpoints[conn->index];
@@ -258,9 +258,14 @@ conn_connect_start(McConn *conn, int cap_ms)
 	int			timeout = net->cfg->connect_timeout;
 	bool		timed_out;
 
-	/* a run with a deadline (cap_ms) gets no connect that outlasts it */
-	if (cap_ms > 0 && (timeout <= 0 || cap_ms < timeout))
-		timeout = cap_ms;
+	/*
+	 * A run with a deadline gets no connect that outlasts it.  The cap is
+	 * the caller's for this connect only: taken, so an error from here on
+	 * cannot leave it to a later one.
+	 */
+	if (conn->connect_cap > 0 && (timeout <= 0 || conn->connect_cap < timeout))
+		timeout = conn->connect_cap;
+	conn->connect_cap = 0;
 
 	/*
 	 * The connection's entry of the client statistics, before anything can

@@ -40,6 +40,8 @@ struct McConn
 	int64		connect_started;	/* mono_usec() in conn.c */
 	int			connect_ms;		/* the connect's bound: connect_timeout, or a
 								 * run's shorter budget (0 = none) */
+	int			connect_cap;	/* that budget, set by McConnPrepare for
+								 * the call (0 = none) */
 	uint8		connect_step;	/* McConnectStep in conn_connect.c */
 	uint32		connect_events; /* socket events the step waits for */
 	int64		connect_wait_started;	/* mono_usec() the step began waiting */
@@ -266,7 +268,7 @@ extern void conn_tls_forget(McConn *conn);
 extern const char *conn_tls_why(void);
 
 /* conn_connect.c */
-extern bool conn_connect_start(McConn *conn, int cap_ms);
+extern bool conn_connect_start(McConn *conn);
 extern bool conn_connect_finish(McConn *conn);
 
 /* conn_fd.c */
