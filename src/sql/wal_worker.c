@@ -737,7 +737,13 @@ cycle(void)
 	wal->oldest_pending = 0;
 	wal->last_delivered = b.last_time;
 	SpinLockRelease(&wal->mutex);
-	return nrows >= (uint64) mc_wal_batch_changes ? CYCLE_MORE : CYCLE_IDLE;
+	/*
+	 * A full batch may have left records behind it, unless its last
+	 * transaction reaches the end of the log as it was before the read:
+	 * reading again at once would decode the whole batch again from the
+	 * restart position only to find nothing.
+	 */
+	return nrows >= (uint64) mc_wal_batch_changes && b.last_commit < flush ? CYCLE_MORE : CYCLE_IDLE;
 }
 
 /* Run one cycle; an error is reported, rolled back and retried later. */
