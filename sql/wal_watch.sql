@@ -26,6 +26,11 @@ SELECT mc_watch('ww_users', ARRAY['']);
 SELECT mc_watch('ww_users', ARRAY['@other', 'user:{id}']);
 SELECT mc_watch('ww_users', ARRAY[]::text[]);
 SELECT mc_watch('ww_users', ARRAY['user:{id}', NULL]);
+-- a partitioned table with no partition yet: its templates are checked too
+CREATE TABLE ww_empty (id int PRIMARY KEY) PARTITION BY RANGE (id);
+SELECT mc_watch('ww_empty', ARRAY['@other', 'e:{id}']);
+SELECT mc_watch('ww_empty', ARRAY['e:{nope}']);
+DROP TABLE ww_empty;
 SELECT mc_watch('ww_users', NULL);
 -- actions
 SELECT mc_watch('ww_users', ARRAY['user:{id}'], action => 'purge');

@@ -39,15 +39,21 @@ PG_FUNCTION_INFO_V1(mc_watch);
 PG_FUNCTION_INFO_V1(mc_unwatch);
 PG_FUNCTION_INFO_V1(mc_watches_drop);
 
-/* Refuse a template that does not fit leaf (or a regular table). */
+/*
+ * Refuse a template that does not fit rel, a leaf of root (or root itself):
+ * its columns must exist, and where rel holds rows (a table, not a
+ * partitioned one) be in its replica identity.
+ */
 static void
 check_templates(Relation rel, Relation root, Datum *elems, int n)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
-	bool		full = rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL;
+	/* every column is logged: identity FULL, or no rows of its own */
+	bool		any_column = rel->rd_rel->relkind != RELKIND_RELATION ||
+		rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL;
 	Bitmapset  *ident = NULL;
 
-	if (!full)
+	if (!any_column)
 		ident = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
 	for (int i = 0; i < n; i++)
 	{
@@ -80,7 +86,7 @@ check_templates(Relation rel, Relation root, Datum *elems, int n)
 					 errhint("The columns of \"%s\" are: %s.",
 							 RelationGetRelationName(rel), McKeyTmplColumns(desc))));
 		}
-		if (full)
+		if (any_column)
 			continue;
 		for (int p = 0; p < t.nparts; p++)
 		{
@@ -228,25 +234,8 @@ mc_watch(PG_FUNCTION_ARGS)
 	{
 		Relation	leaf = relation_open(lfirst_oid(lc), NoLock);
 
-		if (leaf->rd_rel->relkind == RELKIND_RELATION)
-			check_templates(leaf, rel, elems, n);
-		else if (leaf->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		{
-			/* a template column must exist even without a partition yet */
-			for (int i = 0; i < n; i++)
-			{
-				char	   *tmpl = TextDatumGetCString(elems[i]);
-				McKeyTmpl	t;
-				const char *why;
-				char	   *col;
-
-				if (tmpl[0] == '@' && tmpl[1] != '@')
-					continue;	/* refused at the first leaf, or below */
-				if (!McKeyTmplParse(&t, tmpl[0] == '@' ? tmpl + 1 : tmpl,
-									RelationGetDescr(leaf), &why, &col))
-					check_templates(leaf, rel, &elems[i], 1);
-			}
-		}
+		/* a partitioned one too: its columns must exist without a partition */
+		check_templates(leaf, rel, elems, n);
 		relation_close(leaf, NoLock);
 	}
 	srv = McServerLookup(server);
