@@ -218,4 +218,14 @@ McNulledBy(Node *node, Index relid, int ojrelid)
 #define McReplicationSlotCleanup()	ReplicationSlotCleanup()
 #endif
 
+/*
+ * Taking a replication slot (wal_worker.c): 18 added whether an
+ * invalidated slot is an error (it is, as the SQL functions have it).
+ */
+#if PG_VERSION_NUM >= 180000
+#define McReplicationSlotAcquire(name)	ReplicationSlotAcquire((name), true, true)
+#else
+#define McReplicationSlotAcquire(name)	ReplicationSlotAcquire((name), true)
+#endif
+
 #endif							/* MCFDW_PG_COMPAT_H */

@@ -4,8 +4,8 @@
  * background worker (wal_worker.c) share.
  *
  * The plugin turns each committed change of a watched table into records,
- * one per row of pg_logical_slot_peek_binary_changes; the worker reads them
- * and sends the keys.  Records (integers in network order):
+ * written through the worker's decoding context, which reads them as they
+ * are written and sends the keys.  Records (integers in network order):
  *   'K' action relid server\0 key   a key to invalidate; action 'D' (md) or
  *                                   'S' (md ... I: mark stale)
  *   'T' action relid server\0       a TRUNCATE; action 'F' (flush_all) or

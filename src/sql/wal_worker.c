@@ -2,27 +2,32 @@
  * wal_worker.c — the background worker that delivers the watches' keys,
  * its settings and its shared state (mc_wal_status, pause and resume).
  *
- * Owns: the worker's loop (read the slot with
- * pg_logical_slot_peek_binary_changes, send each batch's keys, then
- * pg_replication_slot_advance past it, so the confirmed position moves only
- * once every instance acknowledged: at-least-once), keeping the slot's
- * restart position close to its confirmed one, its backoff, creating a
- * missing slot and dropping it with the last watch or the extension, and
- * the counts of mc_wal_watches.  Sends through the batch engine's public
+ * Owns: the worker's loop (decode the slot with a logical decoding context
+ * of its own, send each batch's keys, then confirm the position past it
+ * with LogicalConfirmReceivedLocation, so the confirmed position moves
+ * only once every instance acknowledged: at-least-once), that decoding
+ * context and when it is kept or dropped, keeping the slot's restart
+ * position close to its confirmed one, its backoff, creating a missing
+ * slot and dropping it with the last watch or the extension, and the
+ * counts of mc_wal_watches.  Sends through the batch engine's public
  * header only (batch.h: one quiet pipeline per instance per batch).
  *
- * Why SQL functions over SPI rather than the streaming replication
+ * Why a decoding loop in the worker rather than the streaming replication
  * protocol: the confirmed position is moved by an explicit call after the
  * acknowledgements, never by the decoder, so a crash anywhere replays the
  * batch; the worker needs no connection string, password or walsender.
- * The price is decoding again from the slot's restart position at each
- * poll, and a latency of up to mcfdw.wal_poll_interval.
+ * Why not pg_logical_slot_peek_binary_changes over SPI: each call decodes
+ * again from the slot's restart position and copies every record into a
+ * tuplestore, and pg_replication_slot_advance decodes the batch a second
+ * time; a context kept between polls decodes each record once, and a
+ * transaction's changes while it runs (see cycle).
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
+#include "access/xlogutils.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -30,6 +35,9 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
+#include "replication/reorderbuffer.h"
 #include "replication/slot.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -42,9 +50,11 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -52,6 +62,7 @@
 #include "client_stats.h"
 #include "keys.h"
 #include "client.h"
+#include "pg_compat.h"
 #include "wal.h"
 
 PG_FUNCTION_INFO_V1(mc_wal_status);
@@ -246,13 +257,38 @@ typedef struct WatchCount
 
 typedef struct Batch
 {
+	MemoryContext cxt;			/* the cycle's: keys are copied there */
 	List	   *groups;			/* of KeyGroup */
 	List	   *counts;			/* of WatchCount */
-	XLogRecPtr	last_commit;
 	TimestampTz first_time;
 	TimestampTz last_time;
 	int64		nkeys;
+	int64		nrecords;		/* records of the plugin read into it */
+	char	   *arena;			/* where the next key is copied */
+	size_t		arena_left;
 } Batch;
+
+#define ARENA_BLOCK (64 * 1024)
+
+/* A copy of a key in the batch's arena: the plugin's buffer is reused. */
+static const char *
+batch_copy(Batch *b, const char *p, size_t len)
+{
+	char	   *c;
+
+	if (len > b->arena_left)
+	{
+		size_t		sz = Max(len, ARENA_BLOCK);
+
+		b->arena = MemoryContextAlloc(b->cxt, sz);
+		b->arena_left = sz;
+	}
+	c = b->arena;
+	memcpy(c, p, len);
+	b->arena += len;
+	b->arena_left -= len;
+	return c;
+}
 
 static KeyGroup *
 group_of(Batch *b, char action, const char *server)
@@ -328,14 +364,12 @@ parse_record(Batch *b, const char *p, size_t len)
 	tag = *p++;
 	if (tag == 'C')
 	{
-		uint64		lsn;
 		uint64		ts;
 
+		/* end_lsn, then the commit time: the position is the reader's */
 		if (end - p < 16)
 			elog(ERROR, "mcfdw: short commit record from the decoder");
-		memcpy(&lsn, p, 8);
 		memcpy(&ts, p + 8, 8);
-		b->last_commit = (XLogRecPtr) pg_ntoh64(lsn);
 		b->last_time = (TimestampTz) pg_ntoh64(ts);
 		if (b->first_time == 0)
 			b->first_time = b->last_time;
@@ -356,7 +390,7 @@ parse_record(Batch *b, const char *p, size_t len)
 	switch (tag)
 	{
 		case 'K':
-			group_add(group_of(b, action, server), p, end - p);
+			group_add(group_of(b, action, server), batch_copy(b, p, end - p), end - p);
 			count_key(b, relid, server, action);
 			b->nkeys++;
 			break;
@@ -523,15 +557,17 @@ count_watches(Oid tab)
 }
 
 /*
- * Each read of the slot, and each advance, decodes from the slot's restart
- * position, which moves only to a running-transactions record decoded
- * before a confirm; PostgreSQL writes one every 15 s at most, so under a
- * steady write load every poll would decode up to 15 s of the log again
- * (hundreds of milliseconds at a thousand updates a second).  Once the
- * restart position trails the confirmed one by RESTART_LAG_BYTES, the
- * worker writes such a record itself (what PostgreSQL 16's
- * pg_log_standby_snapshot() does), at most every RESTART_LOG_MS, so the
- * next advance can move the restart position up to it.
+ * A decoding context opened afresh (after an idle spell, a failed batch,
+ * an error or a restart) decodes from the slot's restart position, which
+ * moves only to a running-transactions record decoded before a confirm;
+ * PostgreSQL writes one every 15 s at most, so under a steady write load
+ * each such start would decode up to 15 s of the log again (hundreds of
+ * milliseconds at a thousand updates a second), and a crash would replay
+ * that much.  Once the restart position trails the confirmed one by
+ * RESTART_LAG_BYTES, the worker writes such a record itself (what
+ * PostgreSQL 16's pg_log_standby_snapshot() does), at most every
+ * RESTART_LOG_MS, so a later confirm can move the restart position up to
+ * it.
  */
 #define RESTART_LAG_BYTES	(64 * 1024)
 #define RESTART_LOG_MS		200
@@ -557,6 +593,135 @@ keep_restart_close(ReplicationSlot *s)
 	(void) LogStandbySnapshot();
 }
 
+/* ---- the decoder ------------------------------------------------------- */
+
+/*
+ * The worker decodes the slot itself, as pg_logical_slot_get_changes does,
+ * but keeps its decoding context from one poll to the next while the log
+ * moves: each poll decodes only what was flushed since the last one, so the
+ * changes of a transaction still running are queued (its WAL read, its
+ * tuples in the reorder buffer) before it commits, and a commit costs only
+ * the replay of its changes through the plugin.  The slot stays acquired
+ * while the context is open.  The confirmed position still moves only by an
+ * explicit LogicalConfirmReceivedLocation once a batch is acknowledged;
+ * nothing read is confirmed before.  The context is dropped (and the slot
+ * released) when a poll finds the log idle with no transaction in progress,
+ * when the worker pauses, when a batch could not be delivered (the next
+ * attempt decodes it again from the slot) and on any error.
+ */
+#define DEC_SLACK (16 * 1024 * 1024)
+
+static LogicalDecodingContext *dec = NULL;
+static MemoryContext dec_cxt = NULL;	/* the context's, outlives cycles */
+static Batch *dec_batch = NULL;	/* where the plugin's records go */
+
+static void
+dec_prepare_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
+				  bool last_write)
+{
+	resetStringInfo(ctx->out);
+}
+
+static void
+dec_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
+		  bool last_write)
+{
+	MemoryContext old = MemoryContextSwitchTo(dec_batch->cxt);
+
+	parse_record(dec_batch, ctx->out->data, ctx->out->len);
+	dec_batch->nrecords++;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+dec_open(const char *slot)
+{
+	MemoryContext old;
+
+	if (dec_cxt == NULL)
+		dec_cxt = AllocSetContextCreate(TopMemoryContext, "mcfdw wal decoding",
+										ALLOCSET_DEFAULT_SIZES);
+	CheckLogicalDecodingRequirements();
+	McReplicationSlotAcquire(slot);
+	old = MemoryContextSwitchTo(dec_cxt);
+	dec = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
+								XL_ROUTINE(.page_read = read_local_xlog_page,
+										   .segment_open = wal_segment_open,
+										   .segment_close = wal_segment_close),
+								dec_prepare_write, dec_write, NULL);
+	MemoryContextSwitchTo(old);
+	/* every transaction committed after the confirmed position, whole */
+	XLogBeginRead(dec->reader, MyReplicationSlot->data.restart_lsn);
+}
+
+/* Drop the context and release the slot (also after an error). */
+static void
+dec_close(bool clean)
+{
+	if (dec != NULL)
+	{
+		if (clean)
+			FreeDecodingContext(dec);
+		else
+		{
+			/* after an error: no callback; the memory and the open segment */
+			if (dec->reader->seg.ws_file >= 0)
+				wal_segment_close(dec->reader);
+			MemoryContextReset(dec_cxt);
+		}
+		dec = NULL;
+	}
+	if (MyReplicationSlot != NULL)
+		ReplicationSlotRelease();
+}
+
+/*
+ * Decode the log up to flush into b, stopping after a record once b is
+ * full: the plugin's records of a transaction all come from its commit
+ * record, so b always ends with whole transactions.
+ */
+static void
+dec_read(Batch *b, XLogRecPtr flush)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+	MemoryContext old;
+
+	/* the catalog caches built outside decoding are not the decoder's */
+	InvalidateSystemCaches();
+	dec_batch = b;
+	/* the reader allocates its buffers as it goes: they outlive the poll */
+	old = MemoryContextSwitchTo(dec->context);
+	while (dec->reader->EndRecPtr < flush && b->nrecords < mc_wal_batch_changes)
+	{
+		char	   *errm = NULL;
+		XLogRecord *rec = XLogReadRecord(dec->reader, &errm);
+
+		if (errm)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("mcfdw: could not read the write-ahead log for decoding: %s", errm)));
+		if (rec != NULL)
+			LogicalDecodingProcessRecord(dec, dec->reader);
+		/* the replay's internal transactions may leave another one current */
+		CurrentResourceOwner = owner;
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextSwitchTo(old);
+	dec_batch = NULL;
+	InvalidateSystemCaches();
+}
+
+/* Everything committed up to lsn is delivered. */
+static void
+dec_confirm(XLogRecPtr lsn)
+{
+	if (lsn <= MyReplicationSlot->data.confirmed_flush)
+		return;
+	LogicalConfirmReceivedLocation(lsn);
+	/* written at the next checkpoint; a crash replays from the older one */
+	ReplicationSlotMarkDirty();
+}
+
 typedef enum
 {
 	CYCLE_IDLE,
@@ -572,16 +737,20 @@ cycle(void)
 	Oid			tab = McWalTableOid();
 	ReplicationSlot *s;
 	XLogRecPtr	flush;
-	XLogRecPtr	confirmed;
+	XLogRecPtr	end;
 	bool		drain_to_drop = false;
 	Batch		b;
-	uint64		nrows;
 	int			failed = 0;
 	char		errbuf[MC_WAL_ERRLEN] = "";
 	ListCell   *lc;
 	bool		paused;
 
 	McWalSlotName(MyDatabaseId, slot, sizeof(slot));
+	SpinLockAcquire(&wal->mutex);
+	paused = wal->paused;
+	SpinLockRelease(&wal->mutex);
+	if (!OidIsValid(tab) || paused)
+		dec_close(true);
 	s = SearchNamedReplicationSlot(slot, true);
 	if (!OidIsValid(tab))
 	{
@@ -593,13 +762,11 @@ cycle(void)
 		}
 		return CYCLE_IDLE;
 	}
-	SpinLockAcquire(&wal->mutex);
-	paused = wal->paused;
-	SpinLockRelease(&wal->mutex);
 	if (paused)
 		return CYCLE_IDLE;
 	if (s == NULL)
 	{
+		dec_close(true);
 		if (count_watches(tab) == 0)
 			return CYCLE_IDLE;
 		/* watches restored by pg_dump, or a slot dropped by hand */
@@ -620,43 +787,40 @@ cycle(void)
 		LockRelationOid(tab, ShareRowExclusiveLock);
 		drain_to_drop = count_watches(tab) == 0;
 	}
+	if (dec == NULL)
+		dec_open(slot);
+	/*
+	 * Flush the log backends have written already (the WAL writer would,
+	 * within wal_writer_delay): the changes of a transaction in progress
+	 * are then decoded while it runs, not after its commit.  Only its
+	 * commit record, which its commit flushes, lets them out.
+	 */
+	flush = GetXLogWriteRecPtr();
+	if (flush > GetFlushRecPtr(NULL))
+		XLogFlush(flush);
 	flush = GetFlushRecPtr(NULL);
-	SpinLockAcquire(&s->mutex);
-	confirmed = s->data.confirmed_flush;
-	SpinLockRelease(&s->mutex);
 
-	if (SPI_execute_with_args("SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2)",
-							  2, (Oid[]) {NAMEOID, INT4OID},
-							  (Datum[]) {CStringGetDatum(slot), Int32GetDatum(mc_wal_batch_changes)},
-							  NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mcfdw: could not read replication slot \"%s\"", slot);
-	nrows = SPI_processed;
 	memset(&b, 0, sizeof(b));
+	b.cxt = CurrentMemoryContext;
+	dec_read(&b, flush);
+	end = dec->reader->EndRecPtr;
+	if (b.nrecords == 0)
 	{
-		SPITupleTable *tt = SPI_tuptable;
+		bool		caught_up = end >= flush;
 
-		for (uint64 i = 0; i < nrows; i++)
+		/* nothing watched was committed up to end: let the slot move on */
+		dec_confirm(end);
+		keep_restart_close(MyReplicationSlot);
+		if (caught_up && ReorderBufferGetOldestTXN(dec->reorder) == NULL)
+			dec_close(true);	/* nothing in progress: free the slot */
+		if (drain_to_drop && caught_up)
 		{
-			bool		isnull;
-			bytea	   *d = DatumGetByteaPP(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
-
-			if (!isnull)
-				parse_record(&b, VARDATA_ANY(d), VARSIZE_ANY_EXHDR(d));
-		}
-	}
-	if (nrows == 0)
-	{
-		if (drain_to_drop)
-		{
+			dec_close(true);
 			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
 			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\" with the last watch", slot)));
 			return CYCLE_IDLE;
 		}
-		/* nothing watched was committed up to flush: let the slot move on */
-		if (flush > confirmed)
-			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, flush);
-		keep_restart_close(s);
-		return CYCLE_IDLE;
+		return caught_up ? CYCLE_IDLE : CYCLE_MORE;
 	}
 
 	SpinLockAcquire(&wal->mutex);
@@ -717,6 +881,8 @@ cycle(void)
 	SpinLockRelease(&wal->mutex);
 	if (failed > 0)
 	{
+		/* the next attempt decodes the batch again from the slot */
+		dec_close(true);
 		ereport(LOG,
 				(errmsg("mcfdw: a batch of %lld keys is held and will be sent again: %s",
 						(long long) b.nkeys, errbuf)));
@@ -724,26 +890,21 @@ cycle(void)
 	}
 
 	/* every instance acknowledged: the slot moves past the batch */
-	{
-		XLogRecPtr	upto = b.last_commit;
-
-		if (nrows < (uint64) mc_wal_batch_changes && flush > upto)
-			upto = flush;
-		if (upto > confirmed)
-			slot_sql("SELECT pg_replication_slot_advance($1, $2)", slot, upto);
-		keep_restart_close(s);
-	}
+	dec_confirm(end);
+	keep_restart_close(MyReplicationSlot);
+	/*
+	 * What decoding leaves in the context's memory between polls is freed
+	 * with it: start afresh once it holds more than the reorder buffer may
+	 * keep before it spills, and some.
+	 */
+	if (MemoryContextMemAllocated(dec_cxt, true) >
+		(Size) logical_decoding_work_mem * 1024 * 2 + DEC_SLACK)
+		dec_close(true);
 	SpinLockAcquire(&wal->mutex);
 	wal->oldest_pending = 0;
 	wal->last_delivered = b.last_time;
 	SpinLockRelease(&wal->mutex);
-	/*
-	 * A full batch may have left records behind it, unless its last
-	 * transaction reaches the end of the log as it was before the read:
-	 * reading again at once would decode the whole batch again from the
-	 * restart position only to find nothing.
-	 */
-	return nrows >= (uint64) mc_wal_batch_changes && b.last_commit < flush ? CYCLE_MORE : CYCLE_IDLE;
+	return end < flush ? CYCLE_MORE : CYCLE_IDLE;
 }
 
 /* Run one cycle; an error is reported, rolled back and retried later. */
@@ -776,10 +937,11 @@ run_cycle(MemoryContext cxt)
 		ereport(LOG,
 				(errcode(e->sqlerrcode),
 				 errmsg("mcfdw: delivery of invalidations failed, retrying: %s", e->message)));
-		if (MyReplicationSlot != NULL)
-			ReplicationSlotRelease();
+		dec_close(false);
+		dec_batch = NULL;
 		McReplicationSlotCleanup();
 		AbortCurrentTransaction();
+		InvalidateSystemCaches();
 		SpinLockAcquire(&wal->mutex);
 		for (int i = 0; i < MC_WAL_STATS; i++)
 			if (wal->stats[i].relid != InvalidOid)

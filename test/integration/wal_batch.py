@@ -11,7 +11,10 @@ the keys of that instance are deleted on the instance readers fail over to,
 the position is held (the down instance's own copy is not counted as
 delivered by the failover instance's ack), and once the instance is back
 its own copies are deleted too, none skipped; under a steady write load
-the slot's restart position keeps up with the confirmed one.
+the slot's restart position keeps up with the confirmed one; the worker
+holds the slot while a large transaction runs (its changes are decoded
+before the commit), delivers all its keys after the commit, and releases
+the slot when nothing is in progress.
 """
 
 import time
@@ -253,5 +256,47 @@ except TimeoutError:
     pass
 t.ok(trail() < 256 * 1024, "... and once the load stops it catches up with the confirmed "
      "position within 3 s (%s bytes behind)" % trail())
+
+# ---- the decoding context: kept while a transaction runs, released when idle ---------------
+# the worker decodes a large transaction's WAL while it runs (flushing what
+# its backend wrote), holding the slot meanwhile; with nothing in progress
+# it lets the slot go, so another session can drop it
+def holder():
+    return q(db, "SELECT active_pid FROM pg_replication_slots WHERE plugin = 'mcfdw'")[0][0]
+
+
+worker = q(db, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'mcfdw wal worker'")[0][0]
+try:
+    mcrig.wait_for(lambda: holder() is None, 5, interval=0.05, what="the slot released")
+except TimeoutError:
+    pass
+t.is_(holder(), None, "with nothing in progress the worker does not hold the slot")
+q(db, "CREATE TABLE bulk (id int PRIMARY KEY)")
+q(db, "SELECT mc_watch('bulk', ARRAY['bulk:{id}'], 'ws')")
+sent0 = q(db, "SELECT sent FROM mc_wal_watches WHERE \"table\" = 'bulk'::regclass")[0][0]
+big = pg.connect()
+big.autocommit = False
+q(big, "INSERT INTO bulk SELECT g FROM generate_series(1, 60000) g")
+held = []
+deadline = time.time() + 5
+while time.time() < deadline and len(held) < 10:
+    held = held + [1] if holder() == worker else []
+    time.sleep(0.05)
+t.ok(len(held) >= 10, "while a large transaction runs, the worker holds the slot: its changes "
+     "are decoded before the commit (held at %d consecutive samples)" % len(held))
+q(big, "COMMIT")
+try:
+    mcrig.wait_for(lambda: q(db, "SELECT sent FROM mc_wal_watches WHERE \"table\" = 'bulk'::regclass")[0][0]
+                   >= sent0 + 60000, 20, interval=0.05, what="the bulk keys")
+except TimeoutError:
+    pass
+t.ok(q(db, "SELECT sent FROM mc_wal_watches WHERE \"table\" = 'bulk'::regclass")[0][0] >= sent0 + 60000,
+     "... and after its commit all 60,000 keys are delivered")
+try:
+    mcrig.wait_for(lambda: holder() is None, 5, interval=0.05, what="the slot released")
+except TimeoutError:
+    pass
+t.is_(holder(), None, "... then the worker lets the slot go again")
+big.close()
 db.close()
 t.done()
