@@ -686,6 +686,8 @@ dec_read(Batch *b, XLogRecPtr flush)
 	ResourceOwner owner = CurrentResourceOwner;
 	MemoryContext old;
 
+	if (dec->reader->EndRecPtr >= flush)
+		return;
 	/* the catalog caches built outside decoding are not the decoder's */
 	InvalidateSystemCaches();
 	dec_batch = b;
