@@ -610,6 +610,7 @@ keep_restart_close(ReplicationSlot *s)
  * attempt decodes it again from the slot) and on any error.
  */
 #define DEC_SLACK (16 * 1024 * 1024)
+#define FLUSH_AHEAD_BYTES (64 * 1024)
 
 static LogicalDecodingContext *dec = NULL;
 static MemoryContext dec_cxt = NULL;	/* the context's, outlives cycles */
@@ -792,13 +793,14 @@ cycle(void)
 	if (dec == NULL)
 		dec_open(slot);
 	/*
-	 * Flush the log backends have written already (the WAL writer would,
-	 * within wal_writer_delay): the changes of a transaction in progress
-	 * are then decoded while it runs, not after its commit.  Only its
-	 * commit record, which its commit flushes, lets them out.
+	 * When backends have inserted a good deal of WAL not flushed yet (a
+	 * large transaction running), flush it, as the WAL writer would within
+	 * wal_writer_delay: its changes are then decoded while it runs rather
+	 * than after its commit, whose record alone lets them out.  Below
+	 * FLUSH_AHEAD_BYTES (commits flush their own) the worker adds no flush.
 	 */
-	flush = GetXLogWriteRecPtr();
-	if (flush > GetFlushRecPtr(NULL))
+	flush = GetXLogInsertRecPtr();
+	if (flush >= GetFlushRecPtr(NULL) + FLUSH_AHEAD_BYTES)
 		XLogFlush(flush);
 	flush = GetFlushRecPtr(NULL);
 
