@@ -284,9 +284,10 @@ eng_drop(McEngine *e, int s, bool may_reroute)
 		may_reroute = false;
 	if (e->dropped)
 		e->dropped(e->arg, s, ei->conn, may_reroute);
+	if (e->degrade)
+		McInstanceDegraded(e->srv, s);
 	ei->conn = NULL;
 	ei->active = false;
-	ei->dropped = true;
 	eng_outcome(e, s, MC_ENG_OUT_FAILED);
 }
 
@@ -579,7 +580,7 @@ eng_begin(McEngine *e)
 	{
 		McEngInst  *ei = &e->inst[s];
 
-		ei->active = ei->retried = ei->answered = ei->dropped = false;
+		ei->active = ei->retried = ei->answered = false;
 		ei->conn = NULL;
 		ei->hits = 0;
 		ei->bytes = 0;
@@ -729,19 +730,6 @@ dump_line(void *arg, int s, const char *line, size_t len)
 	return d->line(d->arg, s, line, len);
 }
 
-/*
- * An instance's dump ends without its keys: it failed, softly (on_failure
- * 'miss': an unreachable instance lists nothing; otherwise the failure was
- * raised before this).
- */
-static void
-dump_dropped(void *arg, int s, McConn *conn, bool may_reroute)
-{
-	EngDump    *d = arg;
-
-	McInstanceDegraded(d->e.srv, s);
-}
-
 void
 McEngineDump(McServer *srv, const bool *todo,
 			 const char *(*cmd) (void *arg, int s),
@@ -753,13 +741,17 @@ McEngineDump(McServer *srv, const bool *todo,
 	d->cmd = cmd;
 	d->line = line;
 	d->arg = arg;
-	d->e.soft = srv->cfg.on_failure_miss;
+	/*
+	 * An instance's dump fails softly only under on_failure 'miss': an
+	 * unreachable instance lists nothing (degraded); otherwise its failure
+	 * is raised.
+	 */
+	d->e.soft = d->e.degrade = srv->cfg.on_failure_miss;
 	d->e.start = dump_start;
 	d->e.fill = dump_fill;
 	d->e.line_cmd = dump_cmd;
 	d->e.line = dump_line;
 	d->e.line_max = line_max;
-	d->e.dropped = dump_dropped;
 	for (int s = 0; s < srv->cfg.nendpoints; s++)
 		d->e.inst[s].work = todo[s] ? 1 : 0;
 	McEngineRun(&d->e);

@@ -181,7 +181,6 @@ typedef struct McEngInst
 	bool		active;			/* its part runs */
 	bool		retried;		/* started over once on a fresh socket */
 	bool		answered;		/* a reply came: its requests ran */
-	bool		dropped;		/* it failed in this run */
 	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
 } McEngInst;
@@ -192,6 +191,8 @@ typedef struct McEngine
 	void	   *arg;			/* the client's, passed back */
 	bool		soft;			/* an instance's failure does not raise */
 	bool		at_most_once;	/* requests that may have run are not sent again */
+	bool		degrade;		/* on_failure 'miss': an instance the run
+								 * drops is counted degraded */
 	bool		give_up_held;	/* a terminate or cancel held (after commit)
 								 * gives the instance up (McEngineHeldInterrupt) */
 	TimestampTz deadline;		/* 0: none */
