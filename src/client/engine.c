@@ -15,8 +15,10 @@
  * its kind, key and options (a plain get takes the short encoder the
  * multi-get uses), one request and one reply on the instance's own
  * connection (conn.c's McConnRoundtrip: its retry of a pooled socket
- * closed while idle, never for a request that must not run twice); and
- * flush_all, one text command to every instance in turn.  Runs of many:
+ * closed while idle, never for a request that must not run twice);
+ * flush_all, one text command to every instance in turn; a stats command
+ * on one instance (McEngineStatLines: the views' and the planner's), and
+ * which of its failures count against the instance's health.  Runs of many:
  * each instance's part of a run (McEngInst) and its state machine —
  * started on a probed pooled socket or a connect finished on the shared
  * wait (pipeline.c), requests queued by the client as the socket takes
@@ -240,6 +242,43 @@ McEngineFlushAll(McServer *srv)
 		n++;
 	}
 	return n;
+}
+
+/*
+ * A stats command on instance index, softly: false when the instance is
+ * dead (not contacted) or failed (counted); see McConnStatLines.  A
+ * rejected login is not counted, and not raised either: the views show it
+ * as they show any failing instance (its cause, never the password, in
+ * last_error), so one server's wrong password cannot break a dashboard.
+ *
+ * limit_counts says whether limit_ms passing is the instance's failure: a
+ * view's mcfdw.stats_timeout is, and the view shows it as the instance's
+ * error; the planner's bound on an item count is not: it only gives up
+ * asking, and an instance slower than that but within its own timeouts
+ * must not be marked dead for it.  Then nothing is recorded at all.
+ */
+bool
+McEngineStatLines(McServer *srv, int index, const char *cmd,
+				  int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
+{
+	McConn	   *conn = McConnOf(&srv->net, index);
+
+	McCsSetOp(MC_CS_STATS);
+	if (!McInstanceUsable(srv, index, true))
+		return false;
+	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
+	{
+		if (!limit_counts && McConnFailureOwnLimit(conn))
+			return false;
+		if (!McConnFailureCounts(conn))
+		{
+			McInstanceNoteError(srv, index, McConnFailure(conn, NULL));
+			return false;
+		}
+		return McInstanceCountFailure(srv, conn, true);
+	}
+	McInstanceAnswered(srv, index);
+	return true;
 }
 
 /* ---- runs of many: one pipeline per instance ---------------------------- */

@@ -12,6 +12,9 @@
  * needs, then ends it with McOpEnd (or McOpReplyError when the reply does
  * not fit).
  *
+ * Text commands go through here too: flush_all on every instance, and a
+ * stats command on one (the views', the planner's item count).
+ *
  * Runs of many requests of one server go out many at a time, one pipeline
  * per instance.  A client of the engine (multi_get.c's reads, batch.c's
  * writes, and the key dumps run here for fdw_fullscan.c) says which
@@ -148,6 +151,15 @@ McOpReplyError(McOp *op)
 
 /* flush_all on every instance of srv: the number flushed. */
 extern int	McEngineFlushAll(McServer *srv);
+
+/*
+ * A stats command on instance index, softly, its "STAT" lines to cb:
+ * false when the instance is dead or failed (engine.c says which failures
+ * count against its health).
+ */
+extern bool McEngineStatLines(McServer *srv, int index, const char *cmd,
+							  int limit_ms, bool limit_counts,
+							  McStatLineFn cb, void *arg);
 
 /* What reading an instance's buffered replies came to (McEngine's read). */
 typedef enum McEngRead

@@ -4,14 +4,16 @@
  * Owns: changing instance health (consecutive failures, dead-until, the
  * count of dead instances, the degraded count, the ring of live instances
  * for failover): server_cache.c allocates the record zeroed when it builds a
- * server entry, and nothing but this file writes it afterwards.  Every
- * request's outcome comes here (McInstanceUsable, McInstanceBegin,
- * McInstanceCountFailure, McInstanceEnd, McInstanceDegraded) so the
- * connection's outcome reaches the health record; choosing the instance
- * for a key, with failover.  Must not: touch sockets (the conn_*.c files
- * do), decide where a request goes after a failure or whether it may be
- * sent again (engine.c's rules), build requests or know what commands mean
- * (engine.c, multi_get.c, batch.c do).
+ * server entry, and nothing but this file writes it afterwards.  The
+ * request engine (engine.c, pipeline.c) reports every request's outcome
+ * here (McInstanceUsable before, McInstanceCountFailure, McInstanceEnd,
+ * McInstanceAnswered, McInstanceNoteError, McInstanceDegraded after), so
+ * the connection's outcome reaches the health record; choosing the
+ * instance for a key, with failover.  Must not: send requests or touch
+ * sockets (the engine and the conn_*.c files do), decide where a request
+ * goes after a failure or whether it may be sent again (engine.c's rules),
+ * build requests or know what commands mean (engine.c, multi_get.c,
+ * batch.c do).
  */
 #include "postgres.h"
 
@@ -172,61 +174,25 @@ McInstanceRetryDue(McServer *srv, int index, bool soft)
 }
 
 /*
- * The connection to instance index, ready for a request (McConnPrepare):
- * NULL (soft) when the instance is dead or the connect could not start.
- * probed: the caller probed its pooled socket just now (McNetProbeIdle).
+ * A request of instance index was answered (its connection ended by the
+ * caller): the instance's run of failures ends.
  */
-McConn *
-McInstanceBegin(McServer *srv, int index, bool soft, bool probed, int cap_ms)
+void
+McInstanceAnswered(McServer *srv, int index)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
-
-	if (!McInstanceUsable(srv, index, soft))
-		return NULL;
-	if (!McConnPrepare(conn, probed, cap_ms))
-	{
-		McInstanceCountFailure(srv, conn, soft);
-		return NULL;
-	}
-	return conn;
+	srv->health[index].failures = 0;
 }
 
 /*
- * A stats command on instance index, softly: false when the instance is
- * dead (not contacted) or failed (counted); see McConnStatLines.  A
- * rejected login is not counted, and not raised either: the views show it
- * as they show any failing instance (its cause, never the password, in
- * last_error), so one server's wrong password cannot break a dashboard.
- *
- * limit_counts says whether limit_ms passing is the instance's failure: a
- * view's mcfdw.stats_timeout is, and the view shows it as the instance's
- * error; the planner's bound on an item count is not: it only gives up
- * asking, and an instance slower than that but within its own timeouts
- * must not be marked dead for it.  Then nothing is recorded at all.
+ * Instance index failed in a way that is not its health's concern (a
+ * rejected login seen by a view): the cause is recorded for the views,
+ * nothing is counted.
  */
-bool
-McInstanceStatLines(McServer *srv, int index, const char *cmd,
-					int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
+void
+McInstanceNoteError(McServer *srv, int index, const char *why)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
-
-	McCsSetOp(MC_CS_STATS);
-	if (!McInstanceUsable(srv, index, true))
-		return false;
-	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
-	{
-		if (!limit_counts && McConnFailureOwnLimit(conn))
-			return false;
-		if (!McConnFailureCounts(conn))
-		{
-			strlcpy(srv->health[index].last_error, McConnFailure(conn, NULL),
-					sizeof(srv->health[index].last_error));
-			return false;
-		}
-		return McInstanceCountFailure(srv, conn, true);
-	}
-	srv->health[index].failures = 0;
-	return true;
+	strlcpy(srv->health[index].last_error, why,
+			sizeof(srv->health[index].last_error));
 }
 
 /*

@@ -12,17 +12,14 @@
 extern void McHealthRebuilt(McServer *srv, McInstanceHealth *health);
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
-extern McConn *McInstanceBegin(McServer *srv, int index, bool soft,
-							   bool probed, int cap_ms);
 extern bool McInstanceCountFailure(McServer *srv, McConn *conn, bool soft);
 extern bool McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,
 						   const char *fmt,...) pg_attribute_printf(6, 7);
 extern void McInstanceEnd(McServer *srv, McConn *conn);
 extern void McInstanceDegraded(McServer *srv, int index);
-extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
-								int limit_ms, bool limit_counts,
-								McStatLineFn cb, void *arg);
+extern void McInstanceAnswered(McServer *srv, int index);
+extern void McInstanceNoteError(McServer *srv, int index, const char *why);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern int	McServerPickRoute(McServer *srv, const char *key, size_t len,
