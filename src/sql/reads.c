@@ -4,9 +4,8 @@
  * mc_meta.
  *
  * Owns: the operation each read runs (engine.h: one mg per call, a run of
- * one), turning
- * its reply into a SQL value (inflated by values.c when the flags say
- * compressed; mc_get_raw returns the stored bytes untouched), the lease's
+ * one), turning its reply into a SQL value (inflated by values.c when the
+ * flags say compressed; mc_get_raw returns the stored bytes untouched), the lease's
  * answer (won, stale, the placeholder an N flag creates), and the error
  * for a text value that is not valid in the database encoding (values.c's
  * McTextValid says which).  An operation on_failure 'miss' answered
