@@ -120,7 +120,9 @@ settle_rest(BwBatch *b, BwInstance *bi, McBatchResult r)
 /*
  * The instance failed (counted already by health.c; the engine's
  * dropped): its unanswered ops go to another instance with failover,
- * unless no time is left; else they fail.
+ * unless no time is left or they may have run there and must not run
+ * twice (the engine's at-most-once rule says so in may_reroute, or raised
+ * the failure); else they fail.
  */
 static void
 bw_dropped(void *arg, int s, McConn *conn, bool may_reroute)
@@ -130,13 +132,6 @@ bw_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 
 	note_error(b, "instance %s: %s", McInstanceName(&b->srv->net, s),
 			   McInstanceHealthOf(b->srv, s)->last_error);
-	/* writes that may have run there must not run elsewhere too */
-	if (b->engine.at_most_once && conn != NULL && McConnInDoubt(conn))
-	{
-		may_reroute = false;
-		if (!b->miss)
-			McConnRaise(conn);
-	}
 	if (may_reroute && b->srv->cfg.failover)
 	{
 		/* an op bound to its own instance fails with it */

@@ -1,22 +1,42 @@
 /*
- * engine.c — the pipelined request engine: many requests of one server,
- * one pipeline per instance, every pipeline in flight at once.
+ * engine.c — the request engine: every request of the client layer, a
+ * single-key call as a run of one, and runs of many requests of one
+ * server, one pipeline per instance, every pipeline in flight at once.
  *
- * Owns: each instance's part of a run (McEngInst) and its state machine —
+ * Owns: the rules of a run, in one place: where a request goes (its key's
+ * instance, given health), failover (an instance that fails is passed
+ * over for the rest of the call, the key going where the client family
+ * would send it), at most once (a request that must not run twice and may
+ * have run on a failing instance is neither resent nor failed over:
+ * eng_in_doubt), on_failure 'miss' (an unreachable instance's requests
+ * answered as misses, the instance counted degraded), and reporting every
+ * outcome to health.c.  The run of one (McEngineSendOp): the opaque token
+ * sequence, building the operation's meta command (mg, ms, md, ma) from
+ * its kind, key and options (a plain get takes the short encoder the
+ * multi-get uses), one request and one reply on the instance's own
+ * connection (conn.c's McConnRoundtrip: its retry of a pooled socket
+ * closed while idle, never for a request that must not run twice);
+ * flush_all, one text command to every instance in turn; a stats command
+ * on one instance (McEngineStatLines: the views' and the planner's), and
+ * which of its failures count against the instance's health.  Runs of many:
+ * each instance's part of a run (McEngInst) and its state machine —
  * started on a probed pooled socket or a connect finished on the shared
  * wait (pipeline.c), requests queued by the client as the socket takes
  * them, replies read without waiting and handed to the client, restarted
  * once on a fresh socket when the pooled one turns out closed while idle
  * before any reply came, marked at most once when the client's requests
  * must not run twice, failed on io_timeout, the call's deadline (a
- * connect it starts bounded by what is left of it) or a bad reply, given up on a terminate
- * or cancel held after commit, ended (its health reset) when its last
- * reply came; the key dumps of a full scan (McEngineDump), read a line at
- * a time; McEngineCatch, the error trap of the callers that run after
- * commit; McKeyArena, where the clients keep the routed keys of a run.
- * Clients (multi_get.c, batch.c) own their requests, the meaning
- * of replies and what a failure does to their requests.  Must not: parse
- * replies, encode requests, or touch SQL types or the catalog.
+ * connect it starts bounded by what is left of it) or a bad reply, given
+ * up on a terminate or cancel held after commit, ended (its health reset)
+ * when its last reply came; the key dumps of a full scan (McEngineDump),
+ * read a line at a time; McEngineCatch, the error trap of the callers that
+ * run after commit; McKeyArena, where the clients keep the routed keys of
+ * a run.  Clients (multi_get.c, batch.c) own their requests, the meaning
+ * of replies and what a failure does to their requests; single-key
+ * callers (reads.c, writes.c, fdw_modify.c) what a reply means.  Must not:
+ * apply key rules (keys.c did, once, before), parse replies, change an
+ * instance's health record (health.c does, told of every outcome), or
+ * touch SQL types or the catalog.
  */
 #include "postgres.h"
 
@@ -26,6 +46,242 @@
 #include "engine.h"
 #include "pipeline.h"
 #include "health.h"
+
+/* ---- the run of one: a single-key call ---------------------------------- */
+
+/* The command of each kind. */
+static const char *const op_command[] = {
+	[MC_OP_GET] = "mg",
+	[MC_OP_STORE] = "ms",
+	[MC_OP_DELETE] = "md",
+	[MC_OP_ARITH] = "ma",
+};
+
+/* The opaque token sequence (McOpNextOpaque): never 0 once used. */
+uint32		mc_op_seq = 0;
+
+/*
+ * The header of any request but a plain get (McEngineRunOp's rare part):
+ * the general encoder, the opaque token in decimal.
+ */
+size_t
+McOpEncode(McOp *op, uint32 opaque)
+{
+	const McKey *k = op->key;
+	McReqOpts	o = {0};
+	char		otxt[12];
+	char		digits[10];
+	int			nd = 0;
+
+	if (op->opts != NULL)
+		o = *op->opts;
+	o.want = op->want;
+	/* the token in decimal, as mc_encode_get_value writes it */
+	for (uint32 v = opaque; v != 0; v /= 10)
+		digits[nd++] = (char) ('0' + v % 10);
+	for (int i = 0; i < nd; i++)
+		otxt[i] = digits[nd - 1 - i];
+	o.opaque = otxt;
+	o.opaque_len = nd;
+	return mc_encode_request(op->hdr, op_command[op->kind], k->wire,
+							 k->wire_len, k->b64,
+							 op->kind == MC_OP_STORE ? (long) op->datalen : -1, &o);
+}
+
+/*
+ * At most once: requests that must not run twice failed on conn's instance
+ * after they may have run there (McConnInDoubt).  They are neither resent
+ * nor failed over: the failure is raised, or under on_failure 'miss' they
+ * stay failed (the caller counts the instance degraded).  True when so.
+ * Both kinds of run apply it: the run of one (eng_failover) and a
+ * pipelined run whose requests are at most once (eng_drop).
+ */
+static bool
+eng_in_doubt(McServer *srv, McConn *conn)
+{
+	if (!McConnInDoubt(conn))
+		return false;
+	if (!srv->cfg.on_failure_miss)
+		McConnRaise(conn);
+	return true;
+}
+
+/*
+ * One request, one reply on instance index (McConnRoundtrip), with the
+ * instance's health checked before and counted after.  With soft set, a
+ * failing or dead instance gives NULL instead of an error.
+ */
+static inline const char *
+eng_roundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
+			  McConn **connp, bool soft)
+{
+	McConn	   *conn = McConnOf(&srv->net, index);
+	const char *base;
+
+	*connp = conn;
+	if (!McInstanceUsable(srv, index, soft))
+		return NULL;
+	base = McConnRoundtrip(conn, req, reply);
+	if (base == NULL)
+		McInstanceCountFailure(srv, conn, soft);
+	return base;
+}
+
+/*
+ * The run of one with failover on: an instance that fails the request is
+ * skipped for the rest of the call (alive: the health map, or NULL when
+ * every instance is alive).  With on_failure 'miss', running out of
+ * instances is a miss (NULL) counted against the key's own instance.
+ */
+static pg_noinline const char *
+eng_failover(McServer *srv, McOp *op, const bool *alive)
+{
+	const McKey *k = op->key;
+	bool		buf[MC_MAX_ENDPOINTS];
+	int			n = srv->cfg.nendpoints;
+
+	if (alive != NULL)
+		memcpy(buf, alive, sizeof(bool) * n);
+	else
+		for (int i = 0; i < n; i++)
+			buf[i] = true;
+	for (;;)
+	{
+		int			idx;
+		const char *base;
+		bool		any = false;
+
+		for (int i = 0; i < n && !any; i++)
+			any = buf[i];
+		if (!any && srv->cfg.on_failure_miss)
+		{
+			idx = mc_ring_pick(srv->ring, k->raw, k->raw_len, NULL, false);
+			op->conn = McConnOf(&srv->net, idx);
+			return NULL;
+		}
+		idx = McServerPickWith(srv, k->raw, k->raw_len, buf);
+		base = eng_roundtrip(srv, idx, &op->req, &op->reply, &op->conn, true);
+		if (base != NULL)
+			return base;
+		/* a request that may have run on idx must not run on another too */
+		if (eng_in_doubt(srv, op->conn))
+			return NULL;
+		buf[idx] = false;		/* McServerPickWith errors once none is left */
+	}
+}
+
+/*
+ * The run of one (McEngineRunOp, which encoded the request): op's key
+ * routed to its instance and the request sent there.  With failover on,
+ * an instance that fails the request is skipped for the rest of this call
+ * and the key goes where the client family would send it with that
+ * instance down (as Dalli does on the spot); each failure still counts
+ * towards failure_limit.  With failover off the key's instance is the only
+ * one, and its failure is the caller's error.  A request that must not run
+ * twice and may have run on the failing instance is not failed over
+ * (eng_in_doubt).  With on_failure 'miss' a key whose instance (or, with
+ * failover, every instance, or an in-doubt request's) cannot be reached
+ * gives false instead, counted by McInstanceDegraded; op->conn is then the
+ * key's instance.
+ */
+bool
+McEngineSendOp(McServer *srv, McOp *op)
+{
+	bool		buf[MC_MAX_ENDPOINTS];
+	const bool *alive;
+	bool		miss = srv->cfg.on_failure_miss;
+	const char *base;
+
+	/* one healthy instance: nothing to choose */
+	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
+		base = eng_roundtrip(srv, 0, &op->req, &op->reply, &op->conn, miss);
+	else
+	{
+		alive = McServerAliveMap(srv, buf);
+		if (srv->cfg.failover)
+			base = eng_failover(srv, op, alive ? buf : NULL);
+		else
+			base = eng_roundtrip(srv, McServerPickWith(srv, op->key->raw,
+													   op->key->raw_len, alive),
+								 &op->req, &op->reply, &op->conn, miss);
+	}
+	op->base = base;
+	if (unlikely(base == NULL))
+	{
+		McInstanceDegraded(srv, McConnIndex(op->conn));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Invalidate every item on every instance of srv (mc_flush_all); returns
+ * the number of instances flushed.  The text command: the meta protocol
+ * has no flush.  An instance that fails is raised, as every write's is.
+ */
+int
+McEngineFlushAll(McServer *srv)
+{
+	static const char cmd[] = "flush_all\r\n";
+
+	/* a text command: its reply has no opaque; flushing twice is harmless */
+	static const McRequest req = {cmd, sizeof(cmd) - 1, NULL, 0, 0, true};
+	int			n = 0;
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		McConn	   *conn;
+		McReply		r;
+		const char *base;
+
+		base = eng_roundtrip(srv, i, &req, &r, &conn, false);
+		if (r.type != MC_REPLY_HD)
+			McConnReplyError(conn, base, &r);
+		McConnConsume(conn, r.consumed);
+		McInstanceEnd(srv, conn);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * A stats command on instance index, softly: false when the instance is
+ * dead (not contacted) or failed (counted); see McConnStatLines.  A
+ * rejected login is not counted, and not raised either: the views show it
+ * as they show any failing instance (its cause, never the password, in
+ * last_error), so one server's wrong password cannot break a dashboard.
+ *
+ * limit_counts says whether limit_ms passing is the instance's failure: a
+ * view's mcfdw.stats_timeout is, and the view shows it as the instance's
+ * error; the planner's bound on an item count is not: it only gives up
+ * asking, and an instance slower than that but within its own timeouts
+ * must not be marked dead for it.  Then nothing is recorded at all.
+ */
+bool
+McEngineStatLines(McServer *srv, int index, const char *cmd,
+				  int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
+{
+	McConn	   *conn = McConnOf(&srv->net, index);
+
+	McCsSetOp(MC_CS_STATS);
+	if (!McInstanceUsable(srv, index, true))
+		return false;
+	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
+	{
+		if (!limit_counts && McConnFailureOwnLimit(conn))
+			return false;
+		if (!McConnFailureCounts(conn))
+		{
+			McInstanceNoteError(srv, index, McConnFailure(conn, NULL));
+			return false;
+		}
+		return McInstanceCountFailure(srv, conn, true);
+	}
+	McInstanceAnswered(srv, index);
+	return true;
+}
+
+/* ---- runs of many: one pipeline per instance ---------------------------- */
 
 /* Instances' parts for a run of srv; the rest of e is the client's to set. */
 void
@@ -54,18 +310,23 @@ eng_outcome(McEngine *e, int s, McEngOutcome how)
 
 /*
  * The instance failed (counted already by health.c): the client decides
- * what becomes of its requests, then it leaves the run.
+ * what becomes of its requests (which may go to another instance unless
+ * they may have run there and must not run twice), then it leaves the run.
  */
 static void
 eng_drop(McEngine *e, int s, bool may_reroute)
 {
 	McEngInst  *ei = &e->inst[s];
 
+	/* requests that may have run there must not run elsewhere too */
+	if (e->at_most_once && ei->conn != NULL && eng_in_doubt(e->srv, ei->conn))
+		may_reroute = false;
 	if (e->dropped)
 		e->dropped(e->arg, s, ei->conn, may_reroute);
+	if (e->degrade)
+		McInstanceDegraded(e->srv, s);
 	ei->conn = NULL;
 	ei->active = false;
-	ei->dropped = true;
 	eng_outcome(e, s, MC_ENG_OUT_FAILED);
 }
 
@@ -358,7 +619,7 @@ eng_begin(McEngine *e)
 	{
 		McEngInst  *ei = &e->inst[s];
 
-		ei->active = ei->retried = ei->answered = ei->dropped = false;
+		ei->active = ei->retried = ei->answered = false;
 		ei->conn = NULL;
 		ei->hits = 0;
 		ei->bytes = 0;
@@ -508,19 +769,6 @@ dump_line(void *arg, int s, const char *line, size_t len)
 	return d->line(d->arg, s, line, len);
 }
 
-/*
- * An instance's dump ends without its keys: it failed, softly (on_failure
- * 'miss': an unreachable instance lists nothing; otherwise the failure was
- * raised before this).
- */
-static void
-dump_dropped(void *arg, int s, McConn *conn, bool may_reroute)
-{
-	EngDump    *d = arg;
-
-	McInstanceDegraded(d->e.srv, s);
-}
-
 void
 McEngineDump(McServer *srv, const bool *todo,
 			 const char *(*cmd) (void *arg, int s),
@@ -532,13 +780,17 @@ McEngineDump(McServer *srv, const bool *todo,
 	d->cmd = cmd;
 	d->line = line;
 	d->arg = arg;
-	d->e.soft = srv->cfg.on_failure_miss;
+	/*
+	 * An instance's dump fails softly only under on_failure 'miss': an
+	 * unreachable instance lists nothing (degraded); otherwise its failure
+	 * is raised.
+	 */
+	d->e.soft = d->e.degrade = srv->cfg.on_failure_miss;
 	d->e.start = dump_start;
 	d->e.fill = dump_fill;
 	d->e.line_cmd = dump_cmd;
 	d->e.line = dump_line;
 	d->e.line_max = line_max;
-	d->e.dropped = dump_dropped;
 	for (int s = 0; s < srv->cfg.nendpoints; s++)
 		d->e.inst[s].work = todo[s] ? 1 : 0;
 	McEngineRun(&d->e);

@@ -1,28 +1,165 @@
 /*
- * engine.h — the pipelined request engine (engine.c): one runner for the
- * requests of one server that go out many at a time.
+ * engine.h — the request engine (engine.c): the one runner of requests.
  *
- * A client of the engine (multi_get.c's reads, batch.c's writes, and the
- * key dumps run here for fdw_fullscan.c) says which instances have work,
- * queues its requests on an instance's connection when asked (fill), and
- * reads its replies (read): it owns its requests, the meaning of their
- * replies and what an instance's failure does to them (dropped).  The
- * engine owns everything else: each instance's start (its pooled socket
- * probed, or a connect finished on the shared wait), sending and reading
- * without waiting, the one restart of an instance whose pooled socket the
- * server closed while idle (never once a reply came), at-most-once marking,
- * io_timeout and the call's deadline, interrupts, a held terminate or
- * cancel, and the health of every instance it ends or fails.  The one
- * place where an instance's part of a call ends, so the place to count
- * what the call did.
+ * An operation (McOp) is one request on one key: what to do (its kind),
+ * to which key (checked and encoded by keys.c), which fields the reply is
+ * to carry (want), what else is sent with it (McReqOpts: a ttl, flags, a
+ * cas, a mode), and whether it must not run twice.  A single-key call is
+ * a run of one (McEngineRunOp): routed to its key's instance, failed over,
+ * degraded under on_failure 'miss' and kept at most once by the engine's
+ * rules (engine.c), sent as one meta command with a fresh opaque token,
+ * its one reply read into the operation's result; the caller reads what it
+ * needs, then ends it with McOpEnd (or McOpReplyError when the reply does
+ * not fit).
+ *
+ * Text commands go through here too: flush_all on every instance, and a
+ * stats command on one (the views', the planner's item count).
+ *
+ * Runs of many requests of one server go out many at a time, one pipeline
+ * per instance.  A client of the engine (multi_get.c's reads, batch.c's
+ * writes, and the key dumps run here for fdw_fullscan.c) says which
+ * instances have work, queues its requests on an instance's connection
+ * when asked (fill), and reads its replies (read): it owns its requests,
+ * the meaning of their replies and what an instance's failure does to
+ * them (dropped).  The engine owns everything else: each instance's start
+ * (its pooled socket probed, or a connect finished on the shared wait),
+ * sending and reading without waiting, the one restart of an instance
+ * whose pooled socket the server closed while idle (never once a reply
+ * came), at-most-once marking and the rule that requests that may have run
+ * are neither resent nor failed over, io_timeout and the call's deadline,
+ * interrupts, a held terminate or cancel, and the health of every instance
+ * it ends or fails.  The one place where an instance's part of a call
+ * ends, so the place to count what the call did.
  */
 #ifndef MCFDW_ENGINE_H
 #define MCFDW_ENGINE_H
 
+#include "health.h"
+#include "keys.h"
 #include "server.h"
 
 #include "utils/elog.h"
 #include "utils/timestamp.h"
+
+/* What an operation does: its meta command. */
+typedef enum McOpKind
+{
+	MC_OP_GET,					/* mg: read, touch (T), lease (N, R), metadata */
+	MC_OP_STORE,				/* ms: opts.mode set, add, replace, append, prepend */
+	MC_OP_DELETE,				/* md: delete, or mark stale (opts.invalidate) */
+	MC_OP_ARITH					/* ma: opts.mode I or D */
+} McOpKind;
+
+/* One operation on one key, and (once run) its result. */
+typedef struct McOp
+{
+	/* the operation (McOpInit: nothing wanted, sent or once) */
+	McOpKind	kind;
+	const McKey *key;
+	unsigned	want;			/* MC_F_* fields the reply is to carry */
+	const McReqOpts *opts;		/* what else is sent (its want and opaque are
+								 * the engine's), NULL for nothing */
+	const char *data;			/* STORE: the value's bytes */
+	size_t		datalen;
+	bool		once;			/* must not run twice: never resent, never
+								 * failed over once it may have run */
+	/* its result (McEngineRunOp) */
+	McServer   *srv;
+	McConn	   *conn;
+	const char *base;			/* the reply's bytes; NULL: on_failure 'miss'
+								 * answered it (counted degraded) */
+	McReply		reply;			/* offsets relative to base */
+	/* the request sent (McEngineRunOp's; here, not in its frame: no copy) */
+	McRequest	req;
+	char		hdr[MC_REQ_HEADER_MAX];
+} McOp;
+
+/* An operation of kind on key k, nothing sent or wanted yet. */
+static inline void
+McOpInit(McOp *op, McOpKind kind, const McKey *k)
+{
+	op->kind = kind;
+	op->key = k;
+	op->want = 0;
+	op->opts = NULL;
+	op->data = NULL;
+	op->datalen = 0;
+	op->once = false;
+}
+
+extern MC_HIDDEN uint32 mc_op_seq;
+extern size_t McOpEncode(McOp *op, uint32 opaque);
+extern MC_HIDDEN bool McEngineSendOp(McServer *srv, McOp *op);
+
+/*
+ * The opaque token of the next request: a backend-wide sequence (never 0,
+ * which means "no token"), so a reply left over from any earlier request,
+ * or sent unasked, cannot pass for this one's (conn.c checks the echo).
+ */
+static inline uint32
+McOpNextOpaque(void)
+{
+	if (unlikely(++mc_op_seq == 0))
+		mc_op_seq = 1;
+	return mc_op_seq;
+}
+
+/*
+ * Run op on server srv, a run of one: true with the reply in op->reply and
+ * op->base; false when on_failure 'miss' answered it (the instance counted
+ * degraded, nothing to end).  An instance that fails otherwise is raised.
+ * The request, with a fresh opaque token, goes into op->req and op->hdr; a
+ * plain get (the value alone, nothing else sent) takes the short encoder
+ * the multi-get uses.  Inline: every single-key call runs one.
+ */
+static inline bool
+McEngineRunOp(McServer *srv, McOp *op)
+{
+	McRequest  *req = &op->req;
+	const McKey *k = op->key;
+	bool		store = (op->kind == MC_OP_STORE);
+
+	req->opaque = McOpNextOpaque();
+	req->hdr = op->hdr;
+	if (likely(op->kind == MC_OP_GET && op->want == MC_F_VALUE && op->opts == NULL))
+		req->hlen = mc_encode_get_value(op->hdr, k->wire, k->wire_len, k->b64,
+										req->opaque);
+	else
+		req->hlen = McOpEncode(op, req->opaque);
+	req->data = store ? op->data : NULL;
+	req->dlen = store ? op->datalen : 0;
+	req->idempotent = !op->once;
+	op->srv = srv;
+	return McEngineSendOp(srv, op);
+}
+
+/* The reply was read: the connection and the instance's run of failures end. */
+static inline void
+McOpEnd(McOp *op)
+{
+	McConnConsume(op->conn, op->reply.consumed);
+	McInstanceEnd(op->srv, op->conn);
+}
+
+/* The reply does not fit the operation: the socket is closed, the reply raised. */
+static inline void McOpReplyError(McOp *op) McNoReturn();
+static inline void
+McOpReplyError(McOp *op)
+{
+	McConnReplyError(op->conn, op->base, &op->reply);
+}
+
+/* flush_all on every instance of srv: the number flushed. */
+extern int	McEngineFlushAll(McServer *srv);
+
+/*
+ * A stats command on instance index, softly, its "STAT" lines to cb:
+ * false when the instance is dead or failed (engine.c says which failures
+ * count against its health).
+ */
+extern bool McEngineStatLines(McServer *srv, int index, const char *cmd,
+							  int limit_ms, bool limit_counts,
+							  McStatLineFn cb, void *arg);
 
 /* What reading an instance's buffered replies came to (McEngine's read). */
 typedef enum McEngRead
@@ -56,7 +193,6 @@ typedef struct McEngInst
 	bool		active;			/* its part runs */
 	bool		retried;		/* started over once on a fresh socket */
 	bool		answered;		/* a reply came: its requests ran */
-	bool		dropped;		/* it failed in this run */
 	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
 } McEngInst;
@@ -67,6 +203,8 @@ typedef struct McEngine
 	void	   *arg;			/* the client's, passed back */
 	bool		soft;			/* an instance's failure does not raise */
 	bool		at_most_once;	/* requests that may have run are not sent again */
+	bool		degrade;		/* on_failure 'miss': an instance the run
+								 * drops is counted degraded */
 	bool		give_up_held;	/* a terminate or cancel held (after commit)
 								 * gives the instance up (McEngineHeldInterrupt) */
 	TimestampTz deadline;		/* 0: none */

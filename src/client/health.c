@@ -4,13 +4,16 @@
  * Owns: changing instance health (consecutive failures, dead-until, the
  * count of dead instances, the degraded count, the ring of live instances
  * for failover): server_cache.c allocates the record zeroed when it builds a
- * server entry, and nothing but this file writes it afterwards.  Every
- * request goes through here (McInstanceBegin, McRoundtrip,
- * McInstanceCountFailure, McInstanceEnd) so the connection's outcome
- * reaches the health record; choosing the instance for a key, with failover (and
- * McRoundtripRouted, one request sent where its key routes: keyop.c's).
- * Must not: touch sockets (the conn_*.c files do), build requests or know
- * what commands mean (keyop.c, multi_get.c, batch.c do).
+ * server entry, and nothing but this file writes it afterwards.  The
+ * request engine (engine.c, pipeline.c) reports every request's outcome
+ * here (McInstanceUsable before, McInstanceCountFailure, McInstanceEnd,
+ * McInstanceAnswered, McInstanceNoteError, McInstanceDegraded after), so
+ * the connection's outcome reaches the health record; choosing the
+ * instance for a key, with failover.  Must not: send requests or touch
+ * sockets (the engine and the conn_*.c files do), decide where a request
+ * goes after a failure or whether it may be sent again (engine.c's rules),
+ * build requests or know what commands mean (engine.c, multi_get.c,
+ * batch.c do).
  */
 #include "postgres.h"
 
@@ -146,15 +149,16 @@ McInstanceEnd(McServer *srv, McConn *conn)
 }
 
 /*
- * May instance index be tried now?  A dead one is refused: with an error,
- * or false when the call is soft.
+ * May instance index, marked dead, be tried now (McInstanceUsable's rare
+ * part)?  One whose retry time has not come is refused: with an error, or
+ * false when the call is soft.
  */
-static bool
-instance_usable(McServer *srv, int index, bool soft)
+bool
+McInstanceRetryDue(McServer *srv, int index, bool soft)
 {
 	McInstanceHealth *h = &srv->health[index];
 
-	if (h->dead_until == 0 || instance_alive(srv, index, GetCurrentTimestamp()))
+	if (instance_alive(srv, index, GetCurrentTimestamp()))
 		return true;
 	McCsRefused(srv->serverid, McInstanceName(&srv->net, index));
 	if (soft)
@@ -170,82 +174,25 @@ instance_usable(McServer *srv, int index, bool soft)
 }
 
 /*
- * The connection to instance index, ready for a request (McConnPrepare):
- * NULL (soft) when the instance is dead or the connect could not start.
- * probed: the caller probed its pooled socket just now (McNetProbeIdle).
+ * A request of instance index was answered (its connection ended by the
+ * caller): the instance's run of failures ends.
  */
-McConn *
-McInstanceBegin(McServer *srv, int index, bool soft, bool probed, int cap_ms)
+void
+McInstanceAnswered(McServer *srv, int index)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
-
-	if (!instance_usable(srv, index, soft))
-		return NULL;
-	if (!McConnPrepare(conn, probed, cap_ms))
-	{
-		McInstanceCountFailure(srv, conn, soft);
-		return NULL;
-	}
-	return conn;
-}
-
-/*
- * One request, one reply, on instance index (McConnRoundtrip), with the
- * instance's health checked before and counted after.  With soft set, a
- * failing or dead instance gives NULL instead of an error.
- */
-const char *
-McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
-			McConn **connp, bool soft)
-{
-	McConn	   *conn = McConnOf(&srv->net, index);
-	const char *base;
-
-	*connp = conn;
-	if (!instance_usable(srv, index, soft))
-		return NULL;
-	base = McConnRoundtrip(conn, req, reply);
-	if (base == NULL)
-		McInstanceCountFailure(srv, conn, soft);
-	return base;
-}
-
-/*
- * A stats command on instance index, softly: false when the instance is
- * dead (not contacted) or failed (counted); see McConnStatLines.  A
- * rejected login is not counted, and not raised either: the views show it
- * as they show any failing instance (its cause, never the password, in
- * last_error), so one server's wrong password cannot break a dashboard.
- *
- * limit_counts says whether limit_ms passing is the instance's failure: a
- * view's mcfdw.stats_timeout is, and the view shows it as the instance's
- * error; the planner's bound on an item count is not: it only gives up
- * asking, and an instance slower than that but within its own timeouts
- * must not be marked dead for it.  Then nothing is recorded at all.
- */
-bool
-McInstanceStatLines(McServer *srv, int index, const char *cmd,
-					int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
-{
-	McConn	   *conn = McConnOf(&srv->net, index);
-
-	McCsSetOp(MC_CS_STATS);
-	if (!instance_usable(srv, index, true))
-		return false;
-	if (!McConnStatLines(conn, cmd, limit_ms, cb, arg))
-	{
-		if (!limit_counts && McConnFailureOwnLimit(conn))
-			return false;
-		if (!McConnFailureCounts(conn))
-		{
-			strlcpy(srv->health[index].last_error, McConnFailure(conn, NULL),
-					sizeof(srv->health[index].last_error));
-			return false;
-		}
-		return McInstanceCountFailure(srv, conn, true);
-	}
 	srv->health[index].failures = 0;
-	return true;
+}
+
+/*
+ * Instance index failed in a way that is not its health's concern (a
+ * rejected login seen by a view): the cause is recorded for the views,
+ * nothing is counted.
+ */
+void
+McInstanceNoteError(McServer *srv, int index, const char *why)
+{
+	strlcpy(srv->health[index].last_error, why,
+			sizeof(srv->health[index].last_error));
 }
 
 /*
@@ -356,8 +303,9 @@ McServerPickRoute(McServer *srv, const char *key, size_t len, const bool *alive,
  * The instance a read of key would try first now, given alive from
  * McServerAliveMap (NULL: all alive), or -1 when it would reach none: its
  * instance is dead and failover is off (the read fails, or is a miss with
- * on_failure 'miss'), or failover finds no live instance.  McRoundtripRouted's
- * choice, reported instead of raised, for mc_route: nothing is contacted.
+ * on_failure 'miss'), or failover finds no live instance.  The choice of
+ * engine.c's run of one, reported instead of raised, for mc_route: nothing
+ * is contacted.
  */
 int
 McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
@@ -367,94 +315,6 @@ McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
 	if (idx >= 0 && alive != NULL && !alive[idx])
 		return -1;
 	return idx;
-}
-
-/*
- * McRoundtripRouted with failover on: an instance that fails the request is
- * skipped for the rest of the call (alive: the health map, or NULL when
- * every instance is alive).  With on_failure 'miss', running out of
- * instances is a miss (NULL) counted against the key's own instance.
- */
-static const char *
-roundtrip_failover(McServer *srv, const char *key, size_t keylen,
-				   const McRequest *req, McReply *reply, McConn **connp,
-				   const bool *alive)
-{
-	bool		buf[MC_MAX_ENDPOINTS];
-	int			n = srv->cfg.nendpoints;
-
-	if (alive != NULL)
-		memcpy(buf, alive, sizeof(bool) * n);
-	else
-		for (int i = 0; i < n; i++)
-			buf[i] = true;
-	for (;;)
-	{
-		int			idx;
-		const char *base;
-		bool		any = false;
-
-		for (int i = 0; i < n && !any; i++)
-			any = buf[i];
-		if (!any && srv->cfg.on_failure_miss)
-		{
-			idx = mc_ring_pick(srv->ring, key, keylen, NULL, false);
-			*connp = McConnOf(&srv->net, idx);
-			McInstanceDegraded(srv, idx);
-			return NULL;
-		}
-		idx = McServerPickWith(srv, key, keylen, buf);
-		base = McRoundtrip(srv, idx, req, reply, connp, true);
-		if (base != NULL)
-			return base;
-		/* a write that may have run on idx must not run on another too */
-		if (McConnInDoubt(*connp))
-		{
-			if (!srv->cfg.on_failure_miss)
-				McConnRaise(*connp);
-			McInstanceDegraded(srv, idx);
-			return NULL;
-		}
-		buf[idx] = false;		/* McServerPickWith errors once none is left */
-	}
-}
-
-/*
- * McRoundtrip for a key, choosing its instance.  With failover on, an
- * instance that fails the request is skipped for the rest of this call and
- * the key goes where the client family would send it with that instance
- * down (as Dalli does on the spot); each failure still counts towards
- * failure_limit.  With failover off the key's instance is the only one, and
- * its failure is the caller's error.  A request that is not idempotent
- * and may have run on the failing instance (McConnInDoubt) is not failed
- * over.  With on_failure 'miss' a key whose instance (or, with failover,
- * every instance, or an in-doubt write's) cannot be reached gives NULL
- * instead, counted by McInstanceDegraded; *connp is then the key's instance.
- */
-const char *
-McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
-				  const McRequest *req, McReply *reply, McConn **connp)
-{
-	bool		buf[MC_MAX_ENDPOINTS];
-	const bool *alive;
-	bool		miss = srv->cfg.on_failure_miss;
-	const char *base;
-
-	/* one healthy instance: nothing to choose */
-	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
-		base = McRoundtrip(srv, 0, req, reply, connp, miss);
-	else
-	{
-		alive = McServerAliveMap(srv, buf);
-		if (srv->cfg.failover)
-			return roundtrip_failover(srv, key, keylen, req, reply, connp,
-									  alive ? buf : NULL);
-		base = McRoundtrip(srv, McServerPickWith(srv, key, keylen, alive),
-						   req, reply, connp, miss);
-	}
-	if (unlikely(base == NULL))
-		McInstanceDegraded(srv, McConnIndex(*connp));
-	return base;
 }
 
 /*

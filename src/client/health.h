@@ -1,7 +1,6 @@
 /*
- * health.h — instance health and routing (health.c): which instance a key goes to,
- * failures counted, dead instances passed over, one request's roundtrip
- * with its failure reported.
+ * health.h — instance health and routing (health.c): which instance a key
+ * goes to, failures counted, dead instances passed over.
  */
 #ifndef MCFDW_HEALTH_H
 #define MCFDW_HEALTH_H
@@ -13,27 +12,32 @@
 extern void McHealthRebuilt(McServer *srv, McInstanceHealth *health);
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
 extern const bool *McServerAliveMap(McServer *srv, bool *buf);
-extern McConn *McInstanceBegin(McServer *srv, int index, bool soft,
-							   bool probed, int cap_ms);
 extern bool McInstanceCountFailure(McServer *srv, McConn *conn, bool soft);
 extern bool McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,
 						   const char *fmt,...) pg_attribute_printf(6, 7);
 extern void McInstanceEnd(McServer *srv, McConn *conn);
 extern void McInstanceDegraded(McServer *srv, int index);
-extern const char *McRoundtrip(McServer *srv, int index, const McRequest *req,
-							   McReply *reply, McConn **connp, bool soft);
-extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
-								int limit_ms, bool limit_counts,
-								McStatLineFn cb, void *arg);
+extern void McInstanceAnswered(McServer *srv, int index);
+extern void McInstanceNoteError(McServer *srv, int index, const char *why);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
 extern int	McServerPickRoute(McServer *srv, const char *key, size_t len,
 							  const bool *alive, bool failover);
 extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
-extern const char *McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
-								  const McRequest *req, McReply *reply,
-								  McConn **connp);
+extern bool McInstanceRetryDue(McServer *srv, int index, bool soft);
+
+/*
+ * May instance index be tried now?  One marked dead is refused until its
+ * retry time: with an error, or false when the call is soft.  Inline: every
+ * request asks, and almost always of an instance that is not dead.
+ */
+static inline bool
+McInstanceUsable(McServer *srv, int index, bool soft)
+{
+	return srv->health[index].dead_until == 0 ||
+		McInstanceRetryDue(srv, index, soft);
+}
 
 #endif							/* MCFDW_HEALTH_H */

@@ -147,7 +147,7 @@ McKeyWire(McServer *srv, const char *src, size_t srclen, McKeyForm form,
 
 /*
  * The wire form of a key a caller routed earlier (McKeyRoute's raw form,
- * kept with many others), into k for one operation (keyop.h).  The routed
+ * kept with many others), into k for one operation (engine.h).  The routed
  * form points into the caller's buffer, so k must not outlive it.
  */
 void

@@ -521,15 +521,13 @@ run_collected(MgBatch *b)
 
 	McEngineInit(e, b->srv, b);
 	e->soft = b->soft;
+	e->degrade = b->miss;
 	e->start = mg_start;
 	e->fill = mg_fill;
 	e->read = mg_read;
 	for (int s = 0; s < b->srv->cfg.nendpoints; s++)
 		e->inst[s].work = b->instances[s].nkeys;
 	McEngineRun(e);
-	for (int s = 0; b->miss && s < b->srv->cfg.nendpoints; s++)
-		if (e->inst[s].dropped)
-			McInstanceDegraded(b->srv, s);
 }
 
 /* Shared body of the two SQL functions. */

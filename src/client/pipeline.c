@@ -8,8 +8,9 @@
  * and hands ready sockets back to the engine; the connects of a call's
  * cold instances, advanced together on that same wait (each a step
  * machine of conn_connect.c, with its own bounds); the start of an instance
- * (the pooled sockets of a call probed together, in one system call) and
- * its restart when the server closed that socket while idle.  The engine
+ * (its health asked first; the pooled sockets of a call probed together,
+ * in one system call) and its restart when the server closed that socket
+ * while idle.  The engine
  * (engine.c) owns each instance's state and lends it through McPipeline's
  * callbacks.  Must not: read or write sockets itself, parse replies, or
  * decide what an instance's failure means for its requests (the engine's
@@ -216,14 +217,36 @@ McPipelineProbe(McServer *srv, const bool *probe)
 }
 
 /*
- * McInstanceBegin for a pipeline, on a socket McPipelineProbe just probed
- * (not probed again, however long it sat idle before); a connect it starts
- * gets at most cap_ms (the run's budget left; 0 = connect_timeout alone).
+ * The connection to instance s, ready for a request (McConnPrepare):
+ * NULL (soft) when the instance is dead or the connect could not start
+ * (counted).  probed: its pooled socket was probed just now
+ * (McPipelineProbe).
+ */
+static McConn *
+pipe_begin(McServer *srv, int s, bool soft, bool probed, int cap_ms)
+{
+	McConn	   *conn = McConnOf(&srv->net, s);
+
+	if (!McInstanceUsable(srv, s, soft))
+		return NULL;
+	if (!McConnPrepare(conn, probed, cap_ms))
+	{
+		McInstanceCountFailure(srv, conn, soft);
+		return NULL;
+	}
+	return conn;
+}
+
+/*
+ * An instance's start in a pipeline, on a socket McPipelineProbe just
+ * probed (not probed again, however long it sat idle before); a connect it
+ * starts gets at most cap_ms (the run's budget left; 0 = connect_timeout
+ * alone).
  */
 McConn *
 McPipelineBegin(McServer *srv, int s, bool soft, int cap_ms)
 {
-	return McInstanceBegin(srv, s, soft, true, cap_ms);
+	return pipe_begin(srv, s, soft, true, cap_ms);
 }
 
 /*
@@ -247,7 +270,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered,
 		return NULL;
 	}
 	*retried = true;
-	conn = McInstanceBegin(srv, s, soft, false, cap_ms);
+	conn = pipe_begin(srv, s, soft, false, cap_ms);
 	if (conn == NULL)
 		return NULL;
 	if (!McConnFinishConnect(conn))

@@ -251,7 +251,7 @@ dump_refusals(McFullScan *fs)
  * their ends; an instance that refused is sent its dump again in the next
  * round.  An instance marked dead is passed over only with failover on,
  * where its keys are routed to the others as for any read; otherwise it
- * answers as a failing instance does (McInstanceBegin): the scan's error,
+ * answers as a failing instance does (pipeline.c): the scan's error,
  * or under on_failure 'miss' no keys and a degraded call, never a silently
  * partial table.
  */
@@ -513,7 +513,7 @@ McFullScanItems(Oid serverid)
 
 		if ((alive != NULL && !alive[i]) || left <= 0)
 			continue;
-		if (McInstanceStatLines(srv, i, "stats\r\n", (int) left, false,
+		if (McEngineStatLines(srv, i, "stats\r\n", (int) left, false,
 								count_line, &items))
 		{
 			total += items;

@@ -34,8 +34,8 @@
  * Values: text and varchar as their bytes, bytea as it is, other types as
  * their output function writes them (fdw_table.c).  ttl: the ttl column's
  * value (seconds, > 0), else the table's ttl option (0 = no expiry).
- * Must not: plan, or touch sockets other than through keyop.c (UPDATE's
- * one replace), health.c and batch.c.
+ * Must not: plan, or touch sockets other than through the request engine
+ * (engine.h: UPDATE's one replace, a run of one) and batch.c.
  */
 #include "postgres.h"
 
@@ -62,7 +62,7 @@
 
 #include "batch.h"
 #include "fdw.h"
-#include "keyop.h"
+#include "engine.h"
 
 typedef struct McModify
 {
@@ -626,12 +626,12 @@ replace_one(McModify *m, const McBatchOp *bop, bool has_cas, uint64 cas,
 			bool want_cas, uint64 *newcas, bool *got_cas)
 {
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 	McReply    *r = &op.reply;
 
 	McKeyFromRouted(bop->key, bop->keylen, &k);
-	McKeyOpInit(&op, MC_OP_STORE, &k);
+	McOpInit(&op, MC_OP_STORE, &k);
 	opts.mode = 'R';
 	opts.has_ttl = bop->has_ttl;
 	opts.ttl = bop->ttl;
@@ -646,15 +646,15 @@ replace_one(McModify *m, const McBatchOp *bop, bool has_cas, uint64 cas,
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
 	op.once = has_cas;
 	McCsSetOp(MC_CS_MODIFY);
-	if (!McKeyOpRun(m->srv, &op))
-		return MC_REPLY_NEED_MORE;	/* counted degraded by health.c */
+	if (!McEngineRunOp(m->srv, &op))
+		return MC_REPLY_NEED_MORE;	/* counted degraded by the engine */
 	if (r->type != MC_REPLY_HD && r->type != MC_REPLY_NS &&
 		r->type != MC_REPLY_EX && r->type != MC_REPLY_NF)
-		McKeyOpReplyError(&op);
+		McOpReplyError(&op);
 	*got_cas = r->type == MC_REPLY_HD && (r->present & MC_F_CAS);
 	if (*got_cas)
 		*newcas = r->cas;
-	McKeyOpEnd(&op);
+	McOpEnd(&op);
 	return r->type;
 }
 

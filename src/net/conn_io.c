@@ -148,7 +148,7 @@ McConnFailureCounts(McConn *conn)
 /*
  * Was the last failure the caller's own bound passing (own_deadline), not
  * the instance missing one of its timeouts?  Only the caller can say
- * whether that is the instance's failure (see McInstanceStatLines).
+ * whether that is the instance's failure (see engine.c's McEngineStatLines).
  */
 bool
 McConnFailureOwnLimit(McConn *conn)

@@ -3,15 +3,15 @@
  * mc_gat (and their _bytea and _until forms), mc_get_raw, mc_get_lease,
  * mc_meta.
  *
- * Owns: the operation each read runs (keyop.h: one mg per call), turning
- * its reply into a SQL value (inflated by values.c when the flags say
- * compressed; mc_get_raw returns the stored bytes untouched), the lease's
+ * Owns: the operation each read runs (engine.h: one mg per call, a run of
+ * one), turning its reply into a SQL value (inflated by values.c when the
+ * flags say compressed; mc_get_raw returns the stored bytes untouched), the lease's
  * answer (won, stale, the placeholder an N flag creates), and the error
  * for a text value that is not valid in the database encoding (values.c's
  * McTextValid says which).  An operation on_failure 'miss' answered
  * degrades the call: reads give NULL.  mc_get and mc_get_bytea first ask
  * the batch a prefetching node read for this row (prefetch.h).  Must not: apply key rules (keys.c),
- * build requests or touch sockets (keyop.c, health.c), parse bytes
+ * build requests, route them or touch sockets (engine.c), parse bytes
  * (protocol.c) or know zlib (values.c, compress.c).
  */
 #include "postgres.h"
@@ -21,7 +21,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
-#include "keyop.h"
+#include "engine.h"
 #include "prefetch.h"
 #include "sql_args.h"
 
@@ -60,7 +60,7 @@ typedef struct ReadResult
  * degraded (on_failure 'miss').
  */
 static bool
-read_value(McServer *srv, McKeyOp *op, bool raw, ReadResult *out)
+read_value(McServer *srv, McOp *op, bool raw, ReadResult *out)
 {
 	McReply    *r = &op->reply;
 	McZStatus	st = MC_Z_DONE;
@@ -68,10 +68,10 @@ read_value(McServer *srv, McKeyOp *op, bool raw, ReadResult *out)
 
 	memset(out, 0, sizeof(*out));
 	op->want |= MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0);
-	if (!McKeyOpRun(srv, op))
+	if (!McEngineRunOp(srv, op))
 		return false;
 	if (r->type != MC_REPLY_VA && r->type != MC_REPLY_EN)
-		McKeyOpReplyError(op);
+		McOpReplyError(op);
 	if (r->type == MC_REPLY_VA)
 	{
 		out->present = r->present | MC_F_VALUE;
@@ -89,7 +89,7 @@ read_value(McServer *srv, McKeyOp *op, bool raw, ReadResult *out)
 			out->value = McValueDecode(srv, op->base + r->value_off, r->value_len,
 									   (r->present & MC_F_FLAGS) != 0, out->flags, &st);
 	}
-	McKeyOpEnd(op);
+	McOpEnd(op);
 	if (out->hit && out->value == NULL)
 		McValueRaise(srv, st, op->key->raw, op->key->raw_len);
 	return true;
@@ -132,7 +132,7 @@ get_call(FunctionCallInfo fcinfo, bool as_text)
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	ReadResult	rr;
 	McPrefetchHit pf;
 
@@ -148,7 +148,7 @@ get_call(FunctionCallInfo fcinfo, bool as_text)
 			prefetched_value(srv, &k, &pf, &rr);
 			break;
 		default:
-			McKeyOpInit(&op, MC_OP_GET, &k);
+			McOpInit(&op, MC_OP_GET, &k);
 			if (!read_value(srv, &op, false, &rr) || !rr.hit)
 				PG_RETURN_NULL();
 			break;
@@ -183,7 +183,7 @@ gets_call(FunctionCallInfo fcinfo, bool as_text, bool raw)
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	ReadResult	rr;
 	Datum		values[3];
 	bool		nulls[3];
@@ -192,7 +192,7 @@ gets_call(FunctionCallInfo fcinfo, bool as_text, bool raw)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
-	McKeyOpInit(&op, MC_OP_GET, &k);
+	McOpInit(&op, MC_OP_GET, &k);
 	op.want = MC_F_FLAGS | (raw ? 0 : MC_F_CAS);
 	if (!read_value(srv, &op, raw, &rr) || !rr.hit)
 		PG_RETURN_NULL();
@@ -225,7 +225,7 @@ gat_call(FunctionCallInfo fcinfo, bool as_text, bool until)
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 
@@ -236,7 +236,7 @@ gat_call(FunctionCallInfo fcinfo, bool as_text, bool until)
 	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
 	/* a touch: the item's expiry changes */
 	srv = McSingleKeyArgs(fcinfo, 2, true, &k);
-	McKeyOpInit(&op, MC_OP_GET, &k);
+	McOpInit(&op, MC_OP_GET, &k);
 	op.opts = &opts;
 	if (!read_value(srv, &op, false, &rr) || !rr.hit)
 		PG_RETURN_NULL();
@@ -273,7 +273,7 @@ lease_call(FunctionCallInfo fcinfo, bool as_text)
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 	Datum		values[5] = {0};
@@ -303,7 +303,7 @@ lease_call(FunctionCallInfo fcinfo, bool as_text)
 	}
 	/* creates the placeholder, takes the win */
 	srv = McSingleKeyArgs(fcinfo, 3, true, &k);
-	McKeyOpInit(&op, MC_OP_GET, &k);
+	McOpInit(&op, MC_OP_GET, &k);
 	op.want = MC_F_FLAGS | MC_F_CAS;
 	op.opts = &opts;
 	op.once = true;
@@ -345,7 +345,7 @@ mc_meta(PG_FUNCTION_ARGS)
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 	McReply    *r = &op.reply;
 	Datum		values[7];
@@ -357,11 +357,11 @@ mc_meta(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
-	McKeyOpInit(&op, MC_OP_GET, &k);
+	McOpInit(&op, MC_OP_GET, &k);
 	op.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
 	op.opts = &opts;
 	opts.no_bump = true;
-	if (!McKeyOpRun(srv, &op))
+	if (!McEngineRunOp(srv, &op))
 		PG_RETURN_NULL();
 	if (r->type == MC_REPLY_HD)
 	{
@@ -382,8 +382,8 @@ mc_meta(PG_FUNCTION_ARGS)
 		values[6] = BoolGetDatum((r->present & MC_F_STALE) != 0);
 	}
 	else if (r->type != MC_REPLY_EN)
-		McKeyOpReplyError(&op);
-	McKeyOpEnd(&op);
+		McOpReplyError(&op);
+	McOpEnd(&op);
 	if (!hit)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(make_record(fcinfo, values, nulls));

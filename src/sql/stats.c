@@ -26,6 +26,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "engine.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(mc_stats);
@@ -94,7 +95,7 @@ target_servers(FunctionCallInfo fcinfo)
  * Send one stats command softly, bounded by mcfdw.stats_timeout (see
  * McConnStatLines).  On failure *err says why, in words a dashboard can
  * show: an instance already marked dead is not contacted at all
- * (McInstanceStatLines returns at once), so its last recorded error is
+ * (McEngineStatLines returns at once), so its last recorded error is
  * given with that fact; otherwise the failure just recorded.
  */
 bool
@@ -105,7 +106,7 @@ McStatLines(McServer *srv, int index, const char *cmd, McStatLineFn cb,
 	bool		was_dead = h->dead_until != 0 &&
 		GetCurrentTimestamp() < h->dead_until;
 
-	if (McInstanceStatLines(srv, index, cmd, mc_stats_timeout, true, cb, arg))
+	if (McEngineStatLines(srv, index, cmd, mc_stats_timeout, true, cb, arg))
 		return true;
 	if (was_dead)
 		*err = psprintf("instance is marked dead after %d failures in a row, most recently: %s",

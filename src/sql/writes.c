@@ -3,12 +3,12 @@
  * mc_mark_stale, touches, counters, flush.
  *
  * Owns: their arguments' NULLs and checks (the shared ones are
- * sql_args.c's), the operation each call runs (keyop.h: one meta command
- * per call), and turning a write's reply into a SQL value.  An operation
+ * sql_args.c's), the operation each call runs (engine.h: one meta command
+ * per call, a run of one), and turning a write's reply into a SQL value.  An operation
  * on_failure 'miss' answered degrades the call: writes and deletes give
  * false, counters NULL.  Must not: apply key rules itself (keys.c does),
- * build requests or touch sockets (keyop.c and health.c do, and count the
- * instance's health), parse bytes (protocol.c does) or compress (values.c
+ * build requests, route them or touch sockets (engine.c does, and reports
+ * to health.c), parse bytes (protocol.c does) or compress (values.c
  * does).  Every function takes an optional server name; NULL means
  * mcfdw.server.
  */
@@ -16,7 +16,7 @@
 
 #include "utils/builtins.h"
 
-#include "keyop.h"
+#include "engine.h"
 #include "sql_args.h"
 
 PG_FUNCTION_INFO_V1(mc_delete);
@@ -41,7 +41,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 	struct varlena *value;
 	const char *data;
@@ -56,7 +56,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 	srv = McSingleKeyArgs(fcinfo, server_arg, true, &k);
 	value = PG_GETARG_VARLENA_PP(1);
 
-	McKeyOpInit(&op, MC_OP_STORE, &k);
+	McOpInit(&op, MC_OP_STORE, &k);
 	op.opts = &opts;
 	opts.mode = mode;
 	if (ttl_arg >= 0 && !PG_ARGISNULL(ttl_arg))
@@ -87,7 +87,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 	op.datalen = len;
 	/* only a plain set leaves the same state and answer when run twice */
 	op.once = !(mode == 'S' && cas_arg < 0);
-	if (!McKeyOpRun(srv, &op))
+	if (!McEngineRunOp(srv, &op))
 		PG_RETURN_BOOL(false);
 	switch (op.reply.type)
 	{
@@ -100,9 +100,9 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 			stored = false;
 			break;
 		default:
-			McKeyOpReplyError(&op);
+			McOpReplyError(&op);
 	}
-	McKeyOpEnd(&op);
+	McOpEnd(&op);
 	PG_RETURN_BOOL(stored);
 }
 
@@ -133,7 +133,7 @@ MC_SQL_FUNCTION(mc_cas_until, store_call, 'S', 2, 3, 4, 5, true)
  * EN for mg).
  */
 static Datum
-exists_call(FunctionCallInfo fcinfo, int server_argno, McKeyOp *op,
+exists_call(FunctionCallInfo fcinfo, int server_argno, McOp *op,
 			McReplyType missing)
 {
 	McServer   *srv;
@@ -142,13 +142,13 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, McKeyOp *op,
 
 	srv = McSingleKeyArgs(fcinfo, server_argno, true, &k);
 	op->key = &k;
-	if (!McKeyOpRun(srv, op))
+	if (!McEngineRunOp(srv, op))
 		PG_RETURN_BOOL(false);
 	if (op->reply.type == MC_REPLY_HD)
 		found = true;
 	else if (op->reply.type != missing)
-		McKeyOpReplyError(op);
-	McKeyOpEnd(op);
+		McOpReplyError(op);
+	McOpEnd(op);
 	PG_RETURN_BOOL(found);
 }
 
@@ -156,12 +156,12 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, McKeyOp *op,
 Datum
 mc_delete(PG_FUNCTION_ARGS)
 {
-	McKeyOp		op;
+	McOp		op;
 
 	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	McKeyOpInit(&op, MC_OP_DELETE, NULL);
+	McOpInit(&op, MC_OP_DELETE, NULL);
 	/* a second delete would answer "missing" for a key the first removed */
 	op.once = true;
 	return exists_call(fcinfo, 1, &op, MC_REPLY_NF);
@@ -178,13 +178,13 @@ mc_delete(PG_FUNCTION_ARGS)
 Datum
 mc_mark_stale(PG_FUNCTION_ARGS)
 {
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 
 	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	McKeyOpInit(&op, MC_OP_DELETE, NULL);
+	McOpInit(&op, MC_OP_DELETE, NULL);
 	op.opts = &opts;
 	opts.invalidate = true;
 	if (!PG_ARGISNULL(1))
@@ -204,13 +204,13 @@ mc_mark_stale(PG_FUNCTION_ARGS)
 static Datum
 touch_call(FunctionCallInfo fcinfo, bool until)
 {
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 
 	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	McKeyOpInit(&op, MC_OP_GET, NULL);
+	McOpInit(&op, MC_OP_GET, NULL);
 	op.opts = &opts;
 	opts.has_ttl = true;
 	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
@@ -233,7 +233,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 {
 	McServer   *srv;
 	McKey		k;
-	McKeyOp		op;
+	McOp		op;
 	McReqOpts	opts = {0};
 	McReply    *r = &op.reply;
 	uint64		v = 0;
@@ -251,7 +251,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errhint("Use mc_%s() to move the counter the other way.",
 						 incr ? "decr" : "incr")));
 	srv = McSingleKeyArgs(fcinfo, 4, true, &k);
-	McKeyOpInit(&op, MC_OP_ARITH, &k);
+	McOpInit(&op, MC_OP_ARITH, &k);
 	op.want = MC_F_VALUE;
 	op.opts = &opts;
 	opts.mode = incr ? 'I' : 'D';
@@ -271,7 +271,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McTtlArg(fcinfo, 3, until);
 	}
 	op.once = true;
-	if (!McKeyOpRun(srv, &op))
+	if (!McEngineRunOp(srv, &op))
 		PG_RETURN_NULL();
 	if (r->type == MC_REPLY_VA)
 	{
@@ -279,7 +279,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 
 		/* memcached counters are 64-bit unsigned: anything else is garbage */
 		if (!mc_parse_u64(op.base + r->value_off, r->value_len, UINT64_MAX, &u))
-			McKeyOpReplyError(&op);
+			McOpReplyError(&op);
 		v = u;
 	}
 	else if (r->type == MC_REPLY_NF || r->type == MC_REPLY_NS)
@@ -288,7 +288,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 			 r->msg_len >= 11 && memmem(op.base + r->msg_off, r->msg_len, "non-numeric", 11))
 	{
 		/* the reply is complete and the stream in step: keep the socket */
-		McKeyOpEnd(&op);
+		McOpEnd(&op);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("cannot %s memcached key \"%.*s\": its value is not a number",
@@ -296,8 +296,8 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errdetail("Counters must hold an unsigned decimal number of at most 20 digits.")));
 	}
 	else
-		McKeyOpReplyError(&op);
-	McKeyOpEnd(&op);
+		McOpReplyError(&op);
+	McOpEnd(&op);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (v > (uint64) PG_INT64_MAX)
@@ -326,5 +326,5 @@ mc_flush_all(PG_FUNCTION_ARGS)
 	McCsSetOp(MC_CS_OTHER);
 	srv = McServerLookup(McServerArg(fcinfo, 0));
 	McServerCheckWrite(srv);
-	PG_RETURN_INT32(McFlushAll(srv));
+	PG_RETURN_INT32(McEngineFlushAll(srv));
 }

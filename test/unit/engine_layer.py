@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """engine_layer.py — the request engine is the one way to the sockets, as TAP.
 
-The pipelined requests of every surface (multi-gets, batch writes, the
-on-commit queue, foreign-table scans, joins, DML and full-scan dumps) run
-through the request engine (engine.c): only it drives the shared wait
+The requests of every surface (single-key calls as a run of one;
+multi-gets, batch writes, the on-commit queue, foreign-table scans, joins,
+DML and full-scan dumps pipelined) run through the request engine
+(engine.c): only it sends a single-key request (McConnRoundtrip) or a
+stats command (McConnStatLines) and decides whether a request that may
+have run is sent again or failed over (McConnInDoubt, the at-most-once
+rule), only its pipeline.c readies a pipelined run's connections
+(McConnPrepare), only it drives the shared wait
 (pipeline.c's McPipeline*) and sends and reads a pipeline's bytes (one
 state machine per instance, not one per kind of request), and no file
 above it — the foreign-data
@@ -68,6 +73,19 @@ def main():
         print("ok %d - only engine.c sends and reads a pipeline's bytes" % n)
     else:
         print("not ok %d - only engine.c sends and reads a pipeline's bytes: %s" % (n, ", ".join(pumps)))
+    for fn, owner, what in (
+            ("McConnRoundtrip", "engine.c", "sends a single-key request (a run of one)"),
+            ("McConnStatLines", "engine.c", "sends a stats command"),
+            ("McConnInDoubt", "engine.c", "decides whether a request that may have run goes again"),
+            ("McConnPrepare", "pipeline.c", "readies a connection for a pipelined run")):
+        users = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.c"))
+                       if not os.path.basename(f).startswith("conn")
+                       and calls(f, r"\b(%s)\s*\(" % fn))
+        n += 1
+        if users == [owner]:
+            print("ok %d - only %s %s (%s)" % (n, owner, what, fn))
+        else:
+            print("not ok %d - only %s %s (%s): %s" % (n, owner, what, fn, ", ".join(users)))
     print("1..%d" % n)
 
 
