@@ -52,6 +52,7 @@ def stampede(key):
     barrier = threading.Barrier(N)
     results = [None] * N
     waited = [None] * N
+    ended = [None] * N
 
     def run(i):
         cur = conns[i].cursor()
@@ -62,7 +63,8 @@ def stampede(key):
             results[i] = cur.fetchone()[0]
         except Exception as e:  # reported below, not raised in the thread
             results[i] = "error: %s" % e
-        waited[i] = time.monotonic() - t0
+        ended[i] = time.monotonic()
+        waited[i] = ended[i] - t0
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(N)]
     for th in threads:
@@ -71,20 +73,20 @@ def stampede(key):
         th.join()
     for cn in conns:
         cn.close()
-    return results, waited
+    return results, waited, ended
 
 
 def recomputed():
     return db.value(c, "SELECT last_value FROM recomputed")
 
 
-results, waited = stampede("stampede:1")
+results, waited, ended = stampede("stampede:1")
 t.is_(recomputed(), 1, "%d sessions on a missing key: one recomputation" % N)
 t.ok(all(r == "value of stampede:1 #1" for r in results),
      "every session returned the value", str(sorted(set(results)))[:300])
 
 db.sql(c, "SELECT mc_mark_stale('stampede:1')")
-results, waited = stampede("stampede:1")
+results, waited, ended = stampede("stampede:1")
 t.is_(recomputed(), 2, "%d sessions on a stale key: one recomputation" % N)
 stale = [i for i, r in enumerate(results) if r == "value of stampede:1 #1"]
 fresh = [i for i, r in enumerate(results) if r == "value of stampede:1 #2"]
@@ -92,9 +94,14 @@ t.ok(len(stale) == N - 1 and len(fresh) == 1,
      "the winner returned the new value, the others the stale one",
      "stale %d, fresh %d, other %s" % (len(stale), len(fresh),
                                         [r for r in results if "#" not in r][:3]))
-t.ok(max(waited[i] for i in stale) < 0.45,
-     "the stale readers did not wait for the recomputation (max %.3f s)"
-     % max(waited[i] for i in stale))
+# A stale reader that waited for the recomputation (0.5 s) would end after
+# the session recomputing it; on a loaded machine 50 sessions' own time can
+# pass 0.45 s without any waiting, so either bound clears a reader.
+late = [i for i in stale
+        if waited[i] >= 0.45 and (not fresh or ended[i] >= ended[fresh[0]])]
+t.ok(stale and not late,
+     "the stale readers did not wait for the recomputation (max %.3f s; %d ended after "
+     "the recomputing session)" % (max(waited[i] for i in stale) if stale else 0, len(late)))
 t.is_(db.value(c, "SELECT mc_get('stampede:1')"), "value of stampede:1 #2",
       "the refreshed value is stored")
 
