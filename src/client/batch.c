@@ -135,7 +135,7 @@ bw_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 	{
 		may_reroute = false;
 		if (!b->miss)
-			McConnRaise(conn);
+			McConnFailRaise(conn);
 	}
 	if (may_reroute && b->srv->cfg.failover)
 	{

@@ -94,7 +94,7 @@ McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 	strlcpy(h->last_error, why, sizeof(h->last_error));
 	if (!McConnFailureCounts(conn))
 	{
-		McConnRaise(conn);		/* a rejected login: never soft */
+		McConnFailRaise(conn);	/* a rejected login: never soft */
 		return false;
 	}
 	h->failures++;
@@ -113,7 +113,7 @@ McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 	if (!soft || hard ||
 		(srv->cfg.on_failure_miss &&
 		 McConnFailureCode(conn) == ERRCODE_PROTOCOL_VIOLATION))
-		McConnRaise(conn);
+		McConnFailRaise(conn);
 	return false;
 }
 
@@ -177,7 +177,7 @@ instance_usable(McServer *srv, int index, bool soft)
 McConn *
 McInstanceBegin(McServer *srv, int index, bool soft, bool probed, int cap_ms)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
+	McConn	   *conn = McNetConn(&srv->net, index);
 
 	if (!instance_usable(srv, index, soft))
 		return NULL;
@@ -198,7 +198,7 @@ const char *
 McRoundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
 			McConn **connp, bool soft)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
+	McConn	   *conn = McNetConn(&srv->net, index);
 	const char *base;
 
 	*connp = conn;
@@ -227,7 +227,7 @@ bool
 McInstanceStatLines(McServer *srv, int index, const char *cmd,
 					int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
+	McConn	   *conn = McNetConn(&srv->net, index);
 
 	McCsSetOp(MC_CS_STATS);
 	if (!instance_usable(srv, index, true))
@@ -399,7 +399,7 @@ roundtrip_failover(McServer *srv, const char *key, size_t keylen,
 		if (!any && srv->cfg.on_failure_miss)
 		{
 			idx = mc_ring_pick(srv->ring, key, keylen, NULL, false);
-			*connp = McConnOf(&srv->net, idx);
+			*connp = McNetConn(&srv->net, idx);
 			McInstanceDegraded(srv, idx);
 			return NULL;
 		}
@@ -411,7 +411,7 @@ roundtrip_failover(McServer *srv, const char *key, size_t keylen,
 		if (McConnInDoubt(*connp))
 		{
 			if (!srv->cfg.on_failure_miss)
-				McConnRaise(*connp);
+				McConnFailRaise(*connp);
 			McInstanceDegraded(srv, idx);
 			return NULL;
 		}
