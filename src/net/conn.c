@@ -23,11 +23,7 @@
  */
 #include "postgres.h"
 
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -40,7 +36,6 @@
 #include "net.h"
 
 #include "conn_int.h"
-
 
 /* What the mc_servers and mc_connections views show of a connection. */
 void
