@@ -102,7 +102,7 @@ eng_in_doubt(McServer *srv, McConn *conn)
 	if (!McConnInDoubt(conn))
 		return false;
 	if (!srv->cfg.on_failure_miss)
-		McConnRaise(conn);
+		McConnFailRaise(conn);
 	return true;
 }
 
@@ -115,7 +115,7 @@ static inline const char *
 eng_roundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
 			  McConn **connp, bool soft)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
+	McConn	   *conn = McNetConn(&srv->net, index);
 	const char *base;
 
 	*connp = conn;
@@ -156,7 +156,7 @@ eng_failover(McServer *srv, McOp *op, const bool *alive)
 		if (!any && srv->cfg.on_failure_miss)
 		{
 			idx = mc_ring_pick(srv->ring, k->raw, k->raw_len, NULL, false);
-			op->conn = McConnOf(&srv->net, idx);
+			op->conn = McNetConn(&srv->net, idx);
 			return NULL;
 		}
 		idx = McServerPickWith(srv, k->raw, k->raw_len, buf);
@@ -261,7 +261,7 @@ bool
 McEngineStatLines(McServer *srv, int index, const char *cmd,
 				  int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
 {
-	McConn	   *conn = McConnOf(&srv->net, index);
+	McConn	   *conn = McNetConn(&srv->net, index);
 
 	McCsSetOp(MC_CS_STATS);
 	if (!McInstanceUsable(srv, index, true))

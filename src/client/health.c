@@ -97,7 +97,7 @@ McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 	strlcpy(h->last_error, why, sizeof(h->last_error));
 	if (!McConnFailureCounts(conn))
 	{
-		McConnRaise(conn);		/* a rejected login: never soft */
+		McConnFailRaise(conn);	/* a rejected login: never soft */
 		return false;
 	}
 	h->failures++;
@@ -116,7 +116,7 @@ McInstanceCountFailure(McServer *srv, McConn *conn, bool soft)
 	if (!soft || hard ||
 		(srv->cfg.on_failure_miss &&
 		 McConnFailureCode(conn) == ERRCODE_PROTOCOL_VIOLATION))
-		McConnRaise(conn);
+		McConnFailRaise(conn);
 	return false;
 }
 

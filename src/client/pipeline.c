@@ -3,7 +3,7 @@
  * one server in flight at once, one wait serving whichever is ready.
  *
  * Owns: the loop that arms each waiting instance's socket in the server's
- * multi-get wait set (conn_multi.c), bounds the wait by io_timeout of
+ * multi-get wait set (net.c), bounds the wait by io_timeout of
  * inactivity per instance and by the call's deadline, services interrupts,
  * and hands ready sockets back to the engine; the connects of a call's
  * cold instances, advanced together on that same wait (each a step
@@ -130,7 +130,7 @@ McPipelineRun(const McPipeline *p)
 					left = connect_left;
 				if (left >= 0 && (timeout < 0 || left < timeout))
 					timeout = left;
-				McConnArm(conn, want);
+				McNetArm(conn, want);
 				pending++;
 				continue;
 			}
@@ -158,8 +158,8 @@ McPipelineRun(const McPipeline *p)
 				if ((conn = p->waiting(p->arg, s, &last)) == NULL)
 					continue;
 			}
-			McConnArm(conn, WL_SOCKET_READABLE |
-					  (McConnUnsent(conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
+			McNetArm(conn, WL_SOCKET_READABLE |
+					 (McConnUnsent(conn) > 0 ? WL_SOCKET_WRITEABLE : 0));
 			pending++;
 		}
 		if (pending == 0)
@@ -225,7 +225,7 @@ McPipelineProbe(McServer *srv, const bool *probe)
 static McConn *
 pipe_begin(McServer *srv, int s, bool soft, bool probed, int cap_ms)
 {
-	McConn	   *conn = McConnOf(&srv->net, s);
+	McConn	   *conn = McNetConn(&srv->net, s);
 
 	if (!McInstanceUsable(srv, s, soft))
 		return NULL;
@@ -265,7 +265,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered,
 
 	if (*retried || answered)
 	{
-		McInstanceMisbehaved(srv, McConnOf(&srv->net, s), soft, ERRCODE_CONNECTION_FAILURE,
+		McInstanceMisbehaved(srv, McNetConn(&srv->net, s), soft, ERRCODE_CONNECTION_FAILURE,
 					   "read from", "the server closed the connection");
 		return NULL;
 	}
@@ -273,7 +273,7 @@ McPipelineRestart(McServer *srv, int s, bool soft, bool *retried, bool answered,
 	conn = pipe_begin(srv, s, soft, false, cap_ms);
 	if (conn == NULL)
 		return NULL;
-	if (!McConnFinishConnect(conn))
+	if (!McConnConnectFinish(conn))
 	{
 		McInstanceCountFailure(srv, conn, soft);
 		return NULL;

@@ -195,7 +195,7 @@ close_busy_connections(void)
 		return;
 	hash_seq_init(&scan, server_hash);
 	while ((srv = hash_seq_search(&scan)) != NULL)
-		McConnCloseBusy(&srv->net);
+		McNetCloseBusy(&srv->net);
 }
 
 /* Transaction callback: see close_busy_connections. */
@@ -352,7 +352,7 @@ server_rebuild(McServer *srv)
 				 errmsg("cannot build the key ring of foreign server \"%s\"",
 						fs->servername),
 				 errdetail("%s", err ? err : "unknown error")));
-	conns = McConnArrayNew(cxt, cfg.nendpoints);
+	conns = McNetConnArray(cxt, cfg.nendpoints);
 	health = MemoryContextAllocZero(cxt, sizeof(McInstanceHealth) * cfg.nendpoints);
 
 	/*

@@ -1,31 +1,31 @@
 /*
- * conn.c — one socket per memcached instance, and the requests on it.
+ * conn.c — requests on a connection: one at a time, or pipelined.
  *
- * Owns: a connection's life (prepared for a request, probed when it sat
- * idle, closed when an interrupted request left it out of step or when
- * asked while no request uses it, discarded with its server), retrying a
- * pooled socket the server closed while idle, and tying each reply to its
- * request (one request, one reply, at most once).  The bytes are conn_io.c's (sends, reads, waits, failures), the
- * connect conn_connect.c's, the backend's sockets as a whole (closing one,
- * the file-descriptor budget, idle_timeout) conn_fd.c's, the stats
- * commands conn_stats.c's, and the multi-get's non-blocking slices
- * conn_multi.c's.  A failing instance is reported, not judged: the cause
- * is kept in the connection and the call returns failure.  Must not:
- * choose instances, count failures or decide that an instance is dead
- * (health.c does all three, and calls down into this file, never the other
- * way), or know what commands mean.
+ * Owns: a request's life on its connection (McConn's req: prepared, with
+ * a long-idle socket probed and a socket an interrupted request left out
+ * of step closed; busy until it ends; its tally for mc_client_stats),
+ * retrying a pooled socket the server closed while idle, tying each reply
+ * to its request (one request, one reply, at most once), the replies that
+ * say the peer is not a memcached this can use (a login it requires, no
+ * meta protocol, not memcached at all: McConnForeignReply, for every
+ * reader), and the multi-get's non-blocking slices with the write buffer
+ * a batch refills (McConn's out).  The bytes and waits are conn_io.c's,
+ * the connect conn_connect.c's, the socket and closing it conn_fd.c's, the
+ * failure record conn_fail.c's, the server's set of connections net.c's.
+ * Must not: wait outside conn_io.c's waits (pipeline.c waits for the
+ * slices), choose instances, count failures or decide that an instance is
+ * dead (health.c does all three, and calls down into this file, never the
+ * other way), or know what commands mean.
  *
- * Lifetime: buffers and wait sets live in "mcfdw connections", a child of
- * TopMemoryContext, for the life of the backend.
+ * Lifetime: buffers and wait sets live in "mcfdw connections"
+ * (conn_io_memory), a child of TopMemoryContext, for the life of the
+ * backend.
  */
 #include "postgres.h"
 
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -37,169 +37,17 @@
 
 #include "conn_int.h"
 
-#define RBUF_KEEP		(256 * 1024)	/* shrink back after replies bigger than this */
-
-/* The connection to instance index of a server. */
-McConn *
-McConnOf(McNet *net, int index)
-{
-	return &net->conns[index];
-}
-
 /* What the mc_servers and mc_connections views show of a connection. */
 void
 McConnGetStats(McConn *conn, McConnStats *out)
 {
-	out->open = (conn->sock != PGINVALID_SOCKET);
-	out->connects = conn->connects;
-	out->requests = conn->total_requests;
-	out->in_use = conn->busy || conn->connecting;
-	out->tls = (conn->xfer != NULL && conn->xfer->tls);
-	out->socket_requests = conn->requests;
-	out->idle_usec = Max(mono_usec() - conn->last_used, 0);
-}
-
-/* Release a connection's buffers and socket for good (config change). */
-static void
-conn_discard(McConn *conn)
-{
-	McConnClose(conn);
-	conn_tls_forget(conn);
-	if (conn->rbuf)
-		pfree(conn->rbuf);
-	if (conn->wbuf)
-		pfree(conn->wbuf);
-	conn->rbuf = conn->wbuf = NULL;
-	conn->rcap = conn->wcap = 0;
-}
-
-/*
- * Tie a server's network part to its name and options, once, when its entry
- * is made: both live as long as the entry.
- */
-void
-McNetBind(McNet *net, Oid serverid, const char *name, const McServerConfig *cfg)
-{
-	net->serverid = serverid;
-	net->name = name;
-	net->cfg = cfg;
-}
-
-/*
- * Room for a rebuilt server's n connections, allocated before the rebuild
- * commits (McNetRebuild then cannot fail).
- */
-McConn *
-McConnArrayNew(MemoryContext cxt, int n)
-{
-	return MemoryContextAllocZero(cxt, sizeof(McConn) * n);
-}
-
-/*
- * Install a rebuilt server's connections conns (McConnArrayNew, in the new
- * configuration's context cxt), while net still has its old ones: new
- * instance i continues old connection from[i] (the same host and port, so
- * a GRANT or a timeout change does not cost a reconnect), or starts unused
- * when from[i] is -1.  Old connections nobody continues are closed and
- * freed.  The TLS context was made from the old configuration and is freed
- * with its context; the next TLS connect makes one from the new.
- */
-void
-McNetRebuild(McNet *net, McConn *conns, int n, const int *from,
-			 MemoryContext cxt)
-{
-	for (int i = 0; i < n; i++)
-	{
-		McConn	   *nc = &conns[i];
-
-		nc->sock = PGINVALID_SOCKET;
-		if (from[i] >= 0)
-		{
-			McConn	   *oc = &net->conns[from[i]];
-
-			if (oc->busy)
-				McConnClose(oc);
-			*nc = *oc;
-			if (oc->sock != PGINVALID_SOCKET)
-			{
-				/* the list links the old struct: put the new one in its place */
-				conn_fd_moved(oc, nc);
-			}
-			oc->index = -1;		/* moved */
-		}
-		nc->index = i;
-		nc->net = net;
-	}
-	for (int j = 0; net->conns && j < net->nconns; j++)
-		if (net->conns[j].index >= 0)
-			conn_discard(&net->conns[j]);
-	net->conns = conns;
-	net->nconns = n;
-	net->cxt = cxt;
-	net->tls_ctx = NULL;
-	net->sock_gen++;			/* the multi-get wait set points at old conns */
-}
-
-/*
- * Close every connection of net an error or a cancel left in the middle of
- * a request (server_cache.c's (sub)transaction abort callbacks).
- */
-void
-McConnCloseBusy(McNet *net)
-{
-	for (int i = 0; net->conns && i < net->nconns; i++)
-		if (net->conns[i].busy)
-			McConnClose(&net->conns[i]);
-}
-
-/*
- * Close every socket of net that no request is using (mc_disconnect), and
- * the server's multi-get wait set once none is: the descriptors go back to
- * the budget, and the next call reconnects.  A socket in use (a scan whose
- * replies are being read called this, from a column type's input function,
- * say) stays open: closing it would pull the reply from under its reader.
- * Returns how many were closed; *in_use counts those left open.
- */
-int
-McConnCloseIdle(McNet *net, int *in_use)
-{
-	int			closed = 0;
-
-	*in_use = 0;
-	for (int i = 0; net->conns && i < net->nconns; i++)
-	{
-		McConn	   *conn = &net->conns[i];
-
-		if (conn->sock == PGINVALID_SOCKET)
-			continue;
-		if (conn->busy || conn->connecting)
-		{
-			(*in_use)++;
-			continue;
-		}
-		McConnClose(conn);
-		closed++;
-	}
-	if (*in_use == 0 && net->mwes)
-	{
-		FreeWaitEventSet(net->mwes);
-		net->mwes = NULL;
-		net->sock_gen++;		/* whoever held the set makes a new one */
-	}
-	return closed;
-}
-
-/* Close and free every connection of a dropped server, and its wait set. */
-void
-McNetDiscard(McNet *net)
-{
-	for (int i = 0; net->conns && i < net->nconns; i++)
-		conn_discard(&net->conns[i]);
-	if (net->mwes)
-		FreeWaitEventSet(net->mwes);
-	net->mwes = NULL;
-	net->conns = NULL;
-	net->nconns = 0;
+	out->open = (conn->fd.sock != PGINVALID_SOCKET);
+	out->connects = conn->count.connects;
+	out->requests = conn->count.total;
+	out->in_use = conn->req.busy || conn->connect.active;
+	out->tls = (conn->fd.xfer != NULL && conn->fd.xfer->tls);
+	out->socket_requests = conn->count.requests;
+	out->idle_usec = Max(mono_usec() - conn->req.last_used, 0);
 }
 
 /* The connection's instance: its index in the server's configuration. */
@@ -217,20 +65,20 @@ McConnIndex(McConn *conn)
 static bool
 conn_still_open(McConn *conn)
 {
-	return conn->xfer->still_open(conn);
+	return conn->fd.xfer->still_open(conn);
 }
 
 /*
  * A request begins: its tally starts (client_stats.h), to be recorded when
  * it ends unless mcfdw.client_stats is off; its latency is measured from
- * conn->last_used.
+ * conn->req.last_used.
  */
 static inline void
-conn_cs_begin(McConn *conn)
+conn_tally_begin(McConn *conn)
 {
-	conn->cs_live = mc_client_stats_on;
-	if (likely(conn->cs_live))
-		memset(&conn->cs.sent, 0, sizeof(McCsReq) - offsetof(McCsReq, sent));
+	conn->req.live = mc_client_stats_on;
+	if (likely(conn->req.live))
+		memset(&conn->req.tally.sent, 0, sizeof(McCsReq) - offsetof(McCsReq, sent));
 }
 
 /* When conn_prepare probes a pooled socket. */
@@ -261,32 +109,28 @@ conn_prepare(McConn *conn, McProbeWhen probe)
 {
 	int64		now;
 
-	if (conn->busy)
-		McConnClose(conn);
+	if (conn->req.busy)
+		conn_fd_close(conn);
 	/*
 	 * The fine clock, not mono_usec's coarse one: the request's latency is
 	 * measured from here.  The two differ by less than a clock tick.
 	 */
 	now = McCsNow();
-	conn_cs_begin(conn);
+	conn_tally_begin(conn);
 	conn_fd_use(conn, now);
-	if (conn->sock != PGINVALID_SOCKET && probe != MC_PROBE_DONE &&
-		(probe == MC_PROBE_ALWAYS || now - conn->last_used > USECS_PER_SEC) &&
+	if (conn->fd.sock != PGINVALID_SOCKET && probe != MC_PROBE_DONE &&
+		(probe == MC_PROBE_ALWAYS || now - conn->req.last_used > USECS_PER_SEC) &&
 		!conn_still_open(conn))
-		McConnClose(conn);
-	conn->in_doubt = false;
-	if (conn->sock == PGINVALID_SOCKET && !conn_connect_start(conn))
+		conn_fd_close(conn);
+	conn->req.in_doubt = false;
+	if (conn->fd.sock == PGINVALID_SOCKET && !conn_connect_start(conn))
 		return false;
-	conn->wlen = conn->woff = 0;	/* a request starts with nothing queued */
-	conn->last_used = now;
-	conn->stamp_fresh = true;
-	conn->deadline = 0;
-	conn->own_deadline = 0;
+	conn_out_clear(conn);		/* a request starts with nothing queued */
+	conn->req.last_used = now;
+	conn_io_begin(conn);
 	conn_fd_touch(conn);
-	conn->busy = true;
-	conn->expect_wait = false;
-	conn->retryable = (conn->requests > 0);
-	conn->rgot = 0;
+	conn->req.busy = true;
+	conn->req.retryable = (conn->count.requests > 0);
 	return true;
 }
 
@@ -301,58 +145,9 @@ conn_prepare(McConn *conn, McProbeWhen probe)
 void
 McConnProbeIdle(McConn *conn)
 {
-	if (conn->sock != PGINVALID_SOCKET && !conn->busy && !conn->connecting &&
+	if (conn->fd.sock != PGINVALID_SOCKET && !conn->req.busy && !conn->connect.active &&
 		!conn_still_open(conn))
-		McConnClose(conn);
-}
-
-/*
- * McConnProbeIdle for the instances of net that probe[] (of n) names, in one
- * system call however many they are: a poll that does not wait, over their
- * idle pooled sockets.  Only a socket it finds readable, hung up or in
- * error, and one whose transport holds bytes the kernel no longer does
- * (TLS), is then classified as McConnProbeIdle does it; any other is open
- * with nothing waiting, the verdict its own probe would give.  If the poll
- * itself fails, each socket is probed on its own.
- */
-void
-McNetProbeIdle(McNet *net, const bool *probe, int n)
-{
-	struct pollfd fds[MC_MAX_ENDPOINTS];
-	int			idx[MC_MAX_ENDPOINTS];
-	int			k = 0;
-
-	for (int s = 0; s < Min(n, net->nconns); s++)
-	{
-		McConn	   *conn = &net->conns[s];
-
-		if (!probe[s] || conn->sock == PGINVALID_SOCKET || conn->busy ||
-			conn->connecting)
-			continue;
-		if (k == MC_MAX_ENDPOINTS || conn_has_pending(conn))
-		{
-			McConnProbeIdle(conn);
-			continue;
-		}
-		fds[k].fd = conn->sock;
-		fds[k].events = POLLIN;
-		fds[k].revents = 0;
-		idx[k++] = s;
-	}
-	if (k == 1)					/* one socket: its own probe is one call too */
-	{
-		McConnProbeIdle(&net->conns[idx[0]]);
-		return;
-	}
-	if (k > 0 && poll(fds, k, 0) < 0)
-	{
-		for (int i = 0; i < k; i++)
-			McConnProbeIdle(&net->conns[idx[i]]);
-		return;
-	}
-	for (int i = 0; i < k; i++)
-		if (fds[i].revents != 0)
-			McConnProbeIdle(&net->conns[idx[i]]);
+		conn_fd_close(conn);
 }
 
 /*
@@ -364,8 +159,8 @@ McNetProbeIdle(McNet *net, const bool *probe, int n)
 void
 McConnAtMostOnce(McConn *conn)
 {
-	conn->retryable = false;
-	conn->in_doubt = true;
+	conn->req.retryable = false;
+	conn->req.in_doubt = true;
 }
 
 /*
@@ -379,18 +174,21 @@ McConnPrepare(McConn *conn, bool probed, int cap_ms)
 {
 	bool		ok;
 
-	/* read by conn_connect_start; the single-key path leaves it 0 */
-	conn->connect_cap = cap_ms;
+	/* the single-key path leaves it 0 (none) */
+	conn_connect_cap(conn, cap_ms);
 	ok = conn_prepare(conn, probed ? MC_PROBE_DONE : MC_PROBE_IF_IDLE);
-	conn->connect_cap = 0;
+	conn_connect_cap(conn, 0);
 	return ok;
 }
 
-/* Complete a connect McConnPrepare started; false if it failed. */
-bool
-McConnFinishConnect(McConn *conn)
+/*
+ * Close the socket (the buffers stay for the next connection): a request
+ * an error left unread, or one the caller abandons.
+ */
+void
+McConnClose(McConn *conn)
 {
-	return conn_connect_finish(conn);
+	conn_fd_close(conn);
 }
 
 /*
@@ -404,17 +202,17 @@ static const char *
 conn_read_reply(McConn *conn, McReply *reply, McIoStatus *st)
 {
 	/* nothing read yet (the usual case right after a request): read first */
-	if (conn->rend == conn->rstart &&
-		(*st = conn_fill(conn, 1)) != MC_IO_OK)
+	if (conn->io.rend == conn->io.rstart &&
+		(*st = conn_io_fill(conn, 1)) != MC_IO_OK)
 		return NULL;
 	for (;;)
 	{
-		const char *base = conn->rbuf + conn->rstart;
-		McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, reply);
+		const char *base = conn->io.rbuf + conn->io.rstart;
+		McReplyType t = mc_parse_reply_z(base, conn->io.rend - conn->io.rstart, reply);
 
 		if (t == MC_REPLY_BAD)
 		{
-			if (!McConnForeignReply(conn, base, conn->rend - conn->rstart,
+			if (!McConnForeignReply(conn, base, conn->io.rend - conn->io.rstart,
 									MC_FOREIGN_META | MC_FOREIGN_UNPARSED))
 				conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
 						  "the reply is not valid meta protocol");
@@ -423,7 +221,7 @@ conn_read_reply(McConn *conn, McReply *reply, McIoStatus *st)
 		}
 		if (t != MC_REPLY_NEED_MORE)
 			return base;
-		if ((*st = conn_fill(conn, reply->need)) != MC_IO_OK)
+		if ((*st = conn_io_fill(conn, reply->need)) != MC_IO_OK)
 			return NULL;
 	}
 }
@@ -473,7 +271,7 @@ conn_check_reply(McConn *conn, const McRequest *req, const char *base,
 			{
 				conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						  "connect to", "the server refused the connection: too many open connections");
-				conn->in_doubt = false; /* refused before reading the request */
+				conn->req.in_doubt = false; /* refused before reading the request */
 				return MC_IO_FAILED;
 			}
 			/* FALLTHROUGH */
@@ -541,12 +339,12 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 		McIoStatus	st;
 
 		if (!conn_prepare(conn, req->idempotent ? MC_PROBE_IF_IDLE : MC_PROBE_ALWAYS) ||
-			(conn->connecting && !conn_connect_finish(conn)))
+			(conn->connect.active && !McConnConnectFinish(conn)))
 			return NULL;
-		conn->cs.keys = 1;		/* sent: counted whatever the reply */
-		conn->retryable = conn->retryable && req->idempotent && !retried;
-		conn->in_doubt = !req->idempotent;
-		st = conn_send(conn, req->hdr, req->hlen, req->data, req->dlen);
+		conn->req.tally.keys = 1;		/* sent: counted whatever the reply */
+		conn->req.retryable = conn->req.retryable && req->idempotent && !retried;
+		conn->req.in_doubt = !req->idempotent;
+		st = conn_io_send(conn, req->hdr, req->hlen, req->data, req->dlen);
 		if (st == MC_IO_OK)
 			base = conn_read_reply(conn, reply, &st);
 		if (base != NULL)
@@ -556,11 +354,11 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 			if (st == MC_IO_OK)
 			{
 				/* the key was there (a value, HD) or not (EN, NF, a lease's placeholder) */
-				if (conn->cs_live)
+				if (conn->req.live)
 				{
-					conn->cs.found = cs_found_of[reply->type];
+					conn->req.tally.found = cs_found_of[reply->type];
 					if (unlikely(reply->value_len == 0) && McReplyIsPlaceholder(reply))
-						conn->cs.found = cs_found_of[MC_REPLY_EN];
+						conn->req.tally.found = cs_found_of[MC_REPLY_EN];
 				}
 				return base;
 			}
@@ -580,19 +378,15 @@ McConnRoundtrip(McConn *conn, const McRequest *req, McReply *reply)
 bool
 McConnInDoubt(McConn *conn)
 {
-	return conn->in_doubt;
+	return conn->req.in_doubt;
 }
 
 /* Mark n reply bytes as used. */
 void
 McConnConsume(McConn *conn, size_t n)
 {
-	Assert(n <= conn->rend - conn->rstart);
-	conn->cs.recv += n;
-	conn->replied |= (n > 0);
-	conn->rstart += n;
-	if (conn->rstart == conn->rend)
-		conn_reset_rbuf(conn);
+	conn->req.tally.recv += n;
+	conn_io_consume(conn, n);
 }
 
 /*
@@ -603,22 +397,16 @@ McConnConsume(McConn *conn, size_t n)
 void
 McConnEnd(McConn *conn)
 {
-	bool		live = conn->cs_live;
+	bool		live = conn->req.live;
 
-	conn->busy = false;
-	conn->cs_live = false;
-	conn_cs_end_ok(conn, live);
-	if (conn->rstart != conn->rend)
-		McConnClose(conn);
-	else if (conn->xfer != NULL && conn->xfer->idle != NULL)
-		conn->xfer->idle(conn);
-	if (conn->rcap > RBUF_KEEP)
-	{
-		pfree(conn->rbuf);
-		conn->rbuf = MemoryContextAlloc(conn_memory(), RBUF_INITIAL);
-		conn->rcap = RBUF_INITIAL;
-	}
-	conn_reset_rbuf(conn);
+	conn->req.busy = false;
+	conn->req.live = false;
+	conn_tally_end_ok(conn, live);
+	if (conn->io.rstart != conn->io.rend)
+		conn_fd_close(conn);
+	else if (conn->fd.xfer != NULL && conn->fd.xfer->idle != NULL)
+		conn->fd.xfer->idle(conn);
+	conn_io_end(conn);
 }
 
 /*
@@ -639,10 +427,10 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 	for (char *p = line; *p; p++)
 		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
 			*p = '?';
-	conn_cs_end(conn, reply->type == MC_REPLY_SERVER_ERROR ||
+	conn_tally_end(conn, reply->type == MC_REPLY_SERVER_ERROR ||
 				reply->type == MC_REPLY_CLIENT_ERROR ||
 				reply->type == MC_REPLY_ERROR ? MC_CSE_SERVER : MC_CSE_PROTOCOL);
-	McConnClose(conn);
+	conn_fd_close(conn);
 	if (reply->type == MC_REPLY_SERVER_ERROR &&
 		strstr(line, "object too large") != NULL)
 		ereport(ERROR,
@@ -660,4 +448,337 @@ McConnReplyError(McConn *conn, const char *base, const McReply *reply)
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("unexpected reply from memcached server \"%s\"", conn->net->name),
 			 errdetail_internal("Instance %s replied: %s", name, line)));
+}
+
+/* Name of a connection's instance, for messages. */
+const char *
+McConnName(McConn *conn)
+{
+	return McInstanceName(conn->net, conn->index);
+}
+
+/*
+ * The first line of a reply, for a message: at most 40 bytes, up to its
+ * line end, anything unprintable as '?'.  Empty when it holds any part of
+ * the password of 6 bytes or more (a peer echoing the login, whole or cut),
+ * which no message may show.
+ */
+static void
+quote_line(McConn *conn, const char *base, size_t len, char *out, size_t outlen)
+{
+	const char *pw = conn->net->cfg->password;
+	size_t		n = 0;
+
+	if (pw != NULL)
+	{
+		size_t		plen = strlen(pw);
+		size_t		win = Min(plen, 6);
+
+		for (size_t i = 0; win > 0 && i + win <= plen; i++)
+			if (memmem(base, Min(len, 44), pw + i, win) != NULL)
+			{
+				out[0] = '\0';
+				return;
+			}
+	}
+
+	while (n < len && n < 40 && n < outlen - 4 && base[n] != '\r' && base[n] != '\n')
+	{
+		unsigned char ch = (unsigned char) base[n];
+
+		out[n++] = (ch < 0x20 || ch >= 0x7f) ? '?' : (char) ch;
+	}
+	if (n == 40 && len > 40 && base[n] != '\r' && base[n] != '\n')
+	{
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+}
+
+/* Does the reply's first line begin with word, followed by nothing or a line end? */
+static bool
+line_is(const char *base, size_t len, const char *word)
+{
+	size_t		w = strlen(word);
+
+	return len >= w && memcmp(base, word, w) == 0 &&
+		(len == w || base[w] == '\r' || base[w] == '\n');
+}
+
+/*
+ * A reply that says the peer is not a memcached this can use, whatever
+ * request it answers (single-key, pipelined, stats, dump): recognised
+ * here, once, for every reader.  Returns true with the failure kept in
+ * the connection (closed), for the caller to hand to health.c as any
+ * failure of the instance; false when the reply is none of these.
+ *
+ *  - "CLIENT_ERROR unauthenticated": memcached -Y, and no login was sent
+ *    (the user mapping gives no username and password).  28000, raised
+ *    even in a soft call, and not the instance's fault (not counted).
+ *  - "ERROR" to a meta command (how): the server does not know the meta
+ *    commands, a memcached before 1.6 or something else.  "ERROR Too many
+ *    open connections" is memcached's refusal at its -c limit, left to
+ *    the caller.
+ *  - a reply the caller could not parse (how), when it is the first bytes
+ *    the socket received: what answered is not memcached at all (an HTTP
+ *    or redis server on the port).  Later, the stream is merely out of
+ *    step, the caller's own message.
+ */
+bool
+McConnForeignReply(McConn *conn, const char *base, size_t len, int how)
+{
+	const McServerConfig *cfg = conn->net->cfg;
+	char		quoted[48];
+
+	if (line_is(base, len, "CLIENT_ERROR unauthenticated"))
+	{
+		/* the catalog is off limits after commit (the on-commit writes) */
+		char	   *role = IsTransactionState() ?
+			GetUserNameFromId(GetUserId(), true) : NULL;
+
+		if (cfg->username == NULL && role != NULL)
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server requires a login (memcached -Y), and no user mapping of role \"%s\" gives a username and password for it",
+					  role);
+		else if (cfg->username == NULL)
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server requires a login (memcached -Y), and no user mapping of the role gives a username and password for it");
+		else
+			conn_fail(conn, true, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "log in to",
+					  "the server answered \"CLIENT_ERROR unauthenticated\" after the login of user \"%s\"",
+					  cfg->username);
+		conn_fail_nocount(conn);
+		conn->req.in_doubt = false;	/* refused unread */
+		conn_fail_hint(conn, cfg->username == NULL ?
+					   "Create a user mapping for the role and the server with the options username and password: CREATE USER MAPPING ... OPTIONS (username '...', password '...')." :
+					   "Check the username and password options of the user mapping.");
+		return true;
+	}
+	if ((how & MC_FOREIGN_META) &&
+		(line_is(base, len, "ERROR") || (len > 6 && memcmp(base, "ERROR ", 6) == 0)) &&
+		!(len >= 31 && memcmp(base, "ERROR Too many open connections", 31) == 0))
+	{
+		quote_line(conn, base, len, quoted, sizeof(quoted));
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				  "the server does not know the meta protocol's commands (it answered \"%s\"): memcached 1.6 or later is required",
+				  quoted);
+		conn->req.in_doubt = false;	/* an unknown command runs nothing */
+		conn_fail_hint(conn, "Check that the option \"servers\" names memcached's port, and that memcached is version 1.6 or later.");
+		return true;
+	}
+	if ((how & MC_FOREIGN_UNPARSED) && !conn->io.replied &&
+		base == conn->io.rbuf + conn->io.rstart)
+	{
+		quote_line(conn, base, len, quoted, sizeof(quoted));
+		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
+				  "what answered is not memcached 1.6 or later (its first reply%s%s%s is not meta protocol)",
+				  quoted[0] ? ", \"" : "", quoted, quoted[0] ? "\"," : "");
+		conn_fail_hint(conn, "Check that the option \"servers\" names memcached's port, and that memcached is version 1.6 or later.");
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Does the transport hold bytes of this connection that epoll cannot see
+ * (TLS: read from the socket, not yet returned)?  Then the connection is
+ * readable whatever the wait set says: a caller must read before it waits.
+ */
+bool
+McConnHasPending(McConn *conn)
+{
+	return conn_has_pending(conn);
+}
+
+/* Free the write buffer for good (the connection is discarded). */
+void
+conn_out_free(McConn *conn)
+{
+	if (conn->out.buf)
+		pfree(conn->out.buf);
+	conn->out.buf = NULL;
+	conn->out.cap = 0;
+}
+
+/*
+ * Send what is pending in the write buffer without waiting.  Returns the bytes sent (0
+ * when the socket buffer is full), -1 when the instance failed (the cause
+ * kept in conn), -2 when a pooled socket turned out to be closed while idle
+ * (closed; the caller may retry).
+ */
+ssize_t
+McConnSendSome(McConn *conn)
+{
+	ssize_t		total = 0;
+
+	while (conn->out.off < conn->out.len)
+	{
+		McXferStatus st;
+		ssize_t		n = conn->fd.xfer->write(conn, conn->out.buf + conn->out.off,
+										  conn->out.len - conn->out.off, &st);
+
+		if (n == 0)
+			break;
+		if (n < 0)
+			return conn_io_xfer_failed(conn, st, "send to") == MC_IO_RETRY ? -2 : -1;
+		conn->out.off += n;
+		total += n;
+	}
+	if (conn->out.off == conn->out.len)
+		conn->out.off = conn->out.len = 0;
+	return total;
+}
+
+/*
+ * Receive what the socket has, without waiting, making room for at least
+ * "need" more bytes.  Returns bytes read (0 when nothing is there), -1 when
+ * the instance failed (the cause kept in conn), -2 for a pooled socket
+ * closed while idle.  *drained tells the caller whether the socket was
+ * drained (a short read), so it waits rather than tries again.
+ */
+ssize_t
+McConnRecvSome(McConn *conn, size_t need, bool *drained)
+{
+	ssize_t		total = 0;
+
+	if (!conn_io_reserve(conn, Max(need, RBUF_BATCH_READ)))
+		return -1;
+	*drained = false;
+	for (;;)
+	{
+		McXferStatus st;
+		size_t		room = conn->io.rcap - conn->io.rend - 1;
+		ssize_t		n;
+
+		if (room == 0)
+			break;
+		n = conn->fd.xfer->read(conn, conn->io.rbuf + conn->io.rend, room, &st);
+		if (n == 0)
+		{
+			*drained = true;
+			break;
+		}
+		if (n < 0)
+			return conn_io_xfer_failed(conn, st, "read from") == MC_IO_RETRY ? -2 : -1;
+		conn_io_received(conn, n);
+		total += n;
+
+		/*
+		 * A short read drained the socket, unless bytes come in records
+		 * (TLS): then only a want says nothing whole is left.
+		 */
+		if (!conn->fd.xfer->records && (size_t) n < room)
+		{
+			*drained = true;
+			break;
+		}
+	}
+	conn_io_expect_wait(conn, *drained);
+	return total;
+}
+
+/*
+ * The unread reply bytes, NUL-terminated (see conn_io_reset_rbuf), for the
+ * caller to parse in place and then McConnConsume.  Until then the bytes
+ * are the caller's to overwrite: the multi-get writes a value's varlena
+ * header over the reply header it has parsed, so the value is copied once,
+ * straight into its tuple.
+ */
+char *
+McConnUnread(McConn *conn, size_t *len)
+{
+	*len = conn->io.rend - conn->io.rstart;
+	return conn->io.rbuf + conn->io.rstart;
+}
+
+/* Request bytes queued and not yet sent. */
+size_t
+McConnUnsent(McConn *conn)
+{
+	return conn->out.len - conn->out.off;
+}
+
+/*
+ * An idle pooled socket became readable: the server closed it (or sent
+ * something unasked).  Either way it is useless; close it now.  A TLS
+ * socket is asked first: a TLS 1.3 server's session tickets make a
+ * healthy idle socket readable too.
+ */
+void
+McConnDropIdle(McConn *conn)
+{
+	if (!conn->req.busy && (conn->fd.xfer == NULL || !conn->fd.xfer->still_open(conn)))
+		conn_fd_close(conn);
+}
+
+/*
+ * Make room for n more request bytes in the write buffer (sent bytes are slid out
+ * first) and return where they go; McConnWritten queues what was written
+ * there.  The multi-get refills the buffer in slices, so it stays small however
+ * many keys a batch has.
+ */
+char *
+McConnWriteSpace(McConn *conn, size_t n)
+{
+	if (conn->out.buf == NULL)
+	{
+		conn->out.cap = Max(WBUF_INITIAL, n);
+		conn->out.buf = MemoryContextAlloc(conn_io_memory(), conn->out.cap);
+	}
+	if (conn->out.cap - conn->out.len < n && conn->out.off > 0)
+	{
+		memmove(conn->out.buf, conn->out.buf + conn->out.off, conn->out.len - conn->out.off);
+		conn->out.len -= conn->out.off;
+		conn->out.off = 0;
+	}
+	if (conn->out.cap - conn->out.len < n)
+	{
+		while (conn->out.cap - conn->out.len < n)
+			conn->out.cap *= 2;
+		conn->out.buf = repalloc(conn->out.buf, conn->out.cap);
+	}
+	return conn->out.buf + conn->out.len;
+}
+
+/* Queue n bytes written where McConnWriteSpace said (at most what it made room for). */
+void
+McConnWritten(McConn *conn, size_t n)
+{
+	Assert(conn->out.len + n <= conn->out.cap);
+	conn->out.len += n;
+	conn->req.tally.sent += n;
+}
+
+/*
+ * A pipeline of nrequests requests is queued: the socket has carried a
+ * request (a later failure on it is no longer "closed while idle"), and the
+ * view counts them.
+ */
+void
+McConnPipelined(McConn *conn, int nrequests)
+{
+	conn_io_count_pipeline(conn, nrequests);
+	conn->req.tally.keys += nrequests;
+}
+
+/*
+ * A quiet multi-get's reply to a key: a hit unless it is a lease's
+ * placeholder (the keys without a hit were misses).
+ */
+void
+McConnHit(McConn *conn, const McReply *r)
+{
+	conn->req.tally.found.hits += !McReplyIsPlaceholder(r);
+}
+
+/*
+ * A batch write's verdict on its keys once its pipeline ended: hits (a
+ * delete, touch or mark that found its key) and misses (NF, EN).
+ */
+void
+McConnFound(McConn *conn, uint32 hits, uint32 misses)
+{
+	conn->req.tally.found.hits += hits;
+	conn->req.tally.found.misses += misses;
 }

@@ -1,18 +1,18 @@
 /*
  * conn_connect.c — opening a connection's socket.
  *
- * Owns: resolving host names without blocking the backend (glibc's
- * getaddrinfo_a, abandoned lookups reaped later), starting a non-blocking
- * TCP or Unix-socket connect (a socket path needs no lookup; ENOENT and
- * EACCES get their own causes), and finishing it in steps that never
- * wait: the TCP connect, the TLS handshake (conn_tls.c's steps) and the ASCII login (memcached
- * -Y) with the user mapping's credentials, each saying which way its
- * socket must be ready and until when (connect_timeout over all of it,
- * io_timeout per wait).  The single-key path waits for the steps on the
- * connection's own wait set (conn_connect_finish); a pipelined call's
- * connects are advanced together by pipeline.c's one wait.  Must not: send
- * requests, or judge instances (a failure is kept in the connection as
- * conn_io.c does).
+ * Owns: a connect in progress (McConn's connect); resolving host names
+ * without blocking the backend (glibc's getaddrinfo_a, abandoned lookups
+ * reaped later), starting a non-blocking TCP or Unix-socket connect (a
+ * socket path needs no lookup; ENOENT and EACCES get their own causes),
+ * and finishing it in steps that never wait: the TCP connect, the TLS
+ * handshake (conn_tls.c's steps) and the ASCII login (memcached -Y) with
+ * the user mapping's credentials, each saying which way its socket must
+ * be ready and until when (connect_timeout over all of it, io_timeout per
+ * wait).  The single-key path waits for the steps on the connection's own
+ * wait set (McConnConnectFinish); a pipelined call's connects are
+ * advanced together by pipeline.c's one wait.  Must not: send requests,
+ * or judge instances (a failure is recorded through conn_fail.c).
  */
 #include "postgres.h"
 
@@ -51,9 +51,9 @@ typedef struct McLookup
 static McLookup *lookups = NULL;	/* started and not yet freed */
 
 /*
- * Where a connect stands (McConn.connect_step).  Each step runs until its
+ * Where a connect stands (McConn's connect.step).  Each step runs until its
  * socket would block and says which way it must be ready; whoever waits
- * (conn_connect_finish for one connection, pipeline.c for all of a call)
+ * (McConnConnectFinish for one connection, pipeline.c for all of a call)
  * comes back when it is.
  */
 typedef enum McConnectStep
@@ -130,7 +130,7 @@ conn_resolve(const char *host, int port, int64 deadline,
 		return rc;
 
 	lookups_reap();
-	l = MemoryContextAllocZero(conn_memory(), sizeof(McLookup));
+	l = MemoryContextAllocZero(conn_io_memory(), sizeof(McLookup));
 	strlcpy(l->host, host, sizeof(l->host));
 	strlcpy(l->port, portstr, sizeof(l->port));
 	l->hints = hints;
@@ -263,17 +263,16 @@ conn_connect_start(McConn *conn)
 	 * the caller's for this connect only: taken, so an error from here on
 	 * cannot leave it to a later one.
 	 */
-	if (conn->connect_cap > 0 && (timeout <= 0 || conn->connect_cap < timeout))
-		timeout = conn->connect_cap;
-	conn->connect_cap = 0;
+	if (conn->connect.cap > 0 && (timeout <= 0 || conn->connect.cap < timeout))
+		timeout = conn->connect.cap;
+	conn->connect.cap = 0;
 
 	/*
 	 * The connection's entry of the client statistics, before anything can
 	 * fail: a request that succeeds was sent on a socket connected here, so
 	 * conn.c's McConnEnd counts it without looking.
 	 */
-	if (unlikely(conn->cs.inst == NULL))
-		conn_cs_find(conn);
+	conn_tally_find(conn);
 	if (ep->port == 0)
 	{
 		res = unix_address(ep->host);
@@ -313,10 +312,7 @@ conn_connect_start(McConn *conn)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "could not create socket: %m");
 	}
-	conn->sock = sock;
-	conn->xfer = &mc_plain_transport;
-	net->sock_gen++;
-	conn_fd_opened(conn);
+	conn_fd_opened(conn, sock, &mc_plain_transport);
 	if (ep->port != 0)
 		(void) setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	rc = connect(sock, res->ai_addr, res->ai_addrlen);
@@ -327,23 +323,14 @@ conn_connect_start(McConn *conn)
 		return conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 						 "connect to", "%m");
 
-	conn->tcp_pending = (rc < 0);
-	conn->connect_step = conn->tcp_pending ? STEP_TCP : step_after(conn, STEP_TCP);
-	conn->connecting = (conn->connect_step != STEP_DONE);
-	conn->connect_started = start;	/* connect_timeout covers the lookup */
-	conn->connect_ms = timeout;
-	conn->login_sent = 0;
-	conn->replied = false;
-
-	if (conn->rbuf == NULL)
-	{
-		conn->rbuf = MemoryContextAlloc(conn_memory(), RBUF_INITIAL);
-		conn->rcap = RBUF_INITIAL;
-	}
-	conn_reset_rbuf(conn);
-	conn->wlen = conn->woff = 0;
-	conn->requests = 0;
-	conn->connects++;
+	conn->connect.tcp_pending = (rc < 0);
+	conn->connect.step = conn->connect.tcp_pending ? STEP_TCP : step_after(conn, STEP_TCP);
+	conn->connect.active = (conn->connect.step != STEP_DONE);
+	conn->connect.started = start;	/* connect_timeout covers the lookup */
+	conn->connect.ms = timeout;
+	conn->connect.login_sent = 0;
+	conn_io_opened(conn);
+	conn_out_clear(conn);
 	return true;
 }
 
@@ -356,7 +343,7 @@ step_action(McConnectStep step)
 }
 
 /*
- * A wait of the step ran out (the timeout recorded as conn_wait records
+ * A wait of the step ran out (the timeout recorded as conn_io_wait records
  * it).  The TCP connect and the handshake are the connect failing: 08001;
  * a handshake the server never answers is probably a plaintext server
  * swallowing the hello while it waits for a line end.  Returns false.
@@ -365,11 +352,10 @@ static bool
 wait_ran_out(McConn *conn, McConnectStep step)
 {
 	if (step == STEP_TCP || step == STEP_TLS)
-		conn->fail_code = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-	if (step == STEP_TLS)
-		strlcat(conn->fail_why,
-				" in the TLS handshake: the server did not answer it (is it plaintext?)",
-				sizeof(conn->fail_why));
+		conn_fail_amend(conn, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						step == STEP_TLS ?
+						" in the TLS handshake: the server did not answer it (is it plaintext?)" :
+						NULL);
 	return false;
 }
 
@@ -386,19 +372,19 @@ wait_expiry(McConn *conn, int *bound_ms)
 	int64		expires = 0;
 	int			ms = 0;
 
-	if (conn->connect_step != STEP_TCP && cfg->io_timeout > 0)
+	if (conn->connect.step != STEP_TCP && cfg->io_timeout > 0)
 	{
-		expires = conn->connect_wait_started + (int64) cfg->io_timeout * 1000;
+		expires = conn->connect.wait_started + (int64) cfg->io_timeout * 1000;
 		ms = cfg->io_timeout;
 	}
-	if (conn->connect_ms > 0)
+	if (conn->connect.ms > 0)
 	{
-		int64		d = conn->connect_started + (int64) conn->connect_ms * 1000;
+		int64		d = conn->connect.started + (int64) conn->connect.ms * 1000;
 
 		if (expires == 0 || d < expires)
 		{
 			expires = d;
-			ms = conn->connect_ms;
+			ms = conn->connect.ms;
 		}
 	}
 	if (bound_ms)
@@ -415,7 +401,7 @@ tcp_step(McConn *conn)
 	socklen_t	slen = sizeof(soerr);
 	int			rc;
 
-	pfd.fd = conn->sock;
+	pfd.fd = conn->fd.sock;
 	pfd.events = POLLOUT;
 	pfd.revents = 0;
 	do
@@ -423,12 +409,12 @@ tcp_step(McConn *conn)
 	while (rc < 0 && errno == EINTR);
 	if (rc == 0)
 	{
-		conn->connect_events = WL_SOCKET_WRITEABLE;
+		conn->connect.events = WL_SOCKET_WRITEABLE;
 		return MC_CONNECT_WAIT;
 	}
-	if (rc < 0 || getsockopt(conn->sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
+	if (rc < 0 || getsockopt(conn->fd.sock, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
 		soerr = errno;
-	conn->tcp_pending = false;
+	conn->connect.tcp_pending = false;
 	if (soerr != 0)
 	{
 		errno = soerr;
@@ -445,7 +431,7 @@ tls_step(McConn *conn)
 {
 	McXferStatus st;
 
-	if (conn->ssl == NULL && !conn_tls_begin(conn))
+	if (conn->tls.ssl == NULL && !conn_tls_begin(conn))
 	{
 		conn_fail(conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 				  "connect to", "%s", conn_tls_why());
@@ -460,7 +446,7 @@ tls_step(McConn *conn)
 				  "connect to", "%s", conn_tls_why());
 		return MC_CONNECT_FAILED;
 	}
-	conn->connect_events = st == MC_XFER_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+	conn->connect.events = st == MC_XFER_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 	return MC_CONNECT_WAIT;
 }
 
@@ -519,26 +505,26 @@ login_send(McConn *conn)
 	req[hlen + ulen] = ' ';
 	memcpy(req + hlen + ulen + 1, cfg->password, plen);
 	memcpy(req + hlen + ulen + 1 + plen, "\r\n", 2);
-	while (conn->login_sent < total)
+	while (conn->connect.login_sent < total)
 	{
 		McXferStatus st;
-		ssize_t		n = conn->xfer->write(conn, req + conn->login_sent,
-										  total - conn->login_sent, &st);
+		ssize_t		n = conn->fd.xfer->write(conn, req + conn->connect.login_sent,
+										  total - conn->connect.login_sent, &st);
 
 		if (n == 0)
 		{
-			conn->connect_events = st == MC_XFER_WANT_READ ?
+			conn->connect.events = st == MC_XFER_WANT_READ ?
 				WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 			result = MC_CONNECT_WAIT;
 			break;
 		}
 		if (n < 0)
 		{
-			(void) conn_xfer_failed(conn, st, "send to");
+			(void) conn_io_xfer_failed(conn, st, "send to");
 			result = MC_CONNECT_FAILED;
 			break;
 		}
-		conn->login_sent += n;
+		conn->connect.login_sent += n;
 	}
 	explicit_bzero(req, sizeof(req));
 	return result;
@@ -558,8 +544,8 @@ login_read(McConn *conn)
 		size_t		room;
 		McXferStatus st;
 
-		line = conn->rbuf + conn->rstart;
-		len = conn->rend - conn->rstart;
+		line = conn->io.rbuf + conn->io.rstart;
+		len = conn->io.rend - conn->io.rstart;
 		if (memchr(line, '\n', len) != NULL)
 			break;
 		if (len > 256)
@@ -568,30 +554,26 @@ login_read(McConn *conn)
 					  "the reply to the login is not a memcached reply");
 			return MC_CONNECT_FAILED;
 		}
-		if (!conn_reserve(conn, 1))
+		if (!conn_io_reserve(conn, 1))
 			return MC_CONNECT_FAILED;
-		room = conn->rcap - conn->rend - 1;
-		n = conn->xfer->read(conn, conn->rbuf + conn->rend, room, &st);
+		room = conn->io.rcap - conn->io.rend - 1;
+		n = conn->fd.xfer->read(conn, conn->io.rbuf + conn->io.rend, room, &st);
 		if (n == 0)
 		{
-			conn->connect_events = st == MC_XFER_WANT_WRITE ?
+			conn->connect.events = st == MC_XFER_WANT_WRITE ?
 				WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
 			return MC_CONNECT_WAIT;
 		}
 		if (n < 0)
 		{
-			(void) conn_xfer_failed(conn, st, "read from");
+			(void) conn_io_xfer_failed(conn, st, "read from");
 			return MC_CONNECT_FAILED;
 		}
-		conn->rend += n;
-		conn->rbuf[conn->rend] = '\0';
-		conn->rgot += n;
-		conn->stamp_fresh = false;
+		conn_io_received(conn, n);
 	}
 	if (strncmp(line, "STORED\r\n", 8) == 0)
 	{
-		conn_reset_rbuf(conn);
-		conn->rgot = 0;
+		conn_io_forget(conn);
 		return MC_CONNECT_DONE;
 	}
 	/* memcached 1.6.18 answers a wrong password with "unauthenticated" */
@@ -600,8 +582,8 @@ login_read(McConn *conn)
 	{
 		conn_fail(conn, true, ERRCODE_INVALID_PASSWORD, "log in to",
 				  "the server rejected the password of user \"%s\"", cfg->username);
-		conn->fail_nocount = true;
-		conn->fail_hint = "Check the username and password options of the user mapping.";
+		conn_fail_nocount(conn);
+		conn_fail_hint(conn, "Check the username and password options of the user mapping.");
 		return MC_CONNECT_FAILED;
 	}
 	login_refused(conn, line);
@@ -612,7 +594,7 @@ login_read(McConn *conn)
 bool
 McConnConnecting(McConn *conn)
 {
-	return conn->connecting;
+	return conn->connect.active;
 }
 
 /*
@@ -627,14 +609,14 @@ McConnConnectStep(McConn *conn)
 {
 	McConnectStatus st = MC_CONNECT_DONE;
 
-	while (conn->connecting && st == MC_CONNECT_DONE)
+	while (conn->connect.active && st == MC_CONNECT_DONE)
 	{
-		McConnectStep step = (McConnectStep) conn->connect_step;
+		McConnectStep step = (McConnectStep) conn->connect.step;
 		McConnectStep next = STEP_DONE;
 
 		/* each wait's io_timeout runs from its own start from here on */
 		if (step != STEP_TCP)
-			conn->stamp_fresh = false;
+			conn_io_stale(conn);
 		switch (step)
 		{
 			case STEP_TCP:
@@ -657,11 +639,11 @@ McConnConnectStep(McConn *conn)
 		}
 		if (st == MC_CONNECT_DONE)
 		{
-			conn->connect_step = next;
-			conn->connecting = (next != STEP_DONE);
+			conn->connect.step = next;
+			conn->connect.active = (next != STEP_DONE);
 		}
 		else if (st == MC_CONNECT_WAIT)
-			conn->connect_wait_started = mono_usec();
+			conn->connect.wait_started = mono_usec();
 	}
 	return st;
 }
@@ -676,7 +658,7 @@ McConnConnectWait(McConn *conn, uint32 *events)
 {
 	int64		expires = wait_expiry(conn, NULL);
 
-	*events = conn->connect_events;
+	*events = conn->connect.events;
 	return expires == 0 ? -1 : mono_ms_left(expires);
 }
 
@@ -687,7 +669,7 @@ McConnConnectWait(McConn *conn, uint32 *events)
 void
 McConnConnectExpired(McConn *conn)
 {
-	McConnectStep step = (McConnectStep) conn->connect_step;
+	McConnectStep step = (McConnectStep) conn->connect.step;
 	int			ms;
 
 	(void) wait_expiry(conn, &ms);
@@ -703,43 +685,39 @@ McConnConnectExpired(McConn *conn)
  * force); io_timeout bounds each wait from the handshake on.
  */
 bool
-conn_connect_finish(McConn *conn)
+McConnConnectFinish(McConn *conn)
 {
 	const McServerConfig *cfg = conn->net->cfg;
-	int64		saved = conn->deadline;
-	int			saved_ms = conn->deadline_ms;
+	int64		saved = conn->io.deadline;
+	int			saved_ms = conn->io.deadline_ms;
 	bool		ok;
 
-	if (!conn->connecting)
+	if (!conn->connect.active)
 		return true;
-	if (conn->connect_ms > 0)
+	if (conn->connect.ms > 0)
 	{
-		int64		d = conn->connect_started + (int64) conn->connect_ms * 1000;
+		int64		d = conn->connect.started + (int64) conn->connect.ms * 1000;
 
 		if (saved == 0 || d < saved)
-		{
-			conn->deadline = d;
-			conn->deadline_ms = conn->connect_ms;
-		}
+			conn_io_bound(conn, d, conn->connect.ms);
 	}
 	for (;;)
 	{
 		McConnectStatus st = McConnConnectStep(conn);
-		McConnectStep step = (McConnectStep) conn->connect_step;
+		McConnectStep step = (McConnectStep) conn->connect.step;
 
 		if (st != MC_CONNECT_WAIT)
 		{
 			ok = (st == MC_CONNECT_DONE);
 			break;
 		}
-		if (!conn_wait(conn, conn->connect_events,
+		if (!conn_io_wait(conn, conn->connect.events,
 					   step == STEP_TCP ? 0 : cfg->io_timeout, step_action(step)))
 		{
 			ok = wait_ran_out(conn, step);
 			break;
 		}
 	}
-	conn->deadline = saved;
-	conn->deadline_ms = saved_ms;
+	conn_io_bound(conn, saved, saved_ms);
 	return ok;
 }

@@ -1,12 +1,15 @@
 /*
- * conn_fd.c — the backend's open sockets as a whole, and closing one.
+ * conn_fd.c — a connection's socket, and the backend's sockets as a whole.
  *
- * Owns: the list of every open socket, the most recently used first;
- * closing a socket (its wait set, its descriptor, its place in the list);
- * the file-descriptor budget the sockets and wait sets share (when it runs
- * short, the least recently used give theirs back); and idle_timeout,
- * enforced over that list.  Must not: open sockets (conn_connect.c does and
- * tells this file), read or write them, or judge instances.
+ * Owns: the socket (McConn's fd: its descriptor, the transport its bytes
+ * go through, its place in the list), told by conn_connect.c when it
+ * opens and by conn_tls.c when TLS takes it over; closing it, each part of
+ * the connection reset by its owner's helper; the list of every open
+ * socket, the most recently used first; the file-descriptor budget the
+ * sockets and wait sets share (when it runs short, the least recently
+ * used give theirs back); and idle_timeout, enforced over that list.
+ * Must not: open sockets (conn_connect.c does and tells this file), read
+ * or write them, or judge instances.
  */
 #include "postgres.h"
 
@@ -23,50 +26,73 @@
 static dlist_head open_conns = DLIST_STATIC_INIT(open_conns);
 static int64 last_idle_sweep = 0;
 
-/* Close the socket (the buffers stay for the next connection). */
+/*
+ * Close the socket (the buffers stay for the next connection): each part
+ * of the connection is reset by its owner, the transport frees what it
+ * holds (no close_notify: the socket may be out of step, and memcached
+ * needs none).
+ */
 void
-McConnClose(McConn *conn)
+conn_fd_close(McConn *conn)
 {
-	conn_cs_end(conn, MC_CSE_NONE);	/* a request abandoned: still a call */
-	if (conn->wes)
+	conn_tally_end(conn, MC_CSE_NONE);	/* a request abandoned: still a call */
+	conn_io_drop_wes(conn);
+	if (conn->fd.xfer != NULL)
+		conn->fd.xfer->close(conn);
+	conn->fd.xfer = NULL;
+	if (conn->fd.sock != PGINVALID_SOCKET)
 	{
-		FreeWaitEventSet(conn->wes);
-		conn->wes = NULL;
-	}
-	/* no close_notify: the socket may be out of step, and memcached needs none */
-	if (conn->xfer != NULL)
-		conn->xfer->close(conn);
-	conn->xfer = NULL;
-	if (conn->sock != PGINVALID_SOCKET)
-	{
-		closesocket(conn->sock);
+		closesocket(conn->fd.sock);
 		ReleaseExternalFD();
-		conn->sock = PGINVALID_SOCKET;
+		conn->fd.sock = PGINVALID_SOCKET;
 		conn->net->sock_gen++;
-		dlist_delete(&conn->open_node);
+		dlist_delete(&conn->fd.node);
 	}
-	conn->connecting = false;
-	conn->tcp_pending = false;
-	conn->tls_kept = false;
-	conn->busy = false;
-	conn_reset_rbuf(conn);
-	conn->wlen = conn->woff = 0;
-	conn->cur_events = 0;
+	conn_connect_reset(conn);
+	conn_req_closed(conn);
+	conn_io_reset_rbuf(conn);
+	conn_out_clear(conn);
 }
 
-/* A socket was opened: it is the most recently used. */
+/* A connection not yet connected (a server's new instance). */
 void
-conn_fd_opened(McConn *conn)
+conn_fd_init(McConn *conn)
 {
-	dlist_push_head(&open_conns, &conn->open_node);
+	conn->fd.sock = PGINVALID_SOCKET;
 }
 
-/* An open connection moved to another struct (a server's rebuild). */
+/*
+ * A socket was opened (conn_connect.c), its bytes going through xfer (the
+ * plaintext transport until a TLS handshake begins): it is the most
+ * recently used.
+ */
+void
+conn_fd_opened(McConn *conn, pgsocket sock, const McTransport *xfer)
+{
+	conn->fd.sock = sock;
+	conn->fd.xfer = xfer;
+	conn->net->sock_gen++;
+	dlist_push_head(&open_conns, &conn->fd.node);
+}
+
+/* The socket's bytes go through xfer from now on (conn_tls.c, at its handshake). */
+void
+conn_fd_transport(McConn *conn, const McTransport *xfer)
+{
+	conn->fd.xfer = xfer;
+}
+
+/*
+ * A connection moved to another struct (a server's rebuild, which copied
+ * it): an open socket's place in the list goes to the copy.
+ */
 void
 conn_fd_moved(McConn *from, McConn *to)
 {
-	dlist_insert_after(&from->open_node, &to->open_node);
-	dlist_delete(&from->open_node);
+	if (from->fd.sock == PGINVALID_SOCKET)
+		return;
+	dlist_insert_after(&from->fd.node, &to->fd.node);
+	dlist_delete(&from->fd.node);
 }
 
 /*
@@ -94,9 +120,9 @@ conn_fd_room(McConn *self)
 		}
 		dlist_reverse_foreach(it, &open_conns)
 		{
-			McConn	   *c = dlist_container(McConn, open_node, it.cur);
+			McConn	   *c = dlist_container(McConn, fd.node, it.cur);
 
-			if (c != self && c->wes != NULL)
+			if (c != self && c->wait.wes != NULL)
 			{
 				victim = c;
 				break;
@@ -104,15 +130,14 @@ conn_fd_room(McConn *self)
 		}
 		if (victim != NULL)
 		{
-			FreeWaitEventSet(victim->wes);
-			victim->wes = NULL;
+			conn_io_drop_wes(victim);
 			continue;
 		}
 		dlist_reverse_foreach(it, &open_conns)
 		{
-			McConn	   *c = dlist_container(McConn, open_node, it.cur);
+			McConn	   *c = dlist_container(McConn, fd.node, it.cur);
 
-			if (c != self && !c->busy)
+			if (c != self && !c->req.busy)
 			{
 				victim = c;
 				break;
@@ -120,7 +145,7 @@ conn_fd_room(McConn *self)
 		}
 		if (victim == NULL)
 			return false;
-		McConnClose(victim);
+		conn_fd_close(victim);
 	}
 }
 
@@ -130,7 +155,7 @@ idle_expired(McConn *conn, int64 now)
 {
 	int			idle = conn->net->cfg->idle_timeout;
 
-	return idle > 0 && now - conn->last_used > (int64) idle * USECS_PER_SEC;
+	return idle > 0 && now - conn->req.last_used > (int64) idle * USECS_PER_SEC;
 }
 
 /*
@@ -147,10 +172,10 @@ sweep_idle(int64 now)
 	last_idle_sweep = now;
 	dlist_foreach_modify(it, &open_conns)
 	{
-		McConn	   *c = dlist_container(McConn, open_node, it.cur);
+		McConn	   *c = dlist_container(McConn, fd.node, it.cur);
 
-		if (!c->busy && idle_expired(c, now))
-			McConnClose(c);
+		if (!c->req.busy && idle_expired(c, now))
+			conn_fd_close(c);
 	}
 }
 
@@ -165,13 +190,13 @@ conn_fd_use(McConn *conn, int64 now)
 {
 	if (now - last_idle_sweep >= USECS_PER_SEC)
 		sweep_idle(now);
-	if (conn->sock != PGINVALID_SOCKET && idle_expired(conn, now))
-		McConnClose(conn);
+	if (conn->fd.sock != PGINVALID_SOCKET && idle_expired(conn, now))
+		conn_fd_close(conn);
 }
 
 /* conn's socket carries a request now: the most recently used. */
 void
 conn_fd_touch(McConn *conn)
 {
-	dlist_move_head(&open_conns, &conn->open_node);
+	dlist_move_head(&open_conns, &conn->fd.node);
 }

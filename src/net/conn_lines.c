@@ -7,7 +7,7 @@
  * complete line to a callback as it arrives, with the bounds that keep a
  * reply of any length in constant memory: a line longer than the caller's
  * limit is a protocol violation, and the read buffer holds at most one
- * read's worth of lines.  Unlike conn_stats.c's bounded replies, the reply
+ * read's worth of lines.  Unlike conn_stat.c's bounded replies, the reply
  * may be as long as the server's cache.  Must not: wait (the caller's
  * pipeline does, so one wait serves the dumps of every instance, with
  * io_timeout bounding each wait for more bytes, not the whole reply, and
@@ -29,8 +29,8 @@ McConnLinesQueue(McConn *conn, const char *cmd)
 
 	memcpy(McConnWriteSpace(conn, len), cmd, len);
 	McConnWritten(conn, len);
-	McConnPipelined(conn, 1);
-	conn->cs.keys = 0;			/* a listing names no key */
+	/* one request for the views; a listing names no key for the tally */
+	conn_io_count_pipeline(conn, 1);
 }
 
 /*

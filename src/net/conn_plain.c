@@ -6,8 +6,9 @@
  * transport's terms (McTransport, conn_int.h), a whole request written with
  * one sendmsg in the common case, and the idle probe (a peek: open, and
  * nothing unasked to read).  TLS is the other transport (conn_tls.c); the
- * rest of net/ goes through conn->xfer and does not ask which.  Must not:
- * record failures (conn_io.c words them from the status returned).
+ * rest of net/ goes through conn->fd.xfer and does not ask which.  Must
+ * not: record failures (conn_io.c words them from the status returned),
+ * or write a part of the connection.
  */
 #include "postgres.h"
 
@@ -22,7 +23,7 @@ plain_read(McConn *conn, char *buf, size_t len, McXferStatus *st)
 {
 	for (;;)
 	{
-		ssize_t		n = recv(conn->sock, buf, len, 0);
+		ssize_t		n = recv(conn->fd.sock, buf, len, 0);
 
 		if (n > 0)
 			return n;
@@ -49,7 +50,7 @@ plain_write(McConn *conn, const char *buf, size_t len, McXferStatus *st)
 {
 	for (;;)
 	{
-		ssize_t		n = send(conn->sock, buf, len, MSG_NOSIGNAL);
+		ssize_t		n = send(conn->fd.sock, buf, len, MSG_NOSIGNAL);
 
 		if (n >= 0)
 		{
@@ -113,7 +114,7 @@ plain_write_rest(McConn *conn, const char *hdr, size_t hlen,
 
 	while (msg.msg_iovlen > 0)
 	{
-		ssize_t		n = sendmsg(conn->sock, &msg, MSG_NOSIGNAL);
+		ssize_t		n = sendmsg(conn->fd.sock, &msg, MSG_NOSIGNAL);
 
 		if (n < 0)
 		{
@@ -121,7 +122,7 @@ plain_write_rest(McConn *conn, const char *hdr, size_t hlen,
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 			{
-				if (!conn_wait(conn, WL_SOCKET_WRITEABLE, conn->net->cfg->io_timeout,
+				if (!conn_io_wait(conn, WL_SOCKET_WRITEABLE, conn->net->cfg->io_timeout,
 							   "send to"))
 					return MC_IO_FAILED;
 				continue;
@@ -160,7 +161,7 @@ plain_write_request(McConn *conn, const char *hdr, size_t hlen,
 
 	if (likely(data == NULL))
 	{
-		n = send(conn->sock, hdr, hlen, MSG_NOSIGNAL);
+		n = send(conn->fd.sock, hdr, hlen, MSG_NOSIGNAL);
 		if (likely(n == (ssize_t) hlen))
 			return MC_IO_OK;
 	}
@@ -175,7 +176,7 @@ static bool
 plain_still_open(McConn *conn)
 {
 	char		b;
-	ssize_t		n = recv(conn->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	ssize_t		n = recv(conn->fd.sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
 }

@@ -3,17 +3,19 @@
  * system's OpenSSL.
  *
  * Owns: the SSL_CTX of a server entry (made at its first TLS connect from
- * the tls* options, freed with the entry's configuration), one SSL object
- * per connection, the handshake step, and the transport (McTransport,
+ * the tls* options, freed with the entry's configuration), a connection's
+ * TLS part (McConn's tls: its SSL object, the session kept for the next
+ * connect), the handshake step, and the transport (McTransport,
  * conn_int.h) the connection then uses: a read, a write, a whole request
  * gathered into one record when small, a peek that tells a live idle
  * socket from a closed one, whether OpenSSL holds bytes epoll cannot see,
  * the session kept for resumption.  Each step returns at once with what it
  * needs next (the socket readable or writable); only the whole-request
- * write waits, on the connection's own wait set (conn_wait), so
+ * write waits, on the connection's own wait set (conn_io_wait), so
  * connect_timeout, io_timeout, cancel and statement_timeout work as in
- * plain TCP.  Must not: touch the socket itself, or record failures: it
- * describes them (tls_why) and conn_io.c's conn_xfer_failed reports them.
+ * plain TCP.  Must not: touch the socket itself (conn_fd.c hands it the
+ * socket's bytes, conn_fd_transport), or record failures: it describes
+ * them (tls_why) and conn_io.c's conn_io_xfer_failed reports them.
  *
  * The backend may use OpenSSL itself (ssl = on): this file keeps OpenSSL's
  * per-thread error queue empty around each of its calls, so neither side
@@ -148,7 +150,7 @@ server_ctx(McNet *net)
 	 * Read ahead: one read() takes a whole record (and whatever follows),
 	 * where OpenSSL would otherwise read its 5-byte header and its body
 	 * with two.  The bytes it holds beyond a record are what
-	 * McConnHasPending reports, tls_starved telling a partial record.
+	 * McConnHasPending reports, tls.starved telling a partial record.
 	 */
 	SSL_CTX_set_read_ahead(ctx, 1);
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
@@ -211,16 +213,16 @@ conn_tls_begin(McConn *conn)
 
 	ERR_clear_error();
 	ssl = SSL_new(ctx);
-	if (ssl == NULL || SSL_set_fd(ssl, conn->sock) != 1)
+	if (ssl == NULL || SSL_set_fd(ssl, conn->fd.sock) != 1)
 	{
 		snprintf(tls_why, sizeof(tls_why), "could not set up TLS: %s", ssl_reason());
 		if (ssl)
 			SSL_free(ssl);
 		return false;
 	}
-	conn->ssl = ssl;
-	conn->xfer = &mc_tls_transport;
-	conn->tls_starved = false;
+	conn->tls.ssl = ssl;
+	conn->tls.starved = false;
+	conn_fd_transport(conn, &mc_tls_transport);
 	/* SNI is for names only (RFC 6066) */
 	if (!is_ip)
 		(void) SSL_set_tlsext_host_name(ssl, name);
@@ -238,8 +240,8 @@ conn_tls_begin(McConn *conn)
 			return false;
 		}
 	}
-	if (conn->tls_session != NULL)
-		(void) SSL_set_session(ssl, conn->tls_session);
+	if (conn->tls.session != NULL)
+		(void) SSL_set_session(ssl, conn->tls.session);
 	ERR_clear_error();
 	return true;
 }
@@ -251,7 +253,7 @@ conn_tls_begin(McConn *conn)
 static McXferStatus
 tls_status(McConn *conn, int ret, bool handshake)
 {
-	int			err = SSL_get_error(conn->ssl, ret);
+	int			err = SSL_get_error(conn->tls.ssl, ret);
 	int			save_errno = errno;
 	long		verify;
 
@@ -277,7 +279,7 @@ tls_status(McConn *conn, int ret, bool handshake)
 			break;
 	}
 	if (handshake && err == SSL_ERROR_SSL &&
-		(verify = SSL_get_verify_result(conn->ssl)) != X509_V_OK)
+		(verify = SSL_get_verify_result(conn->tls.ssl)) != X509_V_OK)
 	{
 		ERR_clear_error();
 		if (verify == X509_V_ERR_HOSTNAME_MISMATCH ||
@@ -328,7 +330,7 @@ conn_tls_handshake(McConn *conn)
 	int			ret;
 
 	ERR_clear_error();
-	ret = SSL_connect(conn->ssl);
+	ret = SSL_connect(conn->tls.ssl);
 	if (ret == 1)
 	{
 		ERR_clear_error();
@@ -349,15 +351,15 @@ tls_keep_session(McConn *conn)
 {
 	SSL_SESSION *s;
 
-	if (conn->ssl == NULL || SSL_get0_session(conn->ssl) == NULL ||
-		!SSL_SESSION_is_resumable(SSL_get0_session(conn->ssl)))
+	if (conn->tls.ssl == NULL || SSL_get0_session(conn->tls.ssl) == NULL ||
+		!SSL_SESSION_is_resumable(SSL_get0_session(conn->tls.ssl)))
 		return;
-	s = SSL_SESSION_dup(SSL_get0_session(conn->ssl));
+	s = SSL_SESSION_dup(SSL_get0_session(conn->tls.ssl));
 	if (s == NULL)
 		return;					/* out of memory: the next connect is a full one */
-	if (conn->tls_session != NULL)
-		SSL_SESSION_free(conn->tls_session);
-	conn->tls_session = s;
+	if (conn->tls.session != NULL)
+		SSL_SESSION_free(conn->tls.session);
+	conn->tls.session = s;
 }
 
 /*
@@ -372,14 +374,14 @@ tls_read(McConn *conn, char *buf, size_t len, McXferStatus *st)
 	int			n;
 
 	clear_queue();
-	n = SSL_read(conn->ssl, buf, (int) Min(len, (size_t) INT_MAX));
+	n = SSL_read(conn->tls.ssl, buf, (int) Min(len, (size_t) INT_MAX));
 	if (n > 0)
 	{
-		conn->tls_starved = false;
+		conn->tls.starved = false;
 		return n;
 	}
 	*st = tls_status(conn, n, false);
-	conn->tls_starved = (*st == MC_XFER_WANT_READ);
+	conn->tls.starved = (*st == MC_XFER_WANT_READ);
 	return (*st == MC_XFER_WANT_READ || *st == MC_XFER_WANT_WRITE) ? 0 : -1;
 }
 
@@ -394,7 +396,7 @@ tls_write(McConn *conn, const char *buf, size_t len, McXferStatus *st)
 	int			n;
 
 	clear_queue();
-	n = SSL_write(conn->ssl, buf, (int) Min(len, (size_t) INT_MAX));
+	n = SSL_write(conn->tls.ssl, buf, (int) Min(len, (size_t) INT_MAX));
 	if (n > 0)
 		return n;
 	*st = tls_status(conn, n, false);
@@ -414,11 +416,11 @@ tls_still_open(McConn *conn)
 	int			n;
 
 	clear_queue();
-	n = SSL_peek(conn->ssl, &b, 1);
+	n = SSL_peek(conn->tls.ssl, &b, 1);
 	if (n > 0)
 		return false;
-	conn->tls_starved = (tls_status(conn, n, false) == MC_XFER_WANT_READ);
-	return conn->tls_starved;
+	conn->tls.starved = (tls_status(conn, n, false) == MC_XFER_WANT_READ);
+	return conn->tls.starved;
 }
 
 /*
@@ -431,18 +433,22 @@ tls_still_open(McConn *conn)
 static bool
 tls_pending(McConn *conn)
 {
-	return conn->ssl != NULL && !conn->tls_starved && SSL_has_pending(conn->ssl);
+	return conn->tls.ssl != NULL && !conn->tls.starved && SSL_has_pending(conn->tls.ssl);
 }
 
-/* Free the connection's SSL object (the socket is closed by the caller). */
+/*
+ * Free the connection's SSL object (the socket is closed by the caller);
+ * the next socket keeps its own session.
+ */
 static void
 tls_close(McConn *conn)
 {
-	if (conn->ssl != NULL)
+	if (conn->tls.ssl != NULL)
 	{
-		SSL_free(conn->ssl);
-		conn->ssl = NULL;
+		SSL_free(conn->tls.ssl);
+		conn->tls.ssl = NULL;
 	}
+	conn->tls.kept = false;
 	ERR_clear_error();
 }
 
@@ -450,10 +456,10 @@ tls_close(McConn *conn)
 void
 conn_tls_forget(McConn *conn)
 {
-	if (conn->tls_session != NULL)
+	if (conn->tls.session != NULL)
 	{
-		SSL_SESSION_free(conn->tls_session);
-		conn->tls_session = NULL;
+		SSL_SESSION_free(conn->tls.session);
+		conn->tls.session = NULL;
 	}
 }
 
@@ -473,9 +479,9 @@ tls_write_all(McConn *conn, const char *buf, size_t len)
 			continue;
 		}
 		if (n < 0)
-			return conn_xfer_failed(conn, st, "send to");
+			return conn_io_xfer_failed(conn, st, "send to");
 		/* the same bytes are offered again after the wait, as OpenSSL requires */
-		if (!conn_wait(conn, st == MC_XFER_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+		if (!conn_io_wait(conn, st == MC_XFER_WANT_READ ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
 					   conn->net->cfg->io_timeout, "send to"))
 			return MC_IO_FAILED;
 	}
@@ -517,10 +523,10 @@ tls_write_request(McConn *conn, const char *hdr, size_t hlen,
 static void
 tls_idle(McConn *conn)
 {
-	if (!conn->tls_kept)
+	if (!conn->tls.kept)
 	{
 		tls_keep_session(conn);
-		conn->tls_kept = true;
+		conn->tls.kept = true;
 	}
 }
 

@@ -3,14 +3,13 @@
  *
  * Owns: an instance's name from its endpoint ("host:port", "[v6]:port",
  * a Unix socket's path), for every layer's messages, the views and the
- * statistics' rows, and a connection's statistics entry found by that
- * name.  Alone in its file so the connection's insides (conn_int.h,
- * conn_connect.c) can name an instance without depending on conn_io.c or
- * conn.c.
+ * statistics' rows (a connection's entry of client_stats.c's tally is
+ * found by it).  Alone in its file so every conn_*.c file can name an
+ * instance without depending on conn.c.  Must not: know a connection's
+ * insides.
  */
 #include "postgres.h"
 
-#include "conn_int.h"
 #include "net.h"
 
 /*
@@ -29,15 +28,4 @@ McInstanceName(McNet *net, int index)
 	if (strchr(ep->host, ':'))
 		return psprintf("[%s]:%d", ep->host, ep->port);
 	return psprintf("%s:%d", ep->host, ep->port);
-}
-
-/*
- * The connection's entry of client_stats.c's tally, found by the instance's
- * name at its first connect or count (the name is allocated: a cold path).
- */
-void
-conn_cs_find(McConn *conn)
-{
-	conn->cs.inst = McCsInstanceOf(conn->net->serverid,
-								   McInstanceName(conn->net, conn->index));
 }

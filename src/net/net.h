@@ -5,10 +5,10 @@
  * the client layer's options.c and endpoints.c, read-only here), a
  * server's network part (McNet: its sockets, their generation, the
  * multi-get wait set, the TLS context; embedded in the client's McServer
- * and changed only by the conn_*.c files), one request as the connection
- * carries it, and the entry points of the conn_*.c files.  The connection's
- * insides are conn_int.h's.  Nothing here knows servers as SQL sees them,
- * health, routing or what commands mean.
+ * and changed only by net/'s files), one request as the connection
+ * carries it, and the entry points of net/'s files, each file's named with
+ * its prefix.  The connection's insides are conn_int.h's.  Nothing here
+ * knows servers as SQL sees them, health, routing or what commands mean.
  */
 #ifndef MCFDW_NET_H
 #define MCFDW_NET_H
@@ -98,8 +98,8 @@ typedef struct McServerConfig
 } McServerConfig;
 
 /*
- * One socket to one memcached instance: opaque outside the conn_*.c
- * files (the struct is in conn_int.h).
+ * One socket to one memcached instance: opaque outside net/ (the struct
+ * is in conn_int.h).
  */
 typedef struct McConn McConn;
 
@@ -120,7 +120,7 @@ typedef struct McConnStats
  * A server's network part: its connections (one per instance) and what
  * they share.  Embedded in the client's McServer; McNetBind ties it to the
  * server's name and options once, McNetRebuild installs the connections of
- * a rebuilt configuration.  Only the conn_*.c files change it.
+ * a rebuilt configuration.  Only net/'s files change it.
  */
 typedef struct McNet
 {
@@ -128,7 +128,7 @@ typedef struct McNet
 	const char *name;			/* the server's, for messages */
 	const McServerConfig *cfg;	/* the server's options */
 	MemoryContext cxt;			/* the configuration's: the TLS context lives there */
-	McConn	   *conns;			/* nconns of them (McConnOf) */
+	McConn	   *conns;			/* nconns of them (McNetConn) */
 	int			nconns;
 	uint64		sock_gen;		/* bumped whenever a socket opens or closes */
 	WaitEventSet *mwes;			/* multi-get wait set over all open sockets */
@@ -178,52 +178,83 @@ typedef enum McLinesStatus
 } McLinesStatus;
 
 /*
- * conn.c and conn_io.c: one socket per instance.  A failing instance is reported, never
- * judged: the call returns false/NULL/-1 with the cause kept in the
- * connection, and the caller (health.c's McInstance*) counts it and raises.
+ * The entry points, by file; each file's names share its prefix (McNet for
+ * net.c, McConn for conn.c, McConnFail for conn_fail.c, ...).  A failing
+ * instance is reported, never judged: the call returns false/NULL/-1 with
+ * the cause kept in the connection, and the caller (health.c's
+ * McInstance*) counts it and raises.
  */
+
+/* net.c: a server's connections as a set, and its multi-get wait set */
 extern void McNetBind(McNet *net, Oid serverid, const char *name,
 					  const McServerConfig *cfg);
-extern McConn *McConnArrayNew(MemoryContext cxt, int n);
+extern McConn *McNetConnArray(MemoryContext cxt, int n);
 extern void McNetRebuild(McNet *net, McConn *conns, int n, const int *from,
 						 MemoryContext cxt);
 extern void McNetDiscard(McNet *net);
-extern McConn *McConnOf(McNet *net, int index);
-extern void McConnCloseBusy(McNet *net);
-extern int	McConnCloseIdle(McNet *net, int *in_use);
+extern McConn *McNetConn(McNet *net, int index);
+extern void McNetCloseBusy(McNet *net);
+extern int	McNetCloseIdle(McNet *net, int *in_use);
+extern void McNetProbeIdle(McNet *net, const bool *probe, int n);
+extern WaitEventSet *McNetWaitSet(McNet *net);
+/* No socket opened or closed since McNetWaitSet built the set. */
+static inline bool
+McNetWaitSetCurrent(const McNet *net)
+{
+	return net->mwes_gen == net->sock_gen;
+}
+extern void McNetArm(McConn *conn, uint32 events);
+
+/* instance_name.c */
 extern const char *McInstanceName(McNet *net, int index);
+
+/* conn.c: requests on a connection, one at a time or pipelined */
 extern const char *McConnName(McConn *conn);
 extern int	McConnIndex(McConn *conn);
 extern void McConnGetStats(McConn *conn, McConnStats *out);
 extern bool McConnPrepare(McConn *conn, bool probed, int cap_ms);
 extern void McConnProbeIdle(McConn *conn);
-extern void McNetProbeIdle(McNet *net, const bool *probe, int n);
 extern void McConnAtMostOnce(McConn *conn);
-extern bool McConnFinishConnect(McConn *conn);
 extern const char *McConnRoundtrip(McConn *conn, const McRequest *req,
 								   McReply *reply);
 extern bool McConnInDoubt(McConn *conn);
 extern void McConnConsume(McConn *conn, size_t n);
 extern void McConnEnd(McConn *conn);
 extern void McConnClose(McConn *conn);
-extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
-						  const char *fmt, va_list ap) pg_attribute_printf(4, 0);
-extern const char *McConnFailure(McConn *conn, bool *hard);
-extern int	McConnFailureCode(McConn *conn);
-extern bool McConnFailureCounts(McConn *conn);
-extern bool McConnFailureOwnLimit(McConn *conn);
-extern void McConnRaise(McConn *conn) McNoReturn();
 /* What McConnForeignReply may conclude from a reply (flags). */
 #define MC_FOREIGN_META		0x1	/* it answers a meta command */
 #define MC_FOREIGN_UNPARSED	0x2	/* the caller could not parse it */
 extern bool McConnForeignReply(McConn *conn, const char *base, size_t len, int how);
 extern void McConnReplyError(McConn *conn, const char *base,
 							 const McReply *reply) McNoReturn();
+/* ... the multi-get's non-blocking slices */
+extern ssize_t McConnSendSome(McConn *conn);
+extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool *drained);
+extern size_t McConnUnsent(McConn *conn);
+extern char *McConnWriteSpace(McConn *conn, size_t n);
+extern void McConnWritten(McConn *conn, size_t n);
+extern void McConnPipelined(McConn *conn, int nrequests);
+extern void McConnHit(McConn *conn, const McReply *r);
+extern void McConnFound(McConn *conn, uint32 hits, uint32 misses);
+extern char *McConnUnread(McConn *conn, size_t *len);
+extern void McConnDropIdle(McConn *conn);
+/* ... bytes the transport (TLS) holds are readable though epoll cannot see them */
+extern bool McConnHasPending(McConn *conn);
+
+/* conn_fail.c: the connection's last failure */
+extern bool McConnFailedV(McConn *conn, int sqlerrcode, const char *action,
+						  const char *fmt, va_list ap) pg_attribute_printf(4, 0);
+extern const char *McConnFailure(McConn *conn, bool *hard);
+extern int	McConnFailureCode(McConn *conn);
+extern bool McConnFailureCounts(McConn *conn);
+extern bool McConnFailureOwnLimit(McConn *conn);
+extern void McConnFailRaise(McConn *conn) McNoReturn();
 
 /*
  * conn_connect.c: a connect McConnPrepare started, advanced a step at a
  * time without waiting, so one wait (pipeline.c's) serves the connects of
- * every instance of a call
+ * every instance of a call; or finished by waiting on the connection's own
+ * wait set (McConnConnectFinish)
  */
 typedef enum McConnectStatus
 {
@@ -236,31 +267,9 @@ extern bool McConnConnecting(McConn *conn);
 extern McConnectStatus McConnConnectStep(McConn *conn);
 extern long McConnConnectWait(McConn *conn, uint32 *events);
 extern void McConnConnectExpired(McConn *conn);
+extern bool McConnConnectFinish(McConn *conn);
 
-/* conn_multi.c: the multi-get's non-blocking primitives */
-extern WaitEventSet *McNetWaitSet(McNet *net);
-/* No socket opened or closed since McNetWaitSet built the set. */
-static inline bool
-McNetWaitSetCurrent(const McNet *net)
-{
-	return net->mwes_gen == net->sock_gen;
-}
-extern void McConnArm(McConn *conn, uint32 events);
-extern ssize_t McConnSendSome(McConn *conn);
-extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool *drained);
-extern size_t McConnUnsent(McConn *conn);
-extern char *McConnWriteSpace(McConn *conn, size_t n);
-extern void McConnWritten(McConn *conn, size_t n);
-extern void McConnPipelined(McConn *conn, int nrequests);
-extern void McConnHit(McConn *conn, const McReply *r);
-extern void McConnFound(McConn *conn, uint32 hits, uint32 misses);
-extern char *McConnUnread(McConn *conn, size_t *len);
-extern void McConnDropIdle(McConn *conn);
-
-/* conn_tls.c: bytes OpenSSL holds are readable though epoll cannot see them */
-extern bool McConnHasPending(McConn *conn);
-
-/* conn_stats.c: stats commands ("STAT name value" lines, then END) */
+/* conn_stat.c: stats commands ("STAT name value" lines, then END) */
 extern bool McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 							McStatLineFn cb, void *arg);
 

@@ -14,8 +14,21 @@ src/ holds one folder per layer (LAYERS, top to bottom).  Data flows one way
 5. the pure-C layer (core/) includes nothing outside core/ but the C
    library: no PostgreSQL header (the unit tests and the fuzzer build it
    without PostgreSQL's include path; this says why a build fails);
-6. the checks themselves fail on a tree with an upward include, an upward
-   call, or a PostgreSQL header in core/ (a synthetic tree made here).
+6. a record of owned parts (OWNED: McConn, conn_int.h) is written only by
+   its parts' owners: each member of the struct names its owner file in
+   its comment ("McConnIo io; /* conn_io.c */"), and an assignment,
+   compound assignment, ++/-- or memset-like call on x->member... outside
+   that file fails, unless it is in a static inline function of a header
+   named with the owner's prefix (conn_io_reset_rbuf is conn_io.c's);
+7. in the folders of PREFIXED (net/), a file's exported functions carry its
+   prefix: its name (conn_fd_ for conn_fd.c) or that name in CamelCase
+   after "Mc" (McConnFd), or PREFIX_NAMES' word for it; a name belongs to
+   the file whose prefix is the longest to begin it, so two files cannot
+   share a prefix;
+8. the checks themselves fail on a tree with an upward include, an upward
+   call, a PostgreSQL header in core/, a foreign write to an owned part, or
+   a function named with another file's prefix (a synthetic tree made
+   here).
 
 Headers are included by name (one -I per folder), so names are unique
 across src/.  The folder graph is printed as comments, so a change of
@@ -38,11 +51,19 @@ LAYERS = [
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
+# Structs whose members are parts, each written by the file its comment names.
+OWNED = ["McConn"]
+# Folders whose files' exported functions carry the file's prefix.
+PREFIXED = ["net"]
+# A file's CamelCase prefix, where it is not "Mc" + its name in CamelCase.
+PREFIX_NAMES = {"client_stats.c": "McCs"}
+
 DEFAULT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
 
 def strip(text):
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    # comments go, their line ends stay (a problem's line number is the file's)
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
 
@@ -101,12 +122,13 @@ def analyse(src):
     # definitions: non-static functions and globals of .c files; static
     # inline functions of headers belong to the header
     stripped = {rel: strip(text) for rel, text in files.items()}
-    defs = {}
+    defs, funcs = {}, {}
     for rel, text in stripped.items():
         if rel.endswith(".c"):
             for m in re.finditer(r"^([A-Za-z_][\w \t*]*)\n([A-Za-z_]\w*)\(", text, re.M):
                 if "static" not in m.group(1):
                     defs.setdefault(m.group(2), rel)
+                    funcs.setdefault(m.group(2), rel)
             for m in re.finditer(r"^(?!static|extern|typedef)[A-Za-z_][\w \t*]*?\b((?:mc_|Mc)\w+)\s*(?:=[^=]|;)",
                                  text, re.M):
                 defs.setdefault(m.group(1), rel)
@@ -128,6 +150,9 @@ def analyse(src):
             problems["call-up"].append("%s names %s of %s (%s/ is above %s/)"
                                        % (a, ", ".join(sorted(ups[b])), b, layer(b), layer(a)))
 
+    problems["part-write"] = part_writes(files, stripped)
+    problems["prefix"] = prefixes(files, funcs)
+
     call_edges = {a: {b for b, _ in s if b.endswith(".c") and a.endswith(".c")} for a, s in calls.items()}
     problems["call-cycle"] = ["cycle: " + " -> ".join(c + (c[0],)) for c in cycles(call_edges)]
     problems["include-cycle"] = ["cycle: " + " -> ".join(c + (c[0],)) for c in cycles(inc)]
@@ -138,6 +163,102 @@ def analyse(src):
             if layer(a) != layer(b):
                 folder_edges[layer(a)][layer(b)] += 1
     return problems, folder_edges, files
+
+
+def prefix_of(rel):
+    """The file's (snake_case, CamelCase) prefixes: conn_fd.c -> conn_fd, McConnFd."""
+    stem = os.path.basename(rel)[:-2]
+    camel = PREFIX_NAMES.get(os.path.basename(rel),
+                             "Mc" + "".join(w[:1].upper() + w[1:] for w in stem.split("_")))
+    return stem, camel
+
+
+def name_owner(name, rels):
+    """The file of rels whose prefix is the longest to begin name, or None."""
+    best, best_len = None, 0
+    for rel in rels:
+        snake, camel = prefix_of(rel)
+        for p, ok in ((snake, name == snake or name.startswith(snake + "_")),
+                      (camel, name.startswith(camel))):
+            if ok and len(p) > best_len:
+                best, best_len = rel, len(p)
+    return best
+
+
+# a member (of a part: .field, [i]) assigned, compound-assigned, ++ or --
+ASSIGN = r"\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
+FIELDS = r"(?:\s*\.\s*\w+|\s*\[[^\]]*\])"
+WRITERS = r"\b(?:memset|MemSet|memcpy|memmove|strlcpy|strlcat|snprintf|vsnprintf|explicit_bzero)\s*\(\s*&?\s*"
+
+
+def part_writes(files, stripped):
+    """Writes to a part of an OWNED struct from a file that does not own it."""
+    found = []
+    for struct in OWNED:
+        if not any(re.search(r"^struct\s+%s\s*\{" % struct, text, re.M)
+                   for rel, text in files.items() if rel.endswith(".h")):
+            found.append("no header defines struct %s" % struct)
+        for rel, text in sorted(files.items()):
+            if not rel.endswith(".h"):
+                continue
+            m = re.search(r"^struct\s+%s\s*\{(.*?)^\};" % struct, text, re.M | re.S)
+            if not m:
+                continue
+            folder = layer(rel)
+            owners, parts = {}, set()
+            for line in m.group(1).split("\n"):
+                mm = re.match(r"\s*([\w \t]+?)([\s*]+)(\w+)\s*(?:\[[^\]]*\])?;\s*/\*\s*(\w+\.c)\b", line)
+                if mm:
+                    owners[mm.group(3)] = os.path.join(folder, mm.group(4))
+                    # a part of its own (not a pointer or a scalar): written
+                    # a field at a time, so only "->part." is its write
+                    if "*" not in mm.group(2) and re.search(r"\}\s*%s\s*;" % mm.group(1).strip(), text):
+                        parts.add(mm.group(3))
+            unowned = [ln.strip() for ln in m.group(1).split("\n")
+                       if re.match(r"\s*[\w \t]+?[\s*]+\w+\s*(?:\[[^\]]*\])?;", ln)
+                       and not re.search(r";\s*/\*\s*\w+\.c\b", ln)]
+            for ln in unowned:
+                found.append("%s: member of %s names no owner file: %s" % (rel, struct, ln))
+            mods = [r for r in files if layer(r) == folder and r.endswith(".c")]
+            for src, text2 in sorted(stripped.items()):
+                if layer(src) != folder:
+                    continue
+                for member, owner in sorted(owners.items()):
+                    fields = FIELDS + ("+" if member in parts else "*")
+                    pats = [r"->\s*%s\b%s%s" % (member, fields, ASSIGN),
+                            r"(?:\+\+|--)\s*\w+\s*->\s*%s\b%s" % (member, fields),
+                            WRITERS + r"\w+\s*->\s*%s\b" % member]
+                    for pat in pats:
+                        for w in re.finditer(pat, text2):
+                            writer = src
+                            if src.endswith(".h"):
+                                fn = None
+                                for f in re.finditer(r"^static\s+inline\s+[\w \t*]*\n(\w+)\(", text2[:w.start()], re.M):
+                                    fn = f.group(1)
+                                writer = name_owner(fn, mods) if fn else None
+                            if writer != owner:
+                                line = text2.count("\n", 0, w.start()) + 1
+                                found.append("%s:%d writes %s's %s (%s)" % (
+                                    src, line, struct, member,
+                                    "a part of %s" % owner if writer is None or writer == src
+                                    else "an inline named as %s's, not %s's" % (writer, owner)))
+    return sorted(set(found))
+
+
+def prefixes(files, defs):
+    """Exported functions of a PREFIXED folder's file not named with its prefix."""
+    found = []
+    for folder in PREFIXED:
+        mods = [r for r in files if layer(r) == folder and r.endswith(".c")]
+        for name, rel in sorted(defs.items()):
+            if rel not in mods:
+                continue
+            owner = name_owner(name, mods)
+            if owner != rel:
+                found.append("%s exports %s, %s" % (
+                    rel, name, "which carries no prefix of its file's (%s, %s)" % prefix_of(rel)
+                    if owner is None else "a name with %s's prefix" % owner))
+    return found
 
 
 def cycles(edges):
@@ -162,6 +283,8 @@ CHECKS = [
     ("include-up", "every #include goes to the file's own folder or one below"),
     ("call-up", "every call goes to the file's own folder or one below"),
     ("core", "core/ includes no PostgreSQL header and nothing outside core/"),
+    ("part-write", "every part of %s is written only by its owner" % ", ".join(OWNED)),
+    ("prefix", "every exported function of %s carries its file's prefix" % ", ".join(f + "/" for f in PREFIXED)),
 ]
 
 
@@ -183,6 +306,15 @@ def self_test():
                        "client/mid.h": '#include "low.h"\nextern void McMid(void);\nextern void McMid2(void);\nextern void McOther(void);\n',
                        "core/low.c": '#include "low.h"\nvoid\nMcLow(void)\n{\n}\n'},
     }
+    owned = ('#include "low.h"\ntypedef struct Part { int x; } Part;\n'
+             'struct McConn\n{\n\tint\t\tid;\t\t/* net_a.c */\n'
+             '\tPart\t\tpa;\t\t/* net_a.c */\n\tPart\t\tpb;\t\t/* net_b.c */\n};\n'
+             'static inline void\nnet_a_reset(struct McConn *c)\n{\n\tc->pa.x = 0;\n}\n')
+    net_a = '#include "net_int.h"\nvoid\nnet_a_set(struct McConn *c)\n{\n\tc->pa.x = 1;\n\tc->id++;\n\tnet_a_reset(c);\n}\n'
+    net_b = '#include "net_int.h"\nint\nnet_b_get(struct McConn *c)\n{\n\tc->pb.x += 1;\n\treturn c->pa.x == 2;\n}\n'
+    base.update({"net/net_int.h": owned, "net/net_a.c": net_a, "net/net_b.c": net_b})
+    broken["part-write"] = {"net/net_b.c": net_b.replace("\treturn", "\tc->pa.x = 2;\n\treturn")}
+    broken["prefix"] = {"net/net_b.c": net_b + "void\nnet_a_more(void)\n{\n}\n"}
     broken["call-cycle"]["client/mid.c"] = '#include "mid.h"\nvoid\nMcMid(void)\n{\n\tMcOther();\n}\nvoid\nMcMid2(void)\n{\n}\n'
     results = []
     for rule, change in [(None, {})] + sorted(broken.items()):

@@ -1,9 +1,11 @@
 /*
- * conn_stats.c — the text-protocol stats commands on a connection.
+ * conn_stat.c — the text-protocol stats commands on a connection.
  *
  * Owns: running a command answered by "STAT name value" lines and "END",
  * with the bounds that keep any server from holding a view.  Must not:
- * interpret the lines (stats.c, slabs.c do) or judge instances.
+ * interpret the lines (stats.c, slabs.c do), write a part of the
+ * connection (it asks conn_io.c for the request's bound), or judge
+ * instances.
  */
 #include "postgres.h"
 
@@ -43,44 +45,40 @@ McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 
 		if (!McConnPrepare(conn, false, 0))
 			return false;
-		conn->deadline = view_deadline;
-		conn->deadline_ms = limit_ms;
-		conn->own_deadline = view_deadline;
-		if (conn->connecting && !conn_connect_finish(conn))
+		conn_io_bound(conn, view_deadline, limit_ms);
+		conn_io_own_bound(conn, view_deadline);
+		if (conn->connect.active && !McConnConnectFinish(conn))
 			return false;
 		if (io_timeout > 0)
 		{
 			int64		d = mono_usec() + (int64) io_timeout * 1000;
 
-			if (conn->deadline == 0 || d < conn->deadline)
-			{
-				conn->deadline = d;
-				conn->deadline_ms = io_timeout;
-			}
+			if (conn->io.deadline == 0 || d < conn->io.deadline)
+				conn_io_bound(conn, d, io_timeout);
 		}
-		st = conn_send(conn, cmd, len, NULL, 0);
+		st = conn_io_send(conn, cmd, len, NULL, 0);
 		while (st == MC_IO_OK)
 		{
 			McReply		r;
-			char	   *base = conn->rbuf + conn->rstart;
-			McReplyType t = mc_parse_reply_z(base, conn->rend - conn->rstart, &r);
+			char	   *base = conn->io.rbuf + conn->io.rstart;
+			McReplyType t = mc_parse_reply_z(base, conn->io.rend - conn->io.rstart, &r);
 
 			/* a reply that never drains never waits: check here too */
 			CHECK_FOR_INTERRUPTS();
-			if (conn->deadline != 0 && mono_usec() >= conn->deadline)
+			if (conn->io.deadline != 0 && mono_usec() >= conn->io.deadline)
 			{
-				bool		own = (conn->deadline == conn->own_deadline);
+				bool		own = (conn->io.deadline == conn->io.own_deadline);
 
 				conn_fail(conn, false, ERRCODE_CONNECTION_FAILURE, "read from",
-						  "timed out after %d ms", conn->deadline_ms);
-				conn->fail_own_limit = own;
+						  "timed out after %d ms", conn->io.deadline_ms);
+				conn_fail_own_limit(conn, own);
 				return false;
 			}
-			if (conn->rgot > STATS_MAX_BYTES)
+			if (conn->io.rgot > STATS_MAX_BYTES)
 				return conn_fail(conn, false, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "read from",
 								 "the stats reply exceeds %d bytes", STATS_MAX_BYTES);
 			if (t == MC_REPLY_NEED_MORE)
-				st = conn_fill(conn, r.need);
+				st = conn_io_fill(conn, r.need);
 			else if (t == MC_REPLY_STAT)
 			{
 				cb(arg, base + r.msg_off, r.msg_len,
@@ -94,7 +92,7 @@ McConnStatLines(McConn *conn, const char *cmd, int limit_ms,
 				return true;
 			}
 			else if (McConnForeignReply(conn, base, t == MC_REPLY_BAD ?
-										conn->rend - conn->rstart : r.header_len,
+										conn->io.rend - conn->io.rstart : r.header_len,
 										t == MC_REPLY_BAD ? MC_FOREIGN_UNPARSED : 0))
 				return false;	/* needs a login, or is not memcached */
 			else if (t == MC_REPLY_BAD)
