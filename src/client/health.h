@@ -28,12 +28,22 @@ extern bool McInstanceStatLines(McServer *srv, int index, const char *cmd,
 								McStatLineFn cb, void *arg);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
-extern int	McServerPickRoute(McServer *srv, const char *key, size_t len,
-							  const bool *alive, bool failover);
+extern int	McServerPickHashed(McServer *srv, uint32 hash, const char *key,
+							   size_t len, const bool *alive, bool failover);
 extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
 extern const char *McRoundtripRouted(McServer *srv, const char *key, size_t keylen,
 								  const McRequest *req, McReply *reply,
 								  McConn **connp);
+
+/*
+ * The key's hash on srv's ring (as routed: prefix included, before base64),
+ * for McServerPickHashed.
+ */
+static inline uint32
+McServerKeyHash(McServer *srv, const char *key, size_t len)
+{
+	return mc_ring_key_hash(srv->ring, key, len);
+}
 
 #endif							/* MCFDW_HEALTH_H */
