@@ -208,13 +208,13 @@ def rawclient(nkeys, seconds=None):
     return float(re.search(r"median_us=([0-9.]+)", out).group(1))
 
 
-def pgbench_mix(scripts, seconds):
+def pgbench_mix(scripts, seconds, weights=None):
     """Run the scripts ({name: text}) in one pgbench session (-c1 -M
     prepared) for the given seconds, each transaction taking one of them at
-    random (equal weights), so they interleave a statement at a time and
-    whatever the machine does meanwhile hits all of them alike.  Returns
-    {name: median latency in us} from the per-transaction log (its fourth
-    field is the script's number)."""
+    random (weights: {name: weight}, 1 unless given), so they interleave a
+    statement at a time and whatever the machine does meanwhile hits all of
+    them alike.  Returns {name: median latency in us} from the
+    per-transaction log (its fourth field is the script's number)."""
     _script_seq[0] += 1
     n = _script_seq[0]
     names = list(scripts)
@@ -224,7 +224,7 @@ def pgbench_mix(scripts, seconds):
         path = os.path.join(WORK, "mix%d_%d.sql" % (n, i))
         with open(path, "w") as f:
             f.write(scripts[name])
-        cmd += ["-f", path + "@1"]
+        cmd += ["-f", "%s@%d" % (path, (weights or {}).get(name, 1))]
     logdir = os.path.join(WORK, "mixlog%d" % n)
     os.mkdir(logdir)
     cmd += ["-l", "--log-prefix", os.path.join(logdir, "pgb")]
@@ -396,45 +396,64 @@ def w_multi(num, n, target_raw):
 # next, and each round is judged on its own.
 MIX_ROUNDS = int(os.environ.get("BENCH_MIX_ROUNDS") or (12 if QUICK else 30))
 MIX_SECONDS = 2
-RAW_SECONDS = 0.7
+
+
+def raw_in_mix(out, n):
+    """A pgbench script (for pgbench_mix) that runs the raw C client for 50
+    batches of n keys (after 5 of warm-up) and appends its line to out: the
+    raw client's batches then share the seconds of the statements they are
+    compared with.  Its own transactions' latencies (a fork and exec) mean
+    nothing; raw_medians reads what it measured."""
+    return "\\shell %s -p %s -n %d -k %d -b 50 -w 5 >> %s\n" % (
+        RAWCLIENT, ",".join(map(str, PORTS)), n, KEYS, out)
+
+
+def raw_medians(out):
+    """The median of the raw client's per-run medians appended to out."""
+    with open(out) as f:
+        meds = [float(m.group(1)) for m in re.finditer(r"median_us=([0-9.]+)", f.read())]
+    if not meds:
+        raise RuntimeError("the raw C client inside the pgbench mix measured nothing")
+    return med(meds)
 
 
 def w2_small_multi(target_raw=1.25):
-    """The 100-key multi-get, judged round by round: each round runs the
-    floor, mc_get_multi and memcache_get_multi interleaved a statement at a
-    time in one pgbench session (pgbench_mix), and the raw C client right
-    before or right after it (alternately).  The round's ratio is mcfdw's
-    added time (its median minus the floor's median, both from the same
-    seconds) over the raw client's median; the verdict is the median of the
+    """The 100-key multi-get, judged round by round: each round is one
+    pgbench session in which the floor, mc_get_multi, memcache_get_multi and
+    the raw C client (raw_in_mix: 50 batches a run, about one transaction in
+    121) take turns at random (pgbench_mix), so all four share the same
+    seconds.  The round's ratio is mcfdw's added time (its median minus the
+    floor's) over the raw client's median; the verdict is the median of the
     rounds' ratios, printed with their quartiles and how many rounds met the
-    target.  With BENCH_BASELINE (another build's mcfdw.so) every round
-    also runs the mix with that build swapped in (BaselineSwap), so before
-    and after are measured in the same rounds."""
+    target.  With BENCH_BASELINE (another build's mcfdw.so) every round also
+    runs the mix with that build swapped in (BaselineSwap), so before and
+    after are measured in the same rounds."""
     n = 100
     say("2. 100-key multi-get over %d servers: %d rounds of a %ds pgbench mix (floor, "
-        "mc_get_multi, memcache_get_multi, a statement at a time) and %gs of the raw C client%s"
-        % (len(PORTS), MIX_ROUNDS, MIX_SECONDS, RAW_SECONDS,
+        "mc_get_multi, memcache_get_multi and the raw C client, a statement or a run at a time)%s"
+        % (len(PORTS), MIX_ROUNDS, MIX_SECONDS,
            "; the baseline build's mix in every round too" if SWAP.active else ""))
     verify_multi(n)
     scripts = multi_scripts(n)
-    base_scripts = {"floor": scripts["floor"], "mcfdw": scripts["mcfdw"]}
+    weights = {"floor": 40, "mcfdw": 40, "pgmemcache": 40, "raw": 1}
     per = {k: [] for k in ("floor", "mcfdw", "pgmemcache", "raw", "add_mc", "add_pg",
                            "ratio", "b_add", "b_ratio")}
     for r in range(MIX_ROUNDS):
-        steps = ["mix", "raw"] + (["base"] if SWAP.active else [])
         got = {}
-        for step in rotated(steps, r):
-            if step == "raw":
-                got["raw"] = rawclient(n, RAW_SECONDS)
-            elif step == "mix":
-                got["mix"] = pgbench_mix(scripts, MIX_SECONDS)
-            else:
+        for step in rotated(["mix", "base"] if SWAP.active else ["mix"], r):
+            out = os.path.join(WORK, "raw_%d_%s.out" % (r, step))
+            mix = dict(scripts, raw=raw_in_mix(out, n))
+            if step == "base":
+                del mix["pgmemcache"]
                 with SWAP.baseline():
-                    got["base"] = pgbench_mix(base_scripts, MIX_SECONDS)
-        m, raw = got["mix"], got["raw"]
-        for k in ("floor", "mcfdw", "pgmemcache"):
+                    got[step] = pgbench_mix(mix, MIX_SECONDS, weights)
+            else:
+                got[step] = pgbench_mix(mix, MIX_SECONDS, weights)
+            got[step]["raw"] = raw_medians(out)
+        m = got["mix"]
+        raw = m["raw"]
+        for k in ("floor", "mcfdw", "pgmemcache", "raw"):
             per[k].append(m[k])
-        per["raw"].append(raw)
         per["add_mc"].append(m["mcfdw"] - m["floor"])
         per["add_pg"].append(m["pgmemcache"] - m["floor"])
         per["ratio"].append(per["add_mc"][-1] / raw)
@@ -445,8 +464,9 @@ def w2_small_multi(target_raw=1.25):
         if SWAP.active:
             b = got["base"]
             per["b_add"].append(b["mcfdw"] - b["floor"])
-            per["b_ratio"].append(per["b_add"][-1] / raw)
-            line += "; baseline added %.0f us, %.2f" % (per["b_add"][-1], per["b_ratio"][-1])
+            per["b_ratio"].append(per["b_add"][-1] / b["raw"])
+            line += "; baseline build: added %.0f us, raw %.0f us, %.2f" % (
+                per["b_add"][-1], b["raw"], per["b_ratio"][-1])
         say(line)
     w = "2 100-key get_multi"
     fl, mc, pg, raw = (med(per[k]) for k in ("floor", "mcfdw", "pgmemcache", "raw"))
