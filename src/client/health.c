@@ -240,7 +240,7 @@ pick_live(McServer *srv, const char *key, size_t len, const bool *alive)
 						  mc_ring_key_hash(srv->ring, key, len));
 }
 
-/* McServerPickRoute's choice, or -1 when no instance is available. */
+/* McServerPickNow's choice, or -1 when no instance is available. */
 static inline int
 pick_with(McServer *srv, const char *key, size_t len, const bool *alive, bool failover)
 {
@@ -264,7 +264,7 @@ no_instance(McServer *srv)
 /*
  * Choose the instance for a key (as routed: prefix included, before base64)
  * given a health map from McServerAliveMap, as the server's failover says.
- * (Not a call of McServerPickRoute: it is on the single get's path, whose
+ * (Not a call of McServerPickHashed: it is on the single get's path, whose
  * instructions make bench counts.)
  */
 int
@@ -284,16 +284,20 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 }
 
 /*
- * McServerPickWith with failover given by the caller (a run that must not
- * fail over whatever the server's setting: the key's own instance, dead or
- * alive).
+ * McServerPickWith for a key whose ring hash (McServerKeyHash) the caller
+ * has, with failover given by the caller (a run that must not fail over
+ * whatever the server's setting: the key's own instance, dead or alive).
  */
 int
-McServerPickRoute(McServer *srv, const char *key, size_t len, const bool *alive,
-				  bool failover)
+McServerPickHashed(McServer *srv, uint32 hash, const char *key, size_t len,
+				   const bool *alive, bool failover)
 {
-	int			idx = pick_with(srv, key, len, alive, failover);
+	int			idx;
 
+	if (unlikely(alive != NULL && failover && mc_dist_is_ketama(srv->cfg.distribution)))
+		idx = mc_ring_lookup(live_ring(srv, alive), hash);
+	else
+		idx = mc_ring_pick_hashed(srv->ring, hash, key, len, alive, failover);
 	if (unlikely(idx < 0))
 		no_instance(srv);
 	return idx;

@@ -22,8 +22,8 @@ extern void McInstanceAnswered(McServer *srv, int index);
 extern void McInstanceNoteError(McServer *srv, int index, const char *why);
 extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
-extern int	McServerPickRoute(McServer *srv, const char *key, size_t len,
-							  const bool *alive, bool failover);
+extern int	McServerPickHashed(McServer *srv, uint32 hash, const char *key,
+							   size_t len, const bool *alive, bool failover);
 extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
 extern bool McInstanceRetryDue(McServer *srv, int index, bool soft);
@@ -38,6 +38,16 @@ McInstanceUsable(McServer *srv, int index, bool soft)
 {
 	return srv->health[index].dead_until == 0 ||
 		McInstanceRetryDue(srv, index, soft);
+}
+
+/*
+ * The key's hash on srv's ring (as routed: prefix included, before base64),
+ * for McServerPickHashed.
+ */
+static inline uint32
+McServerKeyHash(McServer *srv, const char *key, size_t len)
+{
+	return mc_ring_key_hash(srv->ring, key, len);
 }
 
 #endif							/* MCFDW_HEALTH_H */

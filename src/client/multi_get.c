@@ -24,7 +24,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -134,14 +133,15 @@ typedef struct KeySet
 
 /*
  * Insert key i (not yet routed: src is the key as given) unless an equal
- * key is already there; true if inserted.
+ * key is already there; true if inserted.  h is the key's ring hash
+ * (McServerKeyHash of its routed form), which equal keys share: the key is
+ * hashed once, for both.
  */
 static bool
-keyset_add(KeySet *set, MgKey *keys, int i)
+keyset_add(KeySet *set, MgKey *keys, int i, uint32 h)
 {
 	const char *data = keys[i].src;
 	size_t		len = keys[i].len;
-	uint32		h = hash_bytes((const unsigned char *) data, len);
 
 	for (uint32 pos = h & set->mask;; pos = (pos + 1) & set->mask)
 	{
@@ -195,6 +195,7 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 		const char *raw;
 		size_t		rawlen;
 		McKeyForm	form;
+		uint32		h;
 
 		if (nulls && nulls[i])
 			continue;
@@ -203,7 +204,8 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
 		/* checked here, so a bad key fails the call before anything is sent */
 		form = McKeyRoute(srv, k->src, k->len, rawbuf, &raw, &rawlen, &k->b64);
-		if (!keyset_add(&set, b->keys, b->nkeys))
+		h = McServerKeyHash(srv, raw, rawlen);
+		if (!keyset_add(&set, b->keys, b->nkeys, h))
 			continue;
 		k->form = (uint8) form;
 		if (unlikely(form == MC_KEY_DIGESTED))
@@ -211,7 +213,7 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 			k->src = McKeyArenaKeep(&b->digests, raw, rawlen);
 			k->len = rawlen;
 		}
-		k->instance = (uint16) McServerPickRoute(srv, raw, rawlen, alive, b->failover);
+		k->instance = (uint16) McServerPickHashed(srv, h, raw, rawlen, alive, b->failover);
 		counts[k->instance]++;
 		b->nkeys++;
 	}

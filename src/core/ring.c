@@ -654,23 +654,10 @@ mc_ring_server_for_key(const McRing *ring, const char *key, size_t len)
  *   policy, per ring.h: the dead primary's keys go to hash % L over the L
  *   live servers in configuration order; live primaries keep their keys.
  */
-int
-mc_ring_pick(const McRing *ring, const char *key, size_t len,
-			 const bool *alive, bool failover)
+static int
+pick_failover(const McRing *ring, uint32_t hash, const char *key, size_t len,
+			  const bool *alive)
 {
-	uint32_t	hash;
-	int			primary;
-
-	if (ring->nservers == 1)
-		return (alive == NULL || alive[0] || !failover) ? 0 : -1;
-
-	hash = mc_ring_key_hash(ring, key, len);
-	primary = mc_ring_lookup(ring, hash);
-	if (primary < 0)
-		return -1;
-	if (alive == NULL || alive[primary] || !failover)
-		return primary;
-
 	if (ring->dist == MC_DIST_DALLI)
 	{
 		uint32_t	attempt;
@@ -724,4 +711,36 @@ mc_ring_pick(const McRing *ring, const char *key, size_t len,
 		}
 	}
 	return -1;
+}
+
+/* The primary for hash when alive, else pick_failover's choice (a multi-server ring). */
+static inline int
+pick_hashed(const McRing *ring, uint32_t hash, const char *key, size_t len,
+			const bool *alive, bool failover)
+{
+	int			primary = mc_ring_lookup(ring, hash);
+
+	if (primary < 0)
+		return -1;
+	if (alive == NULL || alive[primary] || !failover)
+		return primary;
+	return pick_failover(ring, hash, key, len, alive);
+}
+
+int
+mc_ring_pick(const McRing *ring, const char *key, size_t len,
+			 const bool *alive, bool failover)
+{
+	if (ring->nservers == 1)
+		return (alive == NULL || alive[0] || !failover) ? 0 : -1;
+	return pick_hashed(ring, mc_ring_key_hash(ring, key, len), key, len, alive, failover);
+}
+
+int
+mc_ring_pick_hashed(const McRing *ring, uint32_t hash, const char *key, size_t len,
+					const bool *alive, bool failover)
+{
+	if (ring->nservers == 1)
+		return (alive == NULL || alive[0] || !failover) ? 0 : -1;
+	return pick_hashed(ring, hash, key, len, alive, failover);
 }

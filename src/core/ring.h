@@ -157,6 +157,13 @@ extern int	mc_ring_pick(const McRing *ring, const char *key, size_t len,
 						 const bool *alive, bool failover);
 
 /*
+ * mc_ring_pick for a key whose mc_ring_key_hash the caller already has
+ * (the multi-get hashes every key once, for its de-duplication too).
+ */
+extern int	mc_ring_pick_hashed(const McRing *ring, uint32_t hash, const char *key,
+								size_t len, const bool *alive, bool failover);
+
+/*
  * Dalli's key transformation (KeyManager#validate_key, Dalli 3.x): the key
  * Dalli stores under and routes on.  ns == NULL means no namespace; any
  * other ns (even "") gives ns + ":" + key.  If the result is longer than

@@ -24,6 +24,13 @@ Contenders alternate inside each round (floor, mcfdw, pgmemcache[, raw]),
 so drift of this shared machine hits all of them alike, and the order
 rotates from round to round (rotated()), so none is always first; every
 figure is a median over rounds.  Ratios are mcfdw / the other contender.
+Statements of a few hundred microseconds (workload 2's 100 keys, workload
+13's 10 rows) are measured closer still: their contenders share one pgbench
+session, a statement at a time in random order (pgbench_mix), over many
+short rounds, and each round's ratio is taken before the median.
+BENCH_BASELINE (another build's mcfdw.so) runs those rounds with that build
+too, swapped in for its own sessions (BaselineSwap), for before and after
+in one run.
 
 Workload 10 starts four private TLS memcacheds (certificates made with the
 openssl command) and compares mcfdw over TLS with mcfdw over plain TCP on
@@ -41,6 +48,7 @@ foreign server "memcached" and pgmemcache.default_servers both name them in
 that order, distribution modula), MCFDW_PGBIN, MCFDW_SRC, MCFDW_RIG.
 """
 
+import contextlib
 import csv
 import datetime
 import glob
@@ -200,6 +208,54 @@ def rawclient(nkeys, seconds=None):
     return float(re.search(r"median_us=([0-9.]+)", out).group(1))
 
 
+def pgbench_mix(scripts, seconds, weights=None, optional=()):
+    """Run the scripts ({name: text}) in one pgbench session (-c1 -M
+    prepared) for the given seconds, each transaction taking one of them at
+    random (weights: {name: weight}, 1 unless given), so they interleave a
+    statement at a time and whatever the machine does meanwhile hits all of
+    them alike.  Returns {name: median latency in us} from the
+    per-transaction log (its fourth field is the script's number); a
+    script named in optional may not have run (None)."""
+    _script_seq[0] += 1
+    n = _script_seq[0]
+    names = list(scripts)
+    cmd = [os.path.join(PGBIN, "pgbench"), "-n", "-M", "prepared", "-c", "1", "-j", "1",
+           "-T", str(int(round(seconds)))]
+    for i, name in enumerate(names):
+        path = os.path.join(WORK, "mix%d_%d.sql" % (n, i))
+        with open(path, "w") as f:
+            f.write(scripts[name])
+        cmd += ["-f", "%s@%d" % (path, (weights or {}).get(name, 1))]
+    logdir = os.path.join(WORK, "mixlog%d" % n)
+    os.mkdir(logdir)
+    cmd += ["-l", "--log-prefix", os.path.join(logdir, "pgb")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=WORK)
+    failed = re.search(r"number of failed transactions: ([0-9]+)", p.stdout)
+    if p.returncode != 0 or (failed and int(failed.group(1)) > 0):
+        sys.stderr.write(p.stdout)
+        raise RuntimeError("pgbench failed on the mix of " + ", ".join(names))
+    lats = {name: [] for name in names}
+    for fn in glob.glob(os.path.join(logdir, "pgb*")):
+        with open(fn) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 4:
+                    lats[names[int(parts[3])]].append(int(parts[2]))
+    shutil.rmtree(logdir, ignore_errors=True)
+    if any(not v for k, v in lats.items() if k not in optional):
+        raise RuntimeError("pgbench mix: a script never ran (%s)"
+                           % ", ".join("%s %d" % (k, len(v)) for k, v in lats.items()))
+    return {k: med(v) if v else None for k, v in lats.items()}
+
+
+def quartiles(xs):
+    """(p25, p75) of xs, by statistics.quantiles' inclusive method."""
+    if len(xs) < 2:
+        return (xs[0], xs[0]) if xs else (None, None)
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
 # ---- set-up ----------------------------------------------------------------
 def load_keys(conn):
     """k0..k49999 through mcfdw's mc_set, k50000..k99999 through pgmemcache's
@@ -333,6 +389,158 @@ def w_multi(num, n, target_raw):
     row(w, "mcfdw: added over floor", add_mc, "us", ratio(add_mc, add_pg), r_raw,
         "<= %s x raw" % target_raw, check(r_raw, "<=", target_raw))
     row(w, "pgmemcache: added over floor", add_pg, "us", None, ratio(add_pg, raw))
+
+
+# ---- workload 2: the 100-key multi-get, statement by statement --------------
+# Rounds of workload 2 (and of workload 13's 10-row rows): many short ones,
+# since what varies on a shared machine is its load from one second to the
+# next, and each round is judged on its own.
+MIX_ROUNDS = int(os.environ.get("BENCH_MIX_ROUNDS") or (12 if QUICK else 30))
+MIX_SECONDS = 2
+
+
+def raw_in_mix(out, n):
+    """A pgbench script (for pgbench_mix) that runs the raw C client for 50
+    batches of n keys (after 5 of warm-up) and appends its line to out: the
+    raw client's batches then share the seconds of the statements they are
+    compared with.  Its own transactions' latencies (a fork and exec) mean
+    nothing; raw_medians reads what it measured."""
+    return "\\shell %s -p %s -n %d -k %d -b 50 -w 5 >> %s\n" % (
+        RAWCLIENT, ",".join(map(str, PORTS)), n, KEYS, out)
+
+
+def raw_medians(out, n):
+    """The median of the raw client's per-run medians appended to out.  A
+    session slow enough to draw no run of it (one transaction in 121) gets
+    one run right after it instead."""
+    text = ""
+    if os.path.exists(out):
+        with open(out) as f:
+            text = f.read()
+    meds = [float(m.group(1)) for m in re.finditer(r"median_us=([0-9.]+)", text)]
+    if not meds:
+        meds = [float(re.search(r"median_us=([0-9.]+)",
+                                run_rawclient(n, "-b", 50, "-w", 5)).group(1))]
+    return med(meds)
+
+
+def w2_small_multi(target_raw=1.25):
+    """The 100-key multi-get, judged round by round: each round is one
+    pgbench session in which the floor, mc_get_multi, memcache_get_multi and
+    the raw C client (raw_in_mix: 50 batches a run, about one transaction in
+    121) take turns at random (pgbench_mix), so all four share the same
+    seconds.  The round's ratio is mcfdw's added time (its median minus the
+    floor's) over the raw client's median; the verdict is the median of the
+    rounds' ratios, printed with their quartiles and how many rounds met the
+    target.  With BENCH_BASELINE (another build's mcfdw.so) every round also
+    runs the mix with that build swapped in (BaselineSwap), so before and
+    after are measured in the same rounds."""
+    n = 100
+    say("2. 100-key multi-get over %d servers: %d rounds of a %ds pgbench mix (floor, "
+        "mc_get_multi, memcache_get_multi and the raw C client, a statement or a run at a time)%s"
+        % (len(PORTS), MIX_ROUNDS, MIX_SECONDS,
+           "; the baseline build's mix in every round too" if SWAP.active else ""))
+    verify_multi(n)
+    scripts = multi_scripts(n)
+    weights = {"floor": 40, "mcfdw": 40, "pgmemcache": 40, "raw": 1}
+    per = {k: [] for k in ("floor", "mcfdw", "pgmemcache", "raw", "add_mc", "add_pg",
+                           "ratio", "b_add", "b_ratio")}
+    for r in range(MIX_ROUNDS):
+        got = {}
+        for step in rotated(["mix", "base"] if SWAP.active else ["mix"], r):
+            out = os.path.join(WORK, "raw_%d_%s.out" % (r, step))
+            mix = dict(scripts, raw=raw_in_mix(out, n))
+            if step == "base":
+                del mix["pgmemcache"]
+                with SWAP.baseline():
+                    got[step] = pgbench_mix(mix, MIX_SECONDS, weights, ("raw",))
+            else:
+                got[step] = pgbench_mix(mix, MIX_SECONDS, weights, ("raw",))
+            got[step]["raw"] = raw_medians(out, n)
+        m = got["mix"]
+        raw = m["raw"]
+        for k in ("floor", "mcfdw", "pgmemcache", "raw"):
+            per[k].append(m[k])
+        per["add_mc"].append(m["mcfdw"] - m["floor"])
+        per["add_pg"].append(m["pgmemcache"] - m["floor"])
+        per["ratio"].append(per["add_mc"][-1] / raw)
+        line = ("   round %d: floor %.0f us, mc_get_multi %.0f us (added %.0f), memcache_get_multi "
+                "%.0f us, raw %.0f us: added / raw %.2f"
+                % (r + 1, m["floor"], m["mcfdw"], per["add_mc"][-1], m["pgmemcache"], raw,
+                   per["ratio"][-1]))
+        if SWAP.active:
+            b = got["base"]
+            per["b_add"].append(b["mcfdw"] - b["floor"])
+            per["b_ratio"].append(per["b_add"][-1] / b["raw"])
+            line += "; baseline build: added %.0f us, raw %.0f us, %.2f" % (
+                per["b_add"][-1], b["raw"], per["b_ratio"][-1])
+        say(line)
+    w = "2 100-key get_multi"
+    fl, mc, pg, raw = (med(per[k]) for k in ("floor", "mcfdw", "pgmemcache", "raw"))
+    add_mc, add_pg = med(per["add_mc"]), med(per["add_pg"])
+    row(w, "floor: array-building query", fl, "us")
+    row(w, "mcfdw: mc_get_multi", mc, "us", ratio(mc, pg), ratio(mc, raw))
+    row(w, "pgmemcache: memcache_get_multi", pg, "us", None, ratio(pg, raw))
+    row(w, "raw C client (test/bench/rawclient)", raw, "us")
+    r_raw = med(per["ratio"])
+    q1, q3 = quartiles(per["ratio"])
+    good = sum(1 for x in per["ratio"] if x <= target_raw)
+    row(w, "mcfdw: added over floor", add_mc, "us", ratio(add_mc, add_pg), r_raw,
+        "<= %s x raw" % target_raw, check(r_raw, "<=", target_raw),
+        "/raw is the median of %d rounds' added / raw (quartiles %.2f-%.2f; %d of %d rounds <= %s)"
+        % (len(per["ratio"]), q1, q3, good, len(per["ratio"]), target_raw))
+    row(w, "pgmemcache: added over floor", add_pg, "us", None, med([a / b for a, b in zip(per["add_pg"], per["raw"])]))
+    if SWAP.active:
+        b_ratio = med(per["b_ratio"])
+        q1, q3 = quartiles(per["b_ratio"])
+        better = sum(1 for a, b in zip(per["ratio"], per["b_ratio"]) if a < b)
+        row(w, "mcfdw, baseline build: added over floor", med(per["b_add"]), "us", None, b_ratio,
+            note="%s; quartiles %.2f-%.2f; this build's ratio lower in %d of %d rounds"
+            % (SWAP.path, q1, q3, better, len(per["b_ratio"])))
+
+
+def w2_callgrind():
+    """Instructions of a 100-key multi-get: statements of 100 keys each in a
+    single-user backend, (I(30 statements) - I(10)) / 20 per call, over the
+    array-building floor; beside it the raw C client's own instructions per
+    100-key batch (its whole process: (I(30 batches) - I(10)) / 20), which
+    routes, encodes, parses and copies the same keys and values.  Neither
+    depends on the machine's load."""
+    say("2. user-mode instructions per 100-key call: callgrind (single-user backend, raw C client)")
+    w = "2 100-key get_multi"
+    if shutil.which("valgrind") is None:
+        row(w, "callgrind: instructions per call", None, "instr", note="valgrind not installed")
+        return
+    su = single_user()
+    if su.error:
+        row(w, "callgrind: instructions per call", None, "instr", note="single-user backend: " + su.error)
+        return
+    arr = "(SELECT array_agg('k' || g) FROM generate_series(%d, %d) g)"
+    stmts = {"floor": lambda k: ["SELECT cardinality(%s)" % (arr % (i * 100, i * 100 + 99)) for i in range(k)],
+             "mcfdw": lambda k: ["SELECT count(*) FROM mc_get_multi(%s)" % (arr % (i * 100, i * 100 + 99))
+                                 for i in range(k)]}
+    res = {k: su.instructions_of(fn, 10, 30, '= "100"') for k, fn in stmts.items()}
+    if SWAP.active:
+        with SWAP.baseline():
+            res["base"] = su.instructions_of(stmts["mcfdw"], 10, 30, '= "100"')
+    raw = []
+    for b in (10, 30):
+        out = run_rawclient(100, "-b", b, "-t", 600, valgrind=[
+            "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        m = re.search(r"Collected : (\d+)", out)
+        raw.append(int(m.group(1)) if m else None)
+    raw_per = (raw[1] - raw[0]) / 20 if None not in raw else None
+    fl = res["floor"][0]
+    add = res["mcfdw"][0] - fl if res["mcfdw"][0] is not None and fl is not None else None
+    row(w, "floor: instructions per call (callgrind)", fl, "instr", note=res["floor"][1] or "")
+    row(w, "mcfdw: instructions per 100-key call over floor (callgrind)", add, "instr", None,
+        ratio(add, raw_per), note=res["mcfdw"][1] or "")
+    if SWAP.active:
+        b_add = res["base"][0] - fl if res["base"][0] is not None and fl is not None else None
+        row(w, "mcfdw, baseline build: instructions per call over floor (callgrind)", b_add, "instr",
+            None, ratio(b_add, raw_per), note=res["base"][1] or SWAP.path)
+    row(w, "raw C client: instructions per 100-key batch (callgrind)", raw_per, "instr",
+        note="" if raw_per is not None else "rawclient under valgrind failed")
 
 
 # ---- workload 4: 10,000 single gets in one statement -------------------------
@@ -575,6 +783,59 @@ class SingleUser:
             got.append(int(m.group(1)))
         return (got[1] - got[0]) / (self.K2 - self.K1), None
 
+    def instructions_of(self, stmts_for_k, k1, k2, each):
+        """Instructions per statement: stmts_for_k(K) returns K statements,
+        each of whose results must print each (e.g. '= "100"')."""
+        got = []
+        for k in (k1, k2):
+            out = self.run(stmts_for_k(k), valgrind=[
+                "valgrind", "--tool=callgrind", "--toggle-collect=standard_ExecutorRun",
+                "--callgrind-out-file=/dev/null"])
+            m = re.search(r"Collected : (\d+)", out)
+            if "ERROR" in out or not m or out.count(each) != k:
+                return None, self.first_error(out)
+            got.append(int(m.group(1)))
+        return (got[1] - got[0]) / (k2 - k1), None
+
+
+class BaselineSwap:
+    """BENCH_BASELINE=path: another build of mcfdw.so (the one before a
+    change), measured in the same rounds as the installed one.  baseline()
+    puts it in place of $pkglibdir/mcfdw.so for the sessions started inside
+    the with-block (a session loads the library when it first calls it; one
+    that has loaded it keeps its copy), and the installed build back after.
+    Each swap is a rename over the file, so a session starting meanwhile
+    loads one build or the other, never a half-written file."""
+
+    def __init__(self):
+        self.path = os.environ.get("BENCH_BASELINE") or None
+        self.active = self.path is not None
+        if not self.active:
+            return
+        if not os.path.isfile(self.path):
+            raise RuntimeError("BENCH_BASELINE: no such file: " + self.path)
+        pg_config = os.environ.get("PG_CONFIG") or os.path.join(PGBIN, "pg_config")
+        libdir = subprocess.run([pg_config, "--pkglibdir"], stdout=subprocess.PIPE,
+                                text=True, check=True).stdout.strip()
+        self.lib = os.path.join(libdir, "mcfdw.so")
+        self.mine = os.path.join(WORK, "mcfdw.installed.so")
+        shutil.copy2(self.lib, self.mine)
+
+    def _put(self, src):
+        tmp = self.lib + ".bench-swap"
+        shutil.copy2(src, tmp)
+        os.replace(tmp, self.lib)
+
+    @contextlib.contextmanager
+    def baseline(self):
+        self._put(self.path)
+        try:
+            yield
+        finally:
+            self._put(self.mine)
+
+
+SWAP = None
 
 _single_user = []
 
@@ -1022,7 +1283,11 @@ def w13_prefetch():
     round trip per row); and over 10 rows, prefetched against off.  Each is
     measured over its floor, the same rows with their keys computed.  Every
     script LOADs mcfdw first, so its statements are planned with the
-    prefetch's planner hook in place (pgbench's sessions are new)."""
+    prefetch's planner hook in place (pgbench's sessions are new).  The
+    10-row statements, a few hundred microseconds each, run as workload 2's
+    do: MIX_ROUNDS rounds of one pgbench session taking the three scripts in
+    turn at random (pgbench_mix), each round judged on its own (prefetched
+    added / off added), the verdict the median of the rounds'."""
     say("13. %s mc_get in one statement, prefetched, against the batched join"
         % format(FT_JOIN_ROWS, ","))
     ft_setup()
@@ -1039,6 +1304,8 @@ def w13_prefetch():
                              "ON c.key = 'k' || i.id;\n"),
         "prefetch": script(True, get % ""),
         "per_row": script(False, get % ""),
+    }
+    small_scripts = {
         "floor10": script(True, floor % " WHERE i.id < 10"),
         "prefetch10": script(True, get % " WHERE i.id < 10"),
         "per_row10": script(False, get % " WHERE i.id < 10"),
@@ -1069,13 +1336,44 @@ def w13_prefetch():
     rp = ratio(added["per_row"], added["join"])
     row(w, "mc_get per row, mcfdw.prefetch off: added over floor", added["per_row"], "us",
         note="ratio to the batched join %.2f" % rp if rp is not None else "")
-    small = {k: med([a - f for a, f in zip(lat[k], lat["floor10"])])
-             for k in ("prefetch10", "per_row10")}
-    r10 = ratio(small["prefetch10"], small["per_row10"])
-    row(w, "10 rows, prefetched: added over floor", small["prefetch10"], "us", None, None,
+    say("   10 rows: %d rounds of a %ds pgbench mix (floor, prefetched, prefetch off)"
+        % (MIX_ROUNDS, MIX_SECONDS))
+    per = {"prefetch10": [], "per_row10": [], "ratio": [], "b_prefetch10": [], "b_ratio": []}
+    for r in range(MIX_ROUNDS):
+        got = {}
+        for step in rotated(["mix", "base"] if SWAP.active else ["mix"], r):
+            if step == "mix":
+                got[step] = pgbench_mix(small_scripts, MIX_SECONDS)
+            else:
+                with SWAP.baseline():
+                    got[step] = pgbench_mix(small_scripts, MIX_SECONDS)
+        m = got["mix"]
+        for k in ("prefetch10", "per_row10"):
+            per[k].append(m[k] - m["floor10"])
+        per["ratio"].append(ratio(per["prefetch10"][-1], per["per_row10"][-1]))
+        line = ("   round %d: floor %.0f us, prefetched %.0f us (added %.0f), off %.0f us (added %.0f): %s"
+                % (r + 1, m["floor10"], m["prefetch10"], per["prefetch10"][-1], m["per_row10"],
+                   per["per_row10"][-1], fmt_ratio(per["ratio"][-1])))
+        if SWAP.active:
+            b = got["base"]
+            per["b_prefetch10"].append(b["prefetch10"] - b["floor10"])
+            per["b_ratio"].append(ratio(per["b_prefetch10"][-1], b["per_row10"] - b["floor10"]))
+            line += "; baseline build: prefetched added %.0f, %s" % (per["b_prefetch10"][-1],
+                                                                   fmt_ratio(per["b_ratio"][-1]))
+        say(line)
+    rs = [x for x in per["ratio"] if x is not None]
+    r10 = med(rs) if rs else None
+    q1, q3 = quartiles(rs) if rs else (None, None)
+    row(w, "10 rows, prefetched: added over floor", med(per["prefetch10"]), "us", None, None,
         "<= 1 x prefetch off", check(r10, "<=", 1.0),
-        "ratio to prefetch off %.2f" % r10 if r10 is not None else "")
-    row(w, "10 rows, mcfdw.prefetch off: added over floor", small["per_row10"], "us")
+        "ratio to prefetch off %.2f, the median of %d rounds' (quartiles %.2f-%.2f; %d rounds <= 1)"
+        % (r10, len(rs), q1, q3, sum(1 for x in rs if x <= 1.0)) if r10 is not None else "")
+    if SWAP.active:
+        bs = [x for x in per["b_ratio"] if x is not None]
+        row(w, "10 rows, prefetched, baseline build: added over floor", med(per["b_prefetch10"]), "us",
+            note="ratio to prefetch off %s, the median of %d rounds'; %s"
+            % (fmt_ratio(med(bs) if bs else None), len(bs), SWAP.path))
+    row(w, "10 rows, mcfdw.prefetch off: added over floor", med(per["per_row10"]), "us")
 
 
 def w8_seed():
@@ -2049,14 +2347,21 @@ def w10_tls():
 
 
 def main():
+    global SWAP
     t0 = time.time()
     say("work directory %s; %d rounds x %gs%s" % (WORK, ROUNDS, SECONDS, " (quick)" if QUICK else ""))
+    SWAP = BaselineSwap()
+    run_all(t0)
+
+
+def run_all(t0):
     conn = connect()
     load_keys(conn)
     conn.close()
     info = machine()
     steps = [(1, w1_single_get),
-             (2, lambda: w_multi(2, 100, 1.25)),
+             (2, w2_small_multi),
+             (2, w2_callgrind),
              (3, lambda: w_multi(3, 10000, 1.5)),
              (3, w3_callgrind),
              (4, w4_loop),
@@ -2078,7 +2383,8 @@ def main():
     print("")
     print(text, end="", flush=True)
     os.makedirs(RESULTS, exist_ok=True)
-    partial = QUICK or bool(ONLY) or bool(os.environ.get("BENCH_ROUNDS")) or bool(os.environ.get("BENCH_SECONDS"))
+    partial = QUICK or bool(ONLY) or SWAP.active or any(
+        os.environ.get(k) for k in ("BENCH_ROUNDS", "BENCH_SECONDS", "BENCH_MIX_ROUNDS"))
     base = os.path.join(RESULTS, "quick" if partial else "latest")
     csv_path = base + (".csv.tmp" if partial else ".csv")
     txt_path = base + (".txt.tmp" if partial else ".txt")

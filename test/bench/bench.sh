@@ -11,8 +11,11 @@
 # Must not: touch anything the rig did not start.
 #
 # Knobs (environment): BENCH_QUICK=1 (fewer, shorter rounds), BENCH_ROUNDS,
-# BENCH_SECONDS, BENCH_ONLY=1,3,8 (some workloads), MCFDW_KEEP=1 (the rig
-# stays up afterwards, as with `make test`).
+# BENCH_SECONDS, BENCH_MIX_ROUNDS (rounds of workload 2 and of workload
+# 13's 10-row statements), BENCH_ONLY=1,3,8 (some workloads),
+# BENCH_BASELINE=path/to/mcfdw.so (another build measured in the same rounds
+# of workload 2 and 13's 10-row rows), MCFDW_KEEP=1 (the rig stays up
+# afterwards, as with `make test`).
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/../rig/lib.sh"

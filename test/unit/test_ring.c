@@ -502,6 +502,7 @@ failover(void)
 		int			bad = 0,
 					moved_live = 0,
 					nofo_bad = 0,
+					hashed_bad = 0,
 					i,
 					pat;
 
@@ -524,6 +525,12 @@ failover(void)
 				got = mc_ring_pick(r, key, len, alive, true);
 				if (mc_ring_pick(r, key, len, alive, false) != prim)
 					nofo_bad++;
+				/* the multi-get's pick, from the hash it de-duplicates by */
+				if (mc_ring_pick_hashed(r, mc_ring_key_hash(r, key, len), key, len,
+										alive, true) != got ||
+					mc_ring_pick_hashed(r, mc_ring_key_hash(r, key, len), key, len,
+										alive, false) != prim)
+					hashed_bad++;
 				if (alive[prim] && got != prim)
 					moved_live++;
 				if (dist == MC_DIST_DALLI)
@@ -551,6 +558,9 @@ failover(void)
 			   dist_names(di));
 		if (bad || moved_live || nofo_bad)
 			tap_diag("bad %d moved_live %d nofo_bad %d", bad, moved_live, nofo_bad);
+		tap_ok(hashed_bad == 0,
+			   "%s: mc_ring_pick_hashed with the key's hash picks as mc_ring_pick, failover on and off",
+			   dist_names(di));
 
 		for (i = 0; i < 8; i++)
 			alive[i] = false;
@@ -640,7 +650,10 @@ one_server(void)
 				mc_ring_pick(r, key, len, NULL, true) == 0;
 		}
 		ok = ok && mc_ring_pick(r, "k", 1, &dead, true) == -1 &&
-			mc_ring_pick(r, "k", 1, &dead, false) == 0;
+			mc_ring_pick(r, "k", 1, &dead, false) == 0 &&
+			mc_ring_pick_hashed(r, rnd(), "k", 1, NULL, true) == 0 &&
+			mc_ring_pick_hashed(r, rnd(), "k", 1, &dead, true) == -1 &&
+			mc_ring_pick_hashed(r, rnd(), "k", 1, &dead, false) == 0;
 		tap_ok(ok, "%s: one server gets every key, no continuum; dead -> -1 only with failover",
 			   dist_names(di));
 		arena_free(&a);
