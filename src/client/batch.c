@@ -163,7 +163,7 @@ route_round(BwBatch *b)
 	McServer   *srv = b->srv;
 	int			n = srv->cfg.nendpoints;
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	const bool *alive = McServerAliveMap(srv, alivebuf);
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
 	int			npending = 0;
 	int		   *inst_of = b->slots + b->nops;	/* second half of slots */
 
@@ -207,7 +207,7 @@ route_round(BwBatch *b)
 			continue;
 		/* raises once no instance is left (failover) or all are dead */
 		inst_of[i] = (n == 1 && alive == NULL) ? 0 :
-			McServerPickWith(srv, op->key, op->keylen, op->home ? NULL : alive);
+			McInstancePickWith(srv, op->key, op->keylen, op->home ? NULL : alive);
 		b->inst[inst_of[i]].nops++;
 		npending++;
 	}

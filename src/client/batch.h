@@ -44,7 +44,7 @@ typedef struct McBatchOp
 	size_t		keylen;
 	const char *value;			/* SET: value bytes */
 	size_t		valuelen;
-	bool		has_ttl;		/* SET, TOUCH: T<ttl> (McIntervalToTtl's value) */
+	bool		has_ttl;		/* SET, TOUCH: T<ttl> (McTtlFromInterval's value) */
 	int64		ttl;
 	bool		has_flags;		/* SET: F<flags> */
 	uint32		flags;

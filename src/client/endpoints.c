@@ -170,7 +170,7 @@ parse_endpoint(char *entry, McEndpoint *ep)
  * first cache miss in production.
  */
 void
-McParseServers(const char *value, McServerConfig *cfg)
+McEndpointsParse(const char *value, McServerConfig *cfg)
 {
 	char	   *copy = pstrdup(value);
 	char	   *next = copy;

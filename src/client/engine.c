@@ -65,7 +65,7 @@ uint32		mc_op_seq = 0;
  * the general encoder, the opaque token in decimal.
  */
 size_t
-McOpEncode(McOp *op, uint32 opaque)
+McEngineOpEncode(McOp *op, uint32 opaque)
 {
 	const McKey *k = op->key;
 	McReqOpts	o = {0};
@@ -159,14 +159,14 @@ eng_failover(McServer *srv, McOp *op, const bool *alive)
 			op->conn = McNetConn(&srv->net, idx);
 			return NULL;
 		}
-		idx = McServerPickWith(srv, k->raw, k->raw_len, buf);
+		idx = McInstancePickWith(srv, k->raw, k->raw_len, buf);
 		base = eng_roundtrip(srv, idx, &op->req, &op->reply, &op->conn, true);
 		if (base != NULL)
 			return base;
 		/* a request that may have run on idx must not run on another too */
 		if (eng_in_doubt(srv, op->conn))
 			return NULL;
-		buf[idx] = false;		/* McServerPickWith errors once none is left */
+		buf[idx] = false;		/* McInstancePickWith errors once none is left */
 	}
 }
 
@@ -197,11 +197,11 @@ McEngineSendOp(McServer *srv, McOp *op)
 		base = eng_roundtrip(srv, 0, &op->req, &op->reply, &op->conn, miss);
 	else
 	{
-		alive = McServerAliveMap(srv, buf);
+		alive = McInstanceAliveMap(srv, buf);
 		if (srv->cfg.failover)
 			base = eng_failover(srv, op, alive ? buf : NULL);
 		else
-			base = eng_roundtrip(srv, McServerPickWith(srv, op->key->raw,
+			base = eng_roundtrip(srv, McInstancePickWith(srv, op->key->raw,
 													   op->key->raw_len, alive),
 								 &op->req, &op->reply, &op->conn, miss);
 	}
@@ -709,7 +709,7 @@ McEngineCatch(void (*fn) (void *arg), void *arg, bool keep_cancel)
 
 /* A routed key kept for the run (McKeyArena). */
 const char *
-McKeyArenaKeep(McKeyArena *a, const char *raw, size_t len)
+McEngineKeyArenaKeep(McKeyArena *a, const char *raw, size_t len)
 {
 	char	   *p;
 

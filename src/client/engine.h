@@ -9,7 +9,7 @@
  * degraded under on_failure 'miss' and kept at most once by the engine's
  * rules (engine.c), sent as one meta command with a fresh opaque token,
  * its one reply read into the operation's result; the caller reads what it
- * needs, then ends it with McOpEnd (or McOpReplyError when the reply does
+ * needs, then ends it with McOpEnd (or McEngineOpReplyError when the reply does
  * not fit).
  *
  * Text commands go through here too: flush_all on every instance, and a
@@ -88,7 +88,7 @@ McOpInit(McOp *op, McOpKind kind, const McKey *k)
 }
 
 extern MC_HIDDEN uint32 mc_op_seq;
-extern size_t McOpEncode(McOp *op, uint32 opaque);
+extern size_t McEngineOpEncode(McOp *op, uint32 opaque);
 extern MC_HIDDEN bool McEngineSendOp(McServer *srv, McOp *op);
 
 /*
@@ -125,7 +125,7 @@ McEngineRunOp(McServer *srv, McOp *op)
 		req->hlen = mc_encode_get_value(op->hdr, k->wire, k->wire_len, k->b64,
 										req->opaque);
 	else
-		req->hlen = McOpEncode(op, req->opaque);
+		req->hlen = McEngineOpEncode(op, req->opaque);
 	req->data = store ? op->data : NULL;
 	req->dlen = store ? op->datalen : 0;
 	req->idempotent = !op->once;
@@ -142,9 +142,9 @@ McOpEnd(McOp *op)
 }
 
 /* The reply does not fit the operation: the socket is closed, the reply raised. */
-static inline void McOpReplyError(McOp *op) McNoReturn();
+static inline void McEngineOpReplyError(McOp *op) McNoReturn();
 static inline void
-McOpReplyError(McOp *op)
+McEngineOpReplyError(McOp *op)
 {
 	McConnReplyError(op->conn, op->base, &op->reply);
 }
@@ -264,7 +264,7 @@ typedef struct McKeyArena
 	size_t		left;
 } McKeyArena;
 
-extern const char *McKeyArenaKeep(McKeyArena *a, const char *raw, size_t len);
+extern const char *McEngineKeyArenaKeep(McKeyArena *a, const char *raw, size_t len);
 
 /*
  * fn(arg) with its error caught for a caller that must not fail (after

@@ -67,7 +67,7 @@ McInstanceHealthOf(McServer *srv, int index)
  * common case, which costs nothing), else buf filled with alive flags.
  */
 const bool *
-McServerAliveMap(McServer *srv, bool *buf)
+McInstanceAliveMap(McServer *srv, bool *buf)
 {
 	TimestampTz now;
 
@@ -240,7 +240,7 @@ pick_live(McServer *srv, const char *key, size_t len, const bool *alive)
 						  mc_ring_key_hash(srv->ring, key, len));
 }
 
-/* McServerPickNow's choice, or -1 when no instance is available. */
+/* McInstancePickNow's choice, or -1 when no instance is available. */
 static inline int
 pick_with(McServer *srv, const char *key, size_t len, const bool *alive, bool failover)
 {
@@ -263,12 +263,12 @@ no_instance(McServer *srv)
 
 /*
  * Choose the instance for a key (as routed: prefix included, before base64)
- * given a health map from McServerAliveMap, as the server's failover says.
- * (Not a call of McServerPickHashed: it is on the single get's path, whose
+ * given a health map from McInstanceAliveMap, as the server's failover says.
+ * (Not a call of McInstancePickHashed: it is on the single get's path, whose
  * instructions make bench counts.)
  */
 int
-McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
+McInstancePickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 {
 	int			idx;
 
@@ -284,12 +284,12 @@ McServerPickWith(McServer *srv, const char *key, size_t len, const bool *alive)
 }
 
 /*
- * McServerPickWith for a key whose ring hash (McServerKeyHash) the caller
+ * McInstancePickWith for a key whose ring hash (McServerKeyHash) the caller
  * has, with failover given by the caller (a run that must not fail over
  * whatever the server's setting: the key's own instance, dead or alive).
  */
 int
-McServerPickHashed(McServer *srv, uint32 hash, const char *key, size_t len,
+McInstancePickHashed(McServer *srv, uint32 hash, const char *key, size_t len,
 				   const bool *alive, bool failover)
 {
 	int			idx;
@@ -305,14 +305,14 @@ McServerPickHashed(McServer *srv, uint32 hash, const char *key, size_t len,
 
 /*
  * The instance a read of key would try first now, given alive from
- * McServerAliveMap (NULL: all alive), or -1 when it would reach none: its
+ * McInstanceAliveMap (NULL: all alive), or -1 when it would reach none: its
  * instance is dead and failover is off (the read fails, or is a miss with
  * on_failure 'miss'), or failover finds no live instance.  The choice of
  * engine.c's run of one, reported instead of raised, for mc_route: nothing
  * is contacted.
  */
 int
-McServerPickNow(McServer *srv, const char *key, size_t len, const bool *alive)
+McInstancePickNow(McServer *srv, const char *key, size_t len, const bool *alive)
 {
 	int			idx = pick_with(srv, key, len, alive, srv->cfg.failover);
 
@@ -357,7 +357,7 @@ McInstanceDegraded(McServer *srv, int index)
  * context, freed with it.
  */
 void
-McHealthRebuilt(McServer *srv, McInstanceHealth *health)
+McInstanceHealthRebuilt(McServer *srv, McInstanceHealth *health)
 {
 	srv->health = health;
 	srv->ndead = 0;

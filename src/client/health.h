@@ -9,9 +9,9 @@
 
 #include "server.h"
 
-extern void McHealthRebuilt(McServer *srv, McInstanceHealth *health);
+extern void McInstanceHealthRebuilt(McServer *srv, McInstanceHealth *health);
 extern const McInstanceHealth *McInstanceHealthOf(McServer *srv, int index);
-extern const bool *McServerAliveMap(McServer *srv, bool *buf);
+extern const bool *McInstanceAliveMap(McServer *srv, bool *buf);
 extern bool McInstanceCountFailure(McServer *srv, McConn *conn, bool soft);
 extern bool McInstanceMisbehaved(McServer *srv, McConn *conn, bool soft,
 						   int sqlerrcode, const char *action,
@@ -20,11 +20,11 @@ extern void McInstanceEnd(McServer *srv, McConn *conn);
 extern void McInstanceDegraded(McServer *srv, int index);
 extern void McInstanceAnswered(McServer *srv, int index);
 extern void McInstanceNoteError(McServer *srv, int index, const char *why);
-extern int	McServerPickWith(McServer *srv, const char *key, size_t len,
+extern int	McInstancePickWith(McServer *srv, const char *key, size_t len,
 							 const bool *alive);
-extern int	McServerPickHashed(McServer *srv, uint32 hash, const char *key,
+extern int	McInstancePickHashed(McServer *srv, uint32 hash, const char *key,
 							   size_t len, const bool *alive, bool failover);
-extern int	McServerPickNow(McServer *srv, const char *key, size_t len,
+extern int	McInstancePickNow(McServer *srv, const char *key, size_t len,
 							const bool *alive);
 extern bool McInstanceRetryDue(McServer *srv, int index, bool soft);
 
@@ -42,7 +42,7 @@ McInstanceUsable(McServer *srv, int index, bool soft)
 
 /*
  * The key's hash on srv's ring (as routed: prefix included, before base64),
- * for McServerPickHashed.
+ * for McInstancePickHashed.
  */
 static inline uint32
 McServerKeyHash(McServer *srv, const char *key, size_t len)

@@ -169,7 +169,7 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 	KeySet		set;
 	uint32		cap = 16;
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	const bool *alive = McServerAliveMap(srv, alivebuf);
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
 	int		   *counts;
 	bool		any_alive = false;
 	int		   *slots;
@@ -210,10 +210,10 @@ collect_keys(MgBatch *b, const Datum *elems, const bool *nulls, int n)
 		k->form = (uint8) form;
 		if (unlikely(form == MC_KEY_DIGESTED))
 		{
-			k->src = McKeyArenaKeep(&b->digests, raw, rawlen);
+			k->src = McEngineKeyArenaKeep(&b->digests, raw, rawlen);
 			k->len = rawlen;
 		}
-		k->instance = (uint16) McServerPickHashed(srv, h, raw, rawlen, alive, b->failover);
+		k->instance = (uint16) McInstancePickHashed(srv, h, raw, rawlen, alive, b->failover);
 		counts[k->instance]++;
 		b->nkeys++;
 	}
@@ -386,7 +386,7 @@ emit_row(MgBatch *b, char *base, const McReply *r, const MgKey *k)
 	if (unlikely(b->as_text && b->srv->cfg.serialized_flag != 0))
 		McValueCheckText(b->srv, (r->present & MC_F_FLAGS) != 0, r->client_flags,
 						 key_data(k), key_len(k), MC_BYTEA_HINT);
-	if (b->as_text && !McTextValid(v, len))
+	if (b->as_text && !McValueTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",

@@ -234,7 +234,7 @@ struct McOption
 static void
 opt_servers(const McOption *opt, const char *value, void *cfg)
 {
-	McParseServers(value, cfg);
+	McEndpointsParse(value, cfg);
 }
 
 static void
@@ -733,7 +733,7 @@ check_server_config(McServerConfig *cfg)
  * validated).  All memory comes from cxt.
  */
 void
-McParseServerOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
+McOptionsParseServer(List *options, McServerConfig *cfg, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
@@ -756,10 +756,10 @@ check_user_mapping(McServerConfig *cfg)
 
 /*
  * Parse a user mapping's options into cfg (already holding its server's),
- * as McParseServerOptions does for the server.
+ * as McOptionsParseServer does for the server.
  */
 void
-McParseUserMappingOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
+McOptionsParseUserMapping(List *options, McServerConfig *cfg, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
@@ -771,7 +771,7 @@ McParseUserMappingOptions(List *options, McServerConfig *cfg, MemoryContext cxt)
 
 /* A foreign table's options (fdw.h). */
 void
-McParseTableOptions(List *options, McTableOptions *t)
+McOptionsParseTable(List *options, McTableOptions *t)
 {
 	memset(t, 0, sizeof(*t));
 	parse_options(options, ForeignTableRelationId, t, false);
@@ -779,7 +779,7 @@ McParseTableOptions(List *options, McTableOptions *t)
 
 /* A foreign table column's options (fdw.h); field MC_FIELD_NONE if none. */
 void
-McParseColumnOptions(List *options, McColumnOptions *c)
+McOptionsParseColumn(List *options, McColumnOptions *c)
 {
 	c->field = MC_FIELD_NONE;
 	parse_options(options, AttributeRelationId, c, false);
@@ -797,7 +797,7 @@ str_eq(const char *a, const char *b)
  * authenticated or verified under other settings must not be carried over.
  */
 bool
-McSameTransport(const McServerConfig *a, const McServerConfig *b)
+McOptionsSameTransport(const McServerConfig *a, const McServerConfig *b)
 {
 	return a->tls == b->tls &&
 		str_eq(a->tls_ca_file, b->tls_ca_file) &&

@@ -20,11 +20,11 @@ extern bool mc_warn_on_miss;
 extern bool mc_prefetch;
 extern int	mc_prefetch_batch_size;
 extern void McOptionsInit(void);
-extern void McParseServerOptions(List *options, McServerConfig *cfg,
+extern void McOptionsParseServer(List *options, McServerConfig *cfg,
 								 MemoryContext cxt);
-extern void McParseUserMappingOptions(List *options, McServerConfig *cfg,
+extern void McOptionsParseUserMapping(List *options, McServerConfig *cfg,
 									  MemoryContext cxt);
-extern bool McSameTransport(const McServerConfig *a, const McServerConfig *b);
+extern bool McOptionsSameTransport(const McServerConfig *a, const McServerConfig *b);
 
 /* The item fields a column can hold. */
 typedef enum McField
@@ -72,11 +72,11 @@ typedef struct McColumnOptions
 } McColumnOptions;
 
 
-extern void McParseTableOptions(List *options, McTableOptions *t);
-extern void McParseColumnOptions(List *options, McColumnOptions *c);
+extern void McOptionsParseTable(List *options, McTableOptions *t);
+extern void McOptionsParseColumn(List *options, McColumnOptions *c);
 extern bool mc_enable_batched_join;
 
 /* endpoints.c: the "servers" option */
-extern void McParseServers(const char *value, McServerConfig *cfg);
+extern void McEndpointsParse(const char *value, McServerConfig *cfg);
 
 #endif							/* MCFDW_OPTIONS_H */

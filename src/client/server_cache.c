@@ -7,7 +7,7 @@
  * with the USAGE check cached per role), each entry's ring and its
  * instance health record (allocated zeroed here; health.c alone changes
  * it), the list of its entries (for mc_connections), which servers the
- * current role may use (McUsableServers, for the views), what the server's
+ * current role may use (McServerUsableList, for the views), what the server's
  * owner lets a role with USAGE do beyond reading (write, list keys:
  * McServerCheckWrite, McServerCheckFullScan), and the (sub)transaction
  * callbacks that close connections an error or a cancel left out of step.
@@ -217,7 +217,7 @@ pool_subxact_cb(SubXactEvent event, SubTransactionId mySubid,
 
 /* Set up the pool; called once from _PG_init. */
 void
-McPoolInit(void)
+McServerCacheInit(void)
 {
 	HASHCTL		ctl;
 
@@ -334,9 +334,9 @@ server_rebuild(McServer *srv)
 	/* parse under the current (transaction) context: an error frees it */
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mcfdw server",
 								ALLOCSET_SMALL_SIZES);
-	McParseServerOptions(fs->options, &cfg, cxt);
+	McOptionsParseServer(fs->options, &cfg, cxt);
 	if (OidIsValid(srv->umid))
-		McParseUserMappingOptions(mapping_options(srv->umid), &cfg, cxt);
+		McOptionsParseUserMapping(mapping_options(srv->umid), &cfg, cxt);
 	nodes = MemoryContextAlloc(cxt, sizeof(McRingNode) * cfg.nendpoints);
 	for (int i = 0; i < cfg.nendpoints; i++)
 	{
@@ -362,7 +362,7 @@ server_rebuild(McServer *srv)
 	 */
 	from = palloc(sizeof(int) * cfg.nendpoints);
 	taken = palloc0(sizeof(bool) * Max(srv->cfg.nendpoints, 1));
-	same_transport = srv->net.conns && McSameTransport(&srv->cfg, &cfg);
+	same_transport = srv->net.conns && McOptionsSameTransport(&srv->cfg, &cfg);
 	for (int i = 0; i < cfg.nendpoints; i++)
 	{
 		from[i] = -1;
@@ -393,7 +393,7 @@ server_rebuild(McServer *srv)
 	srv->cxt = cxt;
 	srv->cfg = cfg;
 	srv->ring = ring;
-	McHealthRebuilt(srv, health);
+	McInstanceHealthRebuilt(srv, health);
 	srv->hashvalue = GetSysCacheHashValue1(FOREIGNSERVEROID,
 										   ObjectIdGetDatum(srv->serverid));
 	strlcpy(srv->name, fs->servername, sizeof(srv->name));
@@ -516,7 +516,7 @@ McServerGetSlow(Oid serverid)
  * the next sweep, which only McServerGetSlow and this function run.
  */
 List *
-McPoolEntries(void)
+McServerCacheEntries(void)
 {
 	HASH_SEQ_STATUS scan;
 	McServer   *srv;
@@ -629,7 +629,7 @@ McServerCheckFullScan(McServer *srv, Oid relid)
  * (mc_servers, the statistics views) show each role what it may see.
  */
 List *
-McUsableServers(void)
+McServerUsableList(void)
 {
 	Oid			fdwid = get_foreign_data_wrapper_oid("mcfdw", false);
 	Relation	rel;

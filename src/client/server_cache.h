@@ -12,12 +12,12 @@
 
 #include "server.h"
 
-extern void McPoolInit(void);
+extern void McServerCacheInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGetSlow(Oid serverid);
 extern McServer *mc_last_server;
-extern List *McPoolEntries(void);
-extern List *McUsableServers(void);
+extern List *McServerCacheEntries(void);
+extern List *McServerUsableList(void);
 extern Oid	McServerRoute(Oid serverid);
 
 /*

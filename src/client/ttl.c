@@ -25,7 +25,7 @@
  * thinking in intervals.
  */
 int64
-McIntervalToTtl(Interval *iv)
+McTtlFromInterval(Interval *iv)
 {
 	int64		usecs;
 	int64		secs;
@@ -63,7 +63,7 @@ McIntervalToTtl(Interval *iv)
  * both interval and timestamptz and be ambiguous.
  */
 int64
-McExpiryToTtl(TimestampTz ts)
+McTtlFromExpiry(TimestampTz ts)
 {
 	int64		usecs;
 	int64		secs;

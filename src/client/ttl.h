@@ -9,7 +9,7 @@
 #include "datatype/timestamp.h"
 
 #define MC_RELATIVE_TTL_MAX		(30 * SECS_PER_DAY)
-extern int64 McIntervalToTtl(Interval *iv);
-extern int64 McExpiryToTtl(TimestampTz ts);
+extern int64 McTtlFromInterval(Interval *iv);
+extern int64 McTtlFromExpiry(TimestampTz ts);
 
 #endif							/* MCFDW_TTL_H */

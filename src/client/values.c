@@ -8,7 +8,7 @@
  * buffer the caller returns: no copy of the inflated bytes), deflating a
  * value written at or over compress_threshold and marking it, and refusing
  * a serialized object (Ruby Marshal, Python pickle) as text, and whether
- * bytes are valid text in the database encoding (McTextValid, for every
+ * bytes are valid text in the database encoding (McValueTextValid, for every
  * read that returns text).  Inflation is
  * bounded by max_value_size, so a zip bomb costs at most that much memory
  * and time.  Must not: touch connections or replies (callers hand over the
@@ -220,7 +220,7 @@ McValueDeflate(McServer *srv, const char **data, size_t *len, uint32 *flags)
  * full verification to the rest.
  */
 bool
-McTextValid(const char *p, size_t len)
+McValueTextValid(const char *p, size_t len)
 {
 	const char *start = p;
 	const char *end = p + len;

@@ -11,7 +11,7 @@
 #include "server.h"
 
 /* values.c: compressed and serialized values, as the client flags say; text */
-extern bool McTextValid(const char *p, size_t len);
+extern bool McValueTextValid(const char *p, size_t len);
 static inline bool
 McValueCompressed(const McServerConfig *cfg, uint32 flags)
 {

@@ -259,7 +259,7 @@ static void
 dump_all(McFullScan *fs, McServer *srv)
 {
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	const bool *alive = McServerAliveMap(srv, alivebuf);
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
 	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
 	TupleDesc	desc = CreateTemplateTupleDesc(1);
 	bool		todo[MC_MAX_ENDPOINTS];
@@ -504,7 +504,7 @@ McFullScanItems(Oid serverid)
 			slot = &counts[i];
 	}
 	srv = McServerGet(serverid);
-	alive = McServerAliveMap(srv, alivebuf);
+	alive = McInstanceAliveMap(srv, alivebuf);
 	end = TimestampTzPlusMilliseconds(now, MC_COUNT_LIMIT_MS);
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{

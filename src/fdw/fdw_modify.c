@@ -366,7 +366,7 @@ row_ttl(McModify *m, TupleTableSlot *slot, int64 *ttl)
 	if (secs == 0)
 		return false;
 	iv.time = secs * USECS_PER_SEC;
-	*ttl = McIntervalToTtl(&iv);
+	*ttl = McTtlFromInterval(&iv);
 	return true;
 }
 
@@ -650,7 +650,7 @@ replace_one(McModify *m, const McBatchOp *bop, bool has_cas, uint64 cas,
 		return MC_REPLY_NEED_MORE;	/* counted degraded by the engine */
 	if (r->type != MC_REPLY_HD && r->type != MC_REPLY_NS &&
 		r->type != MC_REPLY_EX && r->type != MC_REPLY_NF)
-		McOpReplyError(&op);
+		McEngineOpReplyError(&op);
 	*got_cas = r->type == MC_REPLY_HD && (r->present & MC_F_CAS);
 	if (*got_cas)
 		*newcas = r->cas;

@@ -522,7 +522,7 @@ static void
 count_routes(McServer *srv, const Datum *keys, int n, int *ndistinct, int *ninstances)
 {
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	const bool *alive = McServerAliveMap(srv, alivebuf);
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
 	bool		used[MC_MAX_ENDPOINTS] = {0};
 	HTAB	   *seen;
 	HASHCTL		ctl;
@@ -550,7 +550,7 @@ count_routes(McServer *srv, const Datum *keys, int n, int *ndistinct, int *ninst
 		if (found)
 			continue;
 		(*ndistinct)++;
-		inst = McServerPickWith(srv, raw, rawlen, alive);
+		inst = McInstancePickWith(srv, raw, rawlen, alive);
 		if (!used[inst])
 		{
 			used[inst] = true;

@@ -170,7 +170,7 @@ load_table(Relation rel, McTable *t)
 	memset(t, 0, sizeof(*t));
 	t->relid = RelationGetRelid(rel);
 	t->serverid = ft->serverid;
-	McParseTableOptions(ft->options, &t->opts);
+	McOptionsParseTable(ft->options, &t->opts);
 
 	for (int i = 0; i < desc->natts; i++)
 	{
@@ -180,7 +180,7 @@ load_table(Relation rel, McTable *t)
 
 		if (att->attisdropped)
 			continue;
-		McParseColumnOptions(GetForeignColumnOptions(t->relid, att->attnum), &copts);
+		McOptionsParseColumn(GetForeignColumnOptions(t->relid, att->attnum), &copts);
 		if (copts.field != MC_FIELD_NONE)
 		{
 			f = copts.field;
@@ -385,7 +385,7 @@ McColumnFields(McServer *srv, const McColumnIO *io, unsigned want)
  * Raise unless a stored value (of reply r, inflated if it was compressed)
  * can be the value column's bytes, as mc_get decides for text: no
  * serialized object for any type but bytea, and text valid in the
- * database encoding (McTextValid refuses NUL bytes too); bytea takes any.
+ * database encoding (McValueTextValid refuses NUL bytes too); bytea takes any.
  */
 void
 McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
@@ -395,7 +395,7 @@ McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
 		return;
 	McValueCheckText(srv, (r->present & MC_F_FLAGS) != 0, r->client_flags, key, keylen,
 					 "Declare the value column bytea to read its bytes");
-	if (!McTextValid(v, len))
+	if (!McValueTextValid(v, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",

@@ -97,7 +97,7 @@ add_key(BatchBuild *bb, McBatchKind kind, Datum key)
 	op = &bb->ops[bb->nops++];
 	memset(op, 0, sizeof(*op));
 	op->kind = kind;
-	op->key = (raw == data) ? raw : McKeyArenaKeep(&bb->arena, raw, rawlen);
+	op->key = (raw == data) ? raw : McEngineKeyArenaKeep(&bb->arena, raw, rawlen);
 	op->keylen = rawlen;
 	return op;
 }
@@ -170,7 +170,7 @@ mc_set_multi(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 	{
 		has_ttl = true;
-		ttl = McIntervalToTtl(PG_GETARG_INTERVAL_P(2));
+		ttl = McTtlFromInterval(PG_GETARG_INTERVAL_P(2));
 	}
 	if (!PG_ARGISNULL(3))
 	{
@@ -254,7 +254,7 @@ mc_touch_multi(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("ttl of mc_touch_multi must not be NULL")));
-	ttl = McIntervalToTtl(PG_GETARG_INTERVAL_P(1));
+	ttl = McTtlFromInterval(PG_GETARG_INTERVAL_P(1));
 	bb.srv = server_arg(fcinfo, 2);
 	collect_keys(&bb, PG_GETARG_ARRAYTYPE_P(0), MC_BATCH_TOUCH, true, ttl);
 	PG_RETURN_INT32(run_ops(&bb));

@@ -68,7 +68,7 @@ mc_client_stats(PG_FUNCTION_ARGS)
 	Datum		scope;
 
 	InitMaterializedSRF(fcinfo, 0);
-	usable = McUsableServers();
+	usable = McServerUsableList();
 	n = McCsReadRows(&rows, &since);
 	scope = CStringGetTextDatum(McCsShared() ? "cluster" : "session");
 	for (int i = 0; i < n; i++)
@@ -147,7 +147,7 @@ mc_cluster_health(PG_FUNCTION_ARGS)
 	Datum		scope;
 
 	InitMaterializedSRF(fcinfo, 0);
-	usable = McUsableServers();
+	usable = McServerUsableList();
 	n = McCsReadDead(&rows);
 	scope = CStringGetTextDatum(McCsShared() ? "cluster" : "session");
 	for (int i = 0; i < n; i++)

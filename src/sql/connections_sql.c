@@ -92,7 +92,7 @@ mc_connections(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
-	foreach(lc, McPoolEntries())
+	foreach(lc, McServerCacheEntries())
 	{
 		McServer   *srv = lfirst(lc);
 		ForeignServer *fs = visible_server(srv, all);
@@ -142,7 +142,7 @@ disconnect(Oid serverid)
 	bool		closed = false;
 	ListCell   *lc;
 
-	foreach(lc, McPoolEntries())
+	foreach(lc, McServerCacheEntries())
 	{
 		McServer   *srv = lfirst(lc);
 		ForeignServer *fs;

@@ -64,7 +64,7 @@ mc_counters(PG_FUNCTION_ARGS)
 	Datum		scope;
 
 	InitMaterializedSRF(fcinfo, 0);
-	servers = McUsableServers();
+	servers = McServerUsableList();
 	n = list_length(servers);
 	oids = palloc(sizeof(Oid) * Max(n, 1));
 	counts = palloc(sizeof(*counts) * Max(n, 1));

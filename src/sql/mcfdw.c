@@ -31,7 +31,7 @@ void
 _PG_init(void)
 {
 	McOptionsInit();
-	McPoolInit();
+	McServerCacheInit();
 	McCountersInit();
 	McCsInit();
 	McJoinInit();

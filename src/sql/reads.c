@@ -8,7 +8,7 @@
  * flags say compressed; mc_get_raw returns the stored bytes untouched), the lease's
  * answer (won, stale, the placeholder an N flag creates), and the error
  * for a text value that is not valid in the database encoding (values.c's
- * McTextValid says which).  An operation on_failure 'miss' answered
+ * McValueTextValid says which).  An operation on_failure 'miss' answered
  * degrades the call: reads give NULL.  mc_get and mc_get_bytea first ask
  * the batch a prefetching node read for this row (prefetch.h).  Must not: apply key rules (keys.c),
  * build requests, route them or touch sockets (engine.c), parse bytes
@@ -34,7 +34,7 @@ PG_FUNCTION_INFO_V1(mc_meta);
 static void
 check_text_value(struct varlena *v, const McKey *k)
 {
-	if (!McTextValid(VARDATA(v), VARSIZE(v) - VARHDRSZ))
+	if (!McValueTextValid(VARDATA(v), VARSIZE(v) - VARHDRSZ))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
 				 errmsg("value of memcached key \"%.*s\" is not valid in encoding \"%s\"",
@@ -71,7 +71,7 @@ read_value(McServer *srv, McOp *op, bool raw, ReadResult *out)
 	if (!McEngineRunOp(srv, op))
 		return false;
 	if (r->type != MC_REPLY_VA && r->type != MC_REPLY_EN)
-		McOpReplyError(op);
+		McEngineOpReplyError(op);
 	if (r->type == MC_REPLY_VA)
 	{
 		out->present = r->present | MC_F_VALUE;
@@ -382,7 +382,7 @@ mc_meta(PG_FUNCTION_ARGS)
 		values[6] = BoolGetDatum((r->present & MC_F_STALE) != 0);
 	}
 	else if (r->type != MC_REPLY_EN)
-		McOpReplyError(&op);
+		McEngineOpReplyError(&op);
 	McOpEnd(&op);
 	if (!hit)
 		PG_RETURN_NULL();

@@ -7,7 +7,7 @@
  * read would go now given the instances' health.  Each key is checked and
  * routed by keys.c (McKeyPrepare, as the single-key functions do, so a bad
  * key is refused with mc_get's error) and given its instance by health.c
- * (McServerPickWith, McServerPickNow), so the answer cannot drift from what
+ * (McInstancePickWith, McInstancePickNow), so the answer cannot drift from what
  * the get path does.  Must not: connect or send anything (it reports
  * routing, it does not probe), or route a key itself.
  */
@@ -52,7 +52,7 @@ mc_route(PG_FUNCTION_ARGS)
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), TEXTOID, -1, false,
 					  TYPALIGN_INT, &elems, &elnulls, &n);
 	/* one health map for the call, as a multi-get takes */
-	alive = McServerAliveMap(srv, alivebuf);
+	alive = McInstanceAliveMap(srv, alivebuf);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -74,8 +74,8 @@ mc_route(PG_FUNCTION_ARGS)
 		McKeyPrepare(srv, VARDATA_ANY(DatumGetPointer(elems[i])),
 					 VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])), &k);
 		/* on the ring: the full ring, health ignored (never fails) */
-		idx = McServerPickWith(srv, k.raw, k.raw_len, NULL);
-		now = McServerPickNow(srv, k.raw, k.raw_len, alive);
+		idx = McInstancePickWith(srv, k.raw, k.raw_len, NULL);
+		now = McInstancePickNow(srv, k.raw, k.raw_len, alive);
 		ep = &srv->cfg.endpoints[idx];
 
 		values[0] = elems[i];

@@ -52,7 +52,7 @@ mc_servers(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	/* collected first: building an entry may read the catalog itself */
-	servers = McUsableServers();
+	servers = McServerUsableList();
 
 	foreach(lc, servers)
 	{

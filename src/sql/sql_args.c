@@ -23,6 +23,6 @@ int64
 McTtlArg(FunctionCallInfo fcinfo, int argno, bool until)
 {
 	if (until)
-		return McExpiryToTtl(PG_GETARG_TIMESTAMPTZ(argno));
-	return McIntervalToTtl(PG_GETARG_INTERVAL_P(argno));
+		return McTtlFromExpiry(PG_GETARG_TIMESTAMPTZ(argno));
+	return McTtlFromInterval(PG_GETARG_INTERVAL_P(argno));
 }

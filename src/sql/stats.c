@@ -88,7 +88,7 @@ target_servers(FunctionCallInfo fcinfo)
 {
 	if (PG_NARGS() > 0 && !PG_ARGISNULL(0))
 		return list_make1_oid(McServerLookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
-	return McUsableServers();
+	return McServerUsableList();
 }
 
 /*

@@ -100,7 +100,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 			stored = false;
 			break;
 		default:
-			McOpReplyError(&op);
+			McEngineOpReplyError(&op);
 	}
 	McOpEnd(&op);
 	PG_RETURN_BOOL(stored);
@@ -147,7 +147,7 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, McOp *op,
 	if (op->reply.type == MC_REPLY_HD)
 		found = true;
 	else if (op->reply.type != missing)
-		McOpReplyError(op);
+		McEngineOpReplyError(op);
 	McOpEnd(op);
 	PG_RETURN_BOOL(found);
 }
@@ -279,7 +279,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 
 		/* memcached counters are 64-bit unsigned: anything else is garbage */
 		if (!mc_parse_u64(op.base + r->value_off, r->value_len, UINT64_MAX, &u))
-			McOpReplyError(&op);
+			McEngineOpReplyError(&op);
 		v = u;
 	}
 	else if (r->type == MC_REPLY_NF || r->type == MC_REPLY_NS)
@@ -296,7 +296,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errdetail("Counters must hold an unsigned decimal number of at most 20 digits.")));
 	}
 	else
-		McOpReplyError(&op);
+		McEngineOpReplyError(&op);
 	McOpEnd(&op);
 	if (isnull)
 		PG_RETURN_NULL();

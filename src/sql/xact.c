@@ -548,7 +548,7 @@ mc_set_on_commit(PG_FUNCTION_ARGS)
 	key = PG_GETARG_TEXT_PP(0);
 	value = PG_GETARG_VARLENA_PP(1);
 	if (has_ttl)
-		ttl = McIntervalToTtl(PG_GETARG_INTERVAL_P(2));
+		ttl = McTtlFromInterval(PG_GETARG_INTERVAL_P(2));
 	/* compressed now, as mc_set would: nothing can fail at commit */
 	data = VARDATA_ANY(value);
 	len = VARSIZE_ANY_EXHDR(value);

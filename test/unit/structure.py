@@ -20,11 +20,12 @@ src/ holds one folder per layer (LAYERS, top to bottom).  Data flows one way
    compound assignment, ++/-- or memset-like call on x->member... outside
    that file fails, unless it is in a static inline function of a header
    named with the owner's prefix (conn_io_reset_rbuf is conn_io.c's);
-7. in the folders of PREFIXED (net/), a file's exported functions carry its
-   prefix: its name (conn_fd_ for conn_fd.c) or that name in CamelCase
-   after "Mc" (McConnFd), or PREFIX_NAMES' word for it; a name belongs to
-   the file whose prefix is the longest to begin it, so two files cannot
-   share a prefix;
+7. in the folders of PREFIXED (net/, client/), a file's exported functions
+   carry its prefix: its name (conn_fd_ for conn_fd.c) or that name in
+   CamelCase after "Mc" (McConnFd), or PREFIX_NAMES' word for it; a name
+   belongs to the file whose prefix is the longest to begin it, so two
+   files cannot share a prefix; a SQL-callable function
+   (PG_FUNCTION_INFO_V1) keeps the name the install script gives it;
 8. the checks themselves fail on a tree with an upward include, an upward
    call, a PostgreSQL header in core/, a foreign write to an owned part, or
    a function named with another file's prefix (a synthetic tree made
@@ -54,9 +55,11 @@ RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # Structs whose members are parts, each written by the file its comment names.
 OWNED = ["McConn"]
 # Folders whose files' exported functions carry the file's prefix.
-PREFIXED = ["net"]
+PREFIXED = ["net", "client"]
 # A file's CamelCase prefix, where it is not "Mc" + its name in CamelCase.
-PREFIX_NAMES = {"client_stats.c": "McCs"}
+PREFIX_NAMES = {"client_stats.c": "McCs", "health.c": "McInstance",
+                "server_cache.c": "McServer", "rowlayout.c": "McRow", "keys.c": "McKey",
+                "values.c": "McValue"}
 
 DEFAULT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
@@ -252,6 +255,8 @@ def prefixes(files, defs):
         mods = [r for r in files if layer(r) == folder and r.endswith(".c")]
         for name, rel in sorted(defs.items()):
             if rel not in mods:
+                continue
+            if re.search(r"PG_FUNCTION_INFO_V1\(\s*%s\s*\)" % re.escape(name), files[rel]):
                 continue
             owner = name_owner(name, mods)
             if owner != rel:
