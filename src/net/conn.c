@@ -36,6 +36,7 @@
 #include "net.h"
 
 #include "conn_int.h"
+#include "conn_io.h"
 
 /* What the mc_servers and mc_connections views show of a connection. */
 void

@@ -312,7 +312,10 @@ extern void conn_out_free(McConn *conn);
 
 /*
  * The parts' helpers for the other files, inline because the single-key
- * path runs through them.  Each writes its owner's part only.
+ * path runs through them.  Each writes its owner's part only, and calls no
+ * net/ file: every net/ file includes this header, so such a call would
+ * close a circle (test/unit/structure.py); a helper that must call its
+ * owner lives in the owner's own header (conn_io.h).
  */
 
 /*
@@ -395,18 +398,6 @@ conn_io_forget(McConn *conn)
 {
 	conn_io_reset_rbuf(conn);
 	conn->io.rgot = 0;
-}
-
-/*
- * The request ended with its reply read whole (McConnEnd): a buffer that
- * grew for a big value is given back, so an idle backend stays small.
- */
-static inline void
-conn_io_end(McConn *conn)
-{
-	if (conn->io.rcap > RBUF_KEEP)
-		conn_io_shrink(conn);
-	conn_io_reset_rbuf(conn);
 }
 
 /* Free the wait set (conn_fd.c: the socket closes, or descriptors run short). */
