@@ -45,7 +45,7 @@ conn_fd_close(McConn *conn)
 		closesocket(conn->fd.sock);
 		ReleaseExternalFD();
 		conn->fd.sock = PGINVALID_SOCKET;
-		conn->net->sock_gen++;
+		net_sock_changed(conn->net);
 		dlist_delete(&conn->fd.node);
 	}
 	conn_connect_reset(conn);
@@ -71,7 +71,7 @@ conn_fd_opened(McConn *conn, pgsocket sock, const McTransport *xfer)
 {
 	conn->fd.sock = sock;
 	conn->fd.xfer = xfer;
-	conn->net->sock_gen++;
+	net_sock_changed(conn->net);
 	dlist_push_head(&open_conns, &conn->fd.node);
 }
 

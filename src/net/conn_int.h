@@ -292,6 +292,7 @@ extern McIoStatus conn_io_xfer_failed(McConn *conn, McXferStatus st, const char 
 extern bool conn_tls_begin(McConn *conn);
 extern McXferStatus conn_tls_handshake(McConn *conn);
 extern void conn_tls_forget(McConn *conn);
+extern void conn_tls_rebound(McNet *net);
 extern const char *conn_tls_why(void);
 
 /* conn_connect.c */
@@ -312,10 +313,11 @@ extern void conn_out_free(McConn *conn);
 
 /*
  * The parts' helpers for the other files, inline because the single-key
- * path runs through them.  Each writes its owner's part only, and calls no
- * net/ file: every net/ file includes this header, so such a call would
- * close a circle (test/unit/structure.py); a helper that must call its
- * owner lives in the owner's own header (conn_io.h).
+ * path runs through them.  Each writes its owner's part only, and calls
+ * no conn_*.c file (only client_stats.c and instance_name.c, below them):
+ * every conn_*.c file uses this header, so such a call would close a
+ * circle (test/unit/structure.py); a helper that must call its owner
+ * lives in the owner's own header (conn_io.h).
  */
 
 /*
@@ -488,6 +490,16 @@ static inline void
 conn_req_closed(McConn *conn)
 {
 	conn->req.busy = false;
+}
+
+/*
+ * A socket of the server opened or closed (conn_fd.c): whoever holds a
+ * wait set over its sockets (net.c's mwes) makes a new one.
+ */
+static inline void
+net_sock_changed(McNet *net)
+{
+	net->sock_gen++;
 }
 
 /*

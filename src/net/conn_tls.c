@@ -2,8 +2,9 @@
  * conn_tls.c — the TLS transport: a connection's bytes through the
  * system's OpenSSL.
  *
- * Owns: the SSL_CTX of a server entry (made at its first TLS connect from
- * the tls* options, freed with the entry's configuration), a connection's
+ * Owns: the SSL_CTX of a server entry (McNet's tls_ctx: made at its first
+ * TLS connect from the tls* options, freed with the entry's configuration,
+ * forgotten when net.c rebuilds that), a connection's
  * TLS part (McConn's tls: its SSL object, the session kept for the next
  * connect), the handshake step, and the transport (McTransport,
  * conn_int.h) the connection then uses: a read, a write, a whole request
@@ -450,6 +451,17 @@ tls_close(McConn *conn)
 	}
 	conn->tls.kept = false;
 	ERR_clear_error();
+}
+
+/*
+ * The server's configuration was rebuilt in a new memory context (net.c's
+ * McNetRebuild): the TLS context went with the old one (free_ctx), the
+ * next TLS connect makes one for the new options.
+ */
+void
+conn_tls_rebound(McNet *net)
+{
+	net->tls_ctx = NULL;
 }
 
 /* Forget the session kept for resumption (the connection is discarded). */

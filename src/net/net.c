@@ -1,8 +1,8 @@
 /*
  * net.c — a server's network part: its connections as a set.
  *
- * Owns: McNet (net.h) and each connection's place in it (McConn's net and
- * index): binding it to its server, installing a rebuilt server's
+ * Owns: McNet (net.h) but its TLS context (conn_tls.c's), and each
+ * connection's place in it (McConn's net and index): binding it to its server, installing a rebuilt server's
  * connections (one continued from the old configuration keeps its socket),
  * discarding them with their server, closing the busy ones at an abort or
  * the idle ones when asked, probing the idle ones of a call together; and
@@ -99,7 +99,7 @@ McNetRebuild(McNet *net, McConn *conns, int n, const int *from,
 	net->conns = conns;
 	net->nconns = n;
 	net->cxt = cxt;
-	net->tls_ctx = NULL;
+	conn_tls_rebound(net);
 	net->sock_gen++;			/* the multi-get wait set points at old conns */
 }
 

@@ -124,18 +124,20 @@ typedef struct McConnStats
  */
 typedef struct McNet
 {
-	Oid			serverid;		/* the server's, for mc_client_stats */
-	const char *name;			/* the server's, for messages */
-	const McServerConfig *cfg;	/* the server's options */
-	MemoryContext cxt;			/* the configuration's: the TLS context lives there */
-	McConn	   *conns;			/* nconns of them (McNetConn) */
-	int			nconns;
-	uint64		sock_gen;		/* bumped whenever a socket opens or closes */
-	WaitEventSet *mwes;			/* multi-get wait set over all open sockets */
-	uint64		mwes_gen;		/* sock_gen mwes was built for */
-	Latch	   *mwes_latch;
-	struct ssl_ctx_st *tls_ctx; /* conn_tls.c's, made at the first TLS
-								 * connect, freed with cxt */
+	Oid			serverid;		/* net.c: the server's, for mc_client_stats */
+	const char *name;			/* net.c: the server's, for messages */
+	const McServerConfig *cfg;	/* net.c: the server's options */
+	MemoryContext cxt;			/* net.c: the configuration's, where the TLS
+								 * context lives */
+	McConn	   *conns;			/* net.c: nconns of them (McNetConn) */
+	int			nconns;			/* net.c */
+	uint64		sock_gen;		/* net.c: bumped whenever a socket opens or
+								 * closes (net_sock_changed) */
+	WaitEventSet *mwes;			/* net.c: multi-get wait set over all open sockets */
+	uint64		mwes_gen;		/* net.c: sock_gen mwes was built for */
+	Latch	   *mwes_latch;		/* net.c */
+	struct ssl_ctx_st *tls_ctx; /* conn_tls.c: made at the first TLS connect,
+								 * freed with cxt */
 } McNet;
 
 /* A stats command's callback: one "STAT name value" line. */

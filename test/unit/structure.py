@@ -17,12 +17,14 @@ src/ holds one folder per layer (LAYERS, top to bottom).  Data flows one way
 5. the pure-C layer (core/) includes nothing outside core/ but the C
    library: no PostgreSQL header (the unit tests and the fuzzer build it
    without PostgreSQL's include path; this says why a build fails);
-6. a record of owned parts (OWNED: McConn, conn_int.h) is written only by
-   its parts' owners: each member of the struct names its owner file in
-   its comment ("McConnIo io; /* conn_io.c */"), and an assignment,
-   compound assignment, ++/-- or memset-like call on x->member... outside
-   that file fails, unless it is in a static inline function of a header
-   named with the owner's prefix (conn_io_reset_rbuf is conn_io.c's);
+6. a record of owned parts (OWNED: McConn in conn_int.h, McNet in net.h)
+   is written only by its parts' owners: each member of the struct names
+   its owner file in its comment ("McConnIo io; /* conn_io.c */"), and an
+   assignment, compound assignment, ++/-- or memset-like call on
+   x->member... (McNet's: net->member or x.net.member) in the struct's
+   folder outside that file fails, unless it is in a static inline
+   function of a header named with the owner's prefix (conn_io_reset_rbuf
+   is conn_io.c's, net_sock_changed net.c's);
 7. in the folders of PREFIXED (net/, client/), a file's exported functions
    carry its prefix: its name (conn_fd_ for conn_fd.c) or that name in
    CamelCase after "Mc" (McConnFd), or PREFIX_NAMES' word for it; a name
@@ -55,8 +57,10 @@ LAYERS = [
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
-# Structs whose members are parts, each written by the file its comment names.
-OWNED = ["McConn"]
+# Structs whose members are parts, each written by the file its comment
+# names, with the variable a write goes through (None: any pointer; McNet's
+# members have names common elsewhere, so only a write through "net" counts).
+OWNED = {"McConn": None, "McNet": r"\bnet\s*(?:->|\.)"}
 # Folders whose files' exported functions carry the file's prefix.
 PREFIXED = ["net", "client"]
 # A file's CamelCase prefix, where it is not "Mc" + its name in CamelCase.
@@ -238,14 +242,14 @@ WRITERS = r"\b(?:memset|MemSet|memcpy|memmove|strlcpy|strlcat|snprintf|vsnprintf
 def part_writes(files, stripped):
     """Writes to a part of an OWNED struct from a file that does not own it."""
     found = []
-    for struct in OWNED:
-        if not any(re.search(r"^struct\s+%s\s*\{" % struct, text, re.M)
+    for struct, base in OWNED.items():
+        if not any(re.search(r"^(?:typedef\s+)?struct\s+%s\s*\{" % struct, text, re.M)
                    for rel, text in files.items() if rel.endswith(".h")):
             found.append("no header defines struct %s" % struct)
         for rel, text in sorted(files.items()):
             if not rel.endswith(".h"):
                 continue
-            m = re.search(r"^struct\s+%s\s*\{(.*?)^\};" % struct, text, re.M | re.S)
+            m = re.search(r"^(?:typedef\s+)?struct\s+%s\s*\{(.*?)^\}\s*\w*;" % struct, text, re.M | re.S)
             if not m:
                 continue
             folder = layer(rel)
@@ -269,9 +273,10 @@ def part_writes(files, stripped):
                     continue
                 for member, owner in sorted(owners.items()):
                     fields = FIELDS + ("+" if member in parts else "*")
-                    pats = [r"->\s*%s\b%s%s" % (member, fields, ASSIGN),
-                            r"(?:\+\+|--)\s*\w+\s*->\s*%s\b%s" % (member, fields),
-                            WRITERS + r"\w+\s*->\s*%s\b" % member]
+                    via = base or r"->"
+                    pats = [r"%s\s*%s\b%s%s" % (via, member, fields, ASSIGN),
+                            r"(?:\+\+|--)\s*[\w.>-]*%s\s*%s\b%s" % (via, member, fields),
+                            WRITERS + r"[\w.>-]*%s\s*%s\b" % (via, member)]
                     for pat in pats:
                         for w in re.finditer(pat, text2):
                             writer = src
@@ -329,7 +334,7 @@ CHECKS = [
     ("include-up", "every #include goes to the file's own folder or one below"),
     ("call-up", "every call goes to the file's own folder or one below"),
     ("core", "core/ includes no PostgreSQL header and nothing outside core/"),
-    ("part-write", "every part of %s is written only by its owner" % ", ".join(OWNED)),
+    ("part-write", "every part of %s is written only by its owner" % ", ".join(sorted(OWNED))),
     ("prefix", "every exported function of %s carries its file's prefix" % ", ".join(f + "/" for f in PREFIXED)),
 ]
 
@@ -355,11 +360,13 @@ def self_test():
     owned = ('#include "low.h"\ntypedef struct Part { int x; } Part;\n'
              'struct McConn\n{\n\tint\t\tid;\t\t/* net_a.c */\n'
              '\tPart\t\tpa;\t\t/* net_a.c */\n\tPart\t\tpb;\t\t/* net_b.c */\n};\n'
+             'typedef struct McNet\n{\n\tint\t\tgen;\t\t/* net_a.c */\n} McNet;\n'
              'static inline void\nnet_a_reset(struct McConn *c)\n{\n\tc->pa.x = 0;\n}\n')
     net_a = '#include "net_int.h"\nvoid\nnet_a_set(struct McConn *c)\n{\n\tc->pa.x = 1;\n\tc->id++;\n\tnet_a_reset(c);\n}\n'
     net_b = '#include "net_int.h"\nint\nnet_b_get(struct McConn *c)\n{\n\tc->pb.x += 1;\n\treturn c->pa.x == 2;\n}\n'
     base.update({"net/net_int.h": owned, "net/net_a.c": net_a, "net/net_b.c": net_b})
     broken["part-write"] = {"net/net_b.c": net_b.replace("\treturn", "\tc->pa.x = 2;\n\treturn")}
+    broken["part-write/net"] = {"net/net_b.c": net_b.replace("\treturn", "\tc->net->gen++;\n\treturn")}
     broken["prefix"] = {"net/net_b.c": net_b + "void\nnet_a_more(void)\n{\n}\n"}
     broken["call-cycle"]["client/mid.c"] = '#include "mid.h"\nvoid\nMcMid(void)\n{\n\tMcOther();\n}\nvoid\nMcMid2(void)\n{\n}\n'
     # a circle closed by a header's inline: net_a.c -> net_int.h -> net_b.c -> net_a.c
@@ -410,7 +417,8 @@ def main():
         else:
             ok = rule.split("/")[0] in failing
             title = "the check '%s' fails on a tree that breaks it%s" % (
-                rule.split("/")[0], " (through a header's inline function)" if "/inline" in rule else "")
+                rule.split("/")[0], {"inline": " (through a header's inline function)",
+                                     "net": " (McNet's)"}.get(rule.partition("/")[2], ""))
         if not ok:
             fails += 1
             print("#   failing checks: %s" % (", ".join(sorted(failing)) or "none"))
