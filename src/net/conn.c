@@ -596,10 +596,7 @@ McConnHasPending(McConn *conn)
 void
 conn_out_free(McConn *conn)
 {
-	if (conn->out.buf)
-		pfree(conn->out.buf);
-	conn->out.buf = NULL;
-	conn->out.cap = 0;
+	conn_buf_free(&conn->out.buf, &conn->out.cap);
 }
 
 /*

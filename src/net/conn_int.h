@@ -312,6 +312,20 @@ extern void conn_fd_touch(McConn *conn);
 extern void conn_out_free(McConn *conn);
 
 /*
+ * Free a buffer of a connection's part for good and forget its size (the
+ * connection is discarded): for the owner of the part (conn_io.c's read
+ * buffer, conn.c's write buffer).
+ */
+static inline void
+conn_buf_free(char **buf, size_t *cap)
+{
+	if (*buf)
+		pfree(*buf);
+	*buf = NULL;
+	*cap = 0;
+}
+
+/*
  * The parts' helpers for the other files, inline because the single-key
  * path runs through them.  Each writes its owner's part only, and calls
  * no conn_*.c file (only client_stats.c and instance_name.c, below them):

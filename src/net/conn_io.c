@@ -273,10 +273,7 @@ conn_io_shrink(McConn *conn)
 void
 conn_io_free(McConn *conn)
 {
-	if (conn->io.rbuf)
-		pfree(conn->io.rbuf);
-	conn->io.rbuf = NULL;
-	conn->io.rcap = 0;
+	conn_buf_free(&conn->io.rbuf, &conn->io.rcap);
 }
 
 /*
