@@ -2,7 +2,9 @@
  * batch.c — McBatchWrite: many writes of one server, one pipeline per
  * instance.
  *
- * Owns: the writes of the request engine (engine.c).  Ops are routed
+ * Owns: the writes of the request engine (engine.c): runs of its
+ * operations (McOp, encoded by McEngineOpEncode as a run of one's are)
+ * that store, delete, mark stale or touch.  Ops are routed
  * (health.c's ring and alive map, as mc_get_multi routes keys) and grouped
  * per instance; each instance gets one pipeline of quiet meta commands,
  * each carrying its position as opaque (O<pos>), then "mn", which the
@@ -68,7 +70,7 @@ typedef struct BwInstance
 typedef struct BwBatch
 {
 	McServer   *srv;
-	McBatchOp  *ops;
+	McOp	   *ops;
 	int			nops;
 	bool		soft;			/* the caller's: nothing but a cancel raises */
 	bool		miss;			/* on_failure 'miss': a failed instance's ops
@@ -106,13 +108,13 @@ note_error(BwBatch *b, const char *fmt,...)
 
 /* Settle every unanswered op of an instance with result r. */
 static void
-settle_rest(BwBatch *b, BwInstance *bi, McBatchResult r)
+settle_rest(BwBatch *b, BwInstance *bi, McOpResult r)
 {
 	for (int i = 0; i < bi->nops; i++)
 	{
-		McBatchOp  *op = &b->ops[bi->ops[i]];
+		McOp	   *op = &b->ops[bi->ops[i]];
 
-		if (op->result == MC_BATCH_PENDING)
+		if (op->result == MC_OP_PENDING)
 			op->result = r;
 	}
 }
@@ -137,17 +139,17 @@ bw_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 		/* an op bound to its own instance fails with it */
 		for (int i = 0; i < bi->nops; i++)
 		{
-			McBatchOp  *op = &b->ops[bi->ops[i]];
+			McOp	   *op = &b->ops[bi->ops[i]];
 
-			if (op->home && op->result == MC_BATCH_PENDING)
-				op->result = MC_BATCH_FAILED;
+			if (op->home && op->result == MC_OP_PENDING)
+				op->result = MC_OP_FAILED;
 		}
 		b->excluded[s] = true;
 		b->reroute = true;
 	}
 	else
 	{
-		settle_rest(b, bi, MC_BATCH_FAILED);
+		settle_rest(b, bi, MC_OP_FAILED);
 		if (b->miss)
 			b->degraded[s] = true;
 	}
@@ -187,8 +189,8 @@ route_round(BwBatch *b)
 		{
 			/* failed over to the last instance: what is left fails */
 			for (int i = 0; i < b->nops; i++)
-				if (b->ops[i].result == MC_BATCH_PENDING)
-					b->ops[i].result = MC_BATCH_FAILED;
+				if (b->ops[i].result == MC_OP_PENDING)
+					b->ops[i].result = MC_OP_FAILED;
 			for (int s = 0; s < n; s++)
 				b->degraded[s] |= b->excluded[s];
 			b->reroute = false;
@@ -201,9 +203,9 @@ route_round(BwBatch *b)
 	memset(b->inst, 0, sizeof(BwInstance) * n);
 	for (int i = 0; i < b->nops; i++)
 	{
-		McBatchOp  *op = &b->ops[i];
+		McOp	   *op = &b->ops[i];
 
-		if (op->result != MC_BATCH_PENDING)
+		if (op->result != MC_OP_PENDING)
 			continue;
 		/* raises once no instance is left (failover) or all are dead */
 		inst_of[i] = (n == 1 && alive == NULL) ? 0 :
@@ -223,7 +225,7 @@ route_round(BwBatch *b)
 	{
 		BwInstance *bi;
 
-		if (b->ops[i].result != MC_BATCH_PENDING)
+		if (b->ops[i].result != MC_OP_PENDING)
 			continue;
 		bi = &b->inst[inst_of[i]];
 		bi->ops[bi->nops++] = i;
@@ -233,55 +235,23 @@ route_round(BwBatch *b)
 
 /* Encode one op at dst; returns its length (header, and data for a set). */
 static size_t
-encode_op(const McBatchOp *op, int pos, bool quiet, char *dst)
+encode_op(const McOp *op, int pos, bool quiet, char *dst)
 {
-	char		wire[MC_KEY_MAX];
-	const char *wkey = op->key;
-	size_t		wlen = op->keylen;
-	bool		b64;
 	char		opaque[12];
-	McReqOpts	o;
-	size_t		n;
+	size_t		olen = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+	size_t		n = McEngineOpEncode(op, opaque, olen, quiet, dst);
 
 	/* the caller routed and checked the key: it fits */
-	if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
-		elog(ERROR, "memcached key of %zu bytes in a batch does not fit", op->keylen);
-	if (b64)
-	{
-		wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
-		wkey = wire;
-	}
-	memset(&o, 0, sizeof(o));
-	o.quiet = quiet;
-	o.opaque_len = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
-	o.opaque = opaque;
-	switch (op->kind)
-	{
-		case MC_BATCH_DELETE:
-			return mc_encode_request(dst, "md", wkey, wlen, b64, -1, &o);
-		case MC_BATCH_MARK_STALE:
-			o.invalidate = true;
-			return mc_encode_request(dst, "md", wkey, wlen, b64, -1, &o);
-		case MC_BATCH_TOUCH:
-			o.has_ttl = true;
-			o.ttl = op->ttl;
-			return mc_encode_request(dst, "mg", wkey, wlen, b64, -1, &o);
-		case MC_BATCH_SET:
-			o.has_ttl = op->has_ttl;
-			o.ttl = op->ttl;
-			o.has_client_flags = op->has_flags;
-			o.client_flags = op->flags;
-			o.mode = op->add ? 'E' : 0;
-			n = mc_encode_request(dst, "ms", wkey, wlen, b64, (long) op->valuelen, &o);
-			if (n == 0)
-				return 0;
-			memcpy(dst + n, op->value, op->valuelen);
-			n += op->valuelen;
-			dst[n++] = '\r';
-			dst[n++] = '\n';
-			return n;
-	}
-	return 0;
+	if (n == 0)
+		elog(ERROR, "could not encode a write request for a checked key of %zu bytes",
+			 op->keylen);
+	if (op->kind != MC_OP_STORE)
+		return n;
+	memcpy(dst + n, op->data, op->datalen);
+	n += op->datalen;
+	dst[n++] = '\r';
+	dst[n++] = '\n';
+	return n;
 }
 
 /* Encode the next segment of a segmented pipeline, closed by "mn". */
@@ -295,17 +265,15 @@ fill_segment(BwBatch *b, BwInstance *bi, McConn *conn)
 		return;
 	if (bi->next_send < bi->nops)
 	{
-		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		McOp	   *op = &b->ops[bi->ops[bi->next_send]];
 		size_t		room = MC_REQ_HEADER_MAX +
-			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+			(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
 
 		if (room > BW_TLS_SEGMENT)
 		{
 			size_t		n = encode_op(op, bi->next_send, false,
 									  McConnWriteSpace(conn, room));
 
-			if (n == 0)
-				elog(ERROR, "could not encode a write request for a checked key");
 			McConnWritten(conn, n);
 			McConnPipelined(conn, 1);
 			bi->next_send++;
@@ -317,17 +285,15 @@ fill_segment(BwBatch *b, BwInstance *bi, McConn *conn)
 	}
 	while (bi->next_send < bi->nops)
 	{
-		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		McOp	   *op = &b->ops[bi->ops[bi->next_send]];
 		size_t		room = MC_REQ_HEADER_MAX +
-			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+			(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
 		size_t		n;
 
 		if (room > BW_TLS_SEGMENT ||
 			(bi->next_send > first && bytes + room > BW_TLS_SEGMENT))
 			break;
 		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
-		if (n == 0)
-			elog(ERROR, "could not encode a write request for a checked key");
 		McConnWritten(conn, n);
 		bytes += n;
 		bi->next_send++;
@@ -356,13 +322,11 @@ bw_fill(void *arg, int s, McConn *conn)
 	}
 	while (bi->next_send < bi->nops && McConnUnsent(conn) < BW_WRITE_SLICE)
 	{
-		McBatchOp  *op = &b->ops[bi->ops[bi->next_send]];
+		McOp	   *op = &b->ops[bi->ops[bi->next_send]];
 		size_t		room = MC_REQ_HEADER_MAX +
-			(op->kind == MC_BATCH_SET ? op->valuelen + 2 : 0);
+			(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
 		size_t		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
 
-		if (n == 0)
-			elog(ERROR, "could not encode a write request for a checked key");
 		McConnWritten(conn, n);
 		bi->next_send++;
 	}
@@ -384,16 +348,16 @@ bw_fill(void *arg, int s, McConn *conn)
 static void
 too_large(BwBatch *b, BwInstance *bi, int s, McConn *conn, const char *line)
 {
-	const McBatchOp *big = NULL;
+	const McOp *big = NULL;
 	char		key[MC_KEY_MAX + 1];
 	size_t		n;
 
 	for (int i = bi->next_match; i < bi->next_send; i++)
 	{
-		const McBatchOp *op = &b->ops[bi->ops[i]];
+		const McOp *op = &b->ops[bi->ops[i]];
 
-		if (op->kind == MC_BATCH_SET &&
-			(big == NULL || op->keylen + op->valuelen > big->keylen + big->valuelen))
+		if (op->kind == MC_OP_STORE &&
+			(big == NULL || op->keylen + op->datalen > big->keylen + big->datalen))
 			big = op;
 	}
 	if (big == NULL)
@@ -412,7 +376,7 @@ too_large(BwBatch *b, BwInstance *bi, int s, McConn *conn, const char *line)
 			 errmsg("value of key \"%s\" is too large for memcached server \"%s\"",
 					key, b->srv->name),
 			 errdetail_internal("Instance %s replied: %s (the value is %zu bytes).",
-								McInstanceName(&b->srv->net, s), line, big->valuelen),
+								McInstanceName(&b->srv->net, s), line, big->datalen),
 			 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
 }
 
@@ -440,7 +404,7 @@ error_reply(BwBatch *b, BwInstance *bi, int s, McConn *conn, const char *base,
 	if (!b->soft)
 		McConnReplyError(conn, base, r);
 	note_error(b, "instance %s replied: %s", McInstanceName(&b->srv->net, s), line);
-	settle_rest(b, bi, MC_BATCH_FAILED);
+	settle_rest(b, bi, MC_OP_FAILED);
 	return MC_ENG_CLOSE;
 }
 
@@ -484,7 +448,7 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 					return MC_ENG_FAILED;
 				}
 				b->ops[bi->ops[j]].result =
-					(t == MC_REPLY_HD ? MC_BATCH_DONE : MC_BATCH_MISS);
+					(t == MC_REPLY_HD ? MC_OP_DONE : MC_OP_MISS);
 				bi->next_match = j + 1;
 				if (bi->seg_single && j == bi->seg_end - 1)
 					bi->seg_single = bi->seg_waiting = false;
@@ -495,11 +459,11 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 					/* a segment is done: its unnamed ops took the quiet outcome */
 					for (int i = bi->next_match; i < bi->seg_end; i++)
 					{
-						McBatchOp  *op = &b->ops[bi->ops[i]];
+						McOp	   *op = &b->ops[bi->ops[i]];
 
-						if (op->result == MC_BATCH_PENDING)
-							op->result = (op->kind == MC_BATCH_TOUCH ?
-										  MC_BATCH_MISS : MC_BATCH_DONE);
+						if (op->result == MC_OP_PENDING)
+							op->result = (op->kind == MC_OP_GET ?
+										  MC_OP_MISS : MC_OP_DONE);
 					}
 					bi->next_match = bi->seg_end;
 					bi->seg_waiting = false;
@@ -512,13 +476,13 @@ bw_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 
 					for (int i = 0; i < bi->nops; i++)
 					{
-						McBatchOp  *op = &b->ops[bi->ops[i]];
+						McOp	   *op = &b->ops[bi->ops[i]];
 
-						if (op->result == MC_BATCH_PENDING)
-							op->result = (op->kind == MC_BATCH_TOUCH ?
-										  MC_BATCH_MISS : MC_BATCH_DONE);
-						done += (op->result == MC_BATCH_DONE);
-						missed += (op->result == MC_BATCH_MISS);
+						if (op->result == MC_OP_PENDING)
+							op->result = (op->kind == MC_OP_GET ?
+										  MC_OP_MISS : MC_OP_DONE);
+						done += (op->result == MC_OP_DONE);
+						missed += (op->result == MC_OP_MISS);
 					}
 					b->engine.inst[s].hits += done;
 					/* the client statistics' hits and misses (a store's are not shown) */
@@ -583,7 +547,7 @@ bw_gave_up(void *arg, int s, const char *why)
 
 	note_error(b, "instance %s: the send was given up: %s",
 			   McInstanceName(&b->srv->net, s), why);
-	settle_rest(b, &b->inst[s], MC_BATCH_FAILED);
+	settle_rest(b, &b->inst[s], MC_OP_FAILED);
 }
 
 /* Rounds until every op is settled: the first, then one per failover. */
@@ -625,7 +589,7 @@ run_batch_soft(BwBatch *b)
 }
 
 int
-McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
+McBatchWrite(McServer *srv, McOp *ops, int nops, int timeout_ms,
 			 bool soft, char *errbuf, size_t errlen)
 {
 	BwBatch		b;
@@ -638,7 +602,7 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	if (nops <= 0)
 		return 0;
 	for (int i = 0; i < nops; i++)
-		ops[i].result = MC_BATCH_PENDING;
+		ops[i].result = MC_OP_PENDING;
 
 	memset(&b, 0, sizeof(b));
 	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw batch write",
@@ -652,15 +616,14 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 	b.miss = srv->cfg.on_failure_miss;
 	for (int i = 0; i < nops; i++)
 	{
-		b.segmented |= (ops[i].kind == MC_BATCH_SET && srv->cfg.tls != MC_TLS_DISABLE);
+		b.segmented |= (ops[i].kind == MC_OP_STORE && srv->cfg.tls != MC_TLS_DISABLE);
 		/*
 		 * a second send of a delete answers NF for what the first one
 		 * deleted; a set marked once (an INSERT's row) may have been
 		 * overwritten by another client in between
 		 */
-		b.engine.at_most_once |= ((ops[i].kind == MC_BATCH_DELETE ||
-								   ops[i].kind == MC_BATCH_MARK_STALE ||
-								   ops[i].once) && !soft);
+		b.engine.at_most_once |= ((ops[i].kind == MC_OP_DELETE || ops[i].once) &&
+								  !soft);
 	}
 	b.engine.soft = soft || srv->cfg.failover || b.miss;
 	b.engine.give_up_held = soft;
@@ -692,9 +655,9 @@ McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
 
 	for (int i = 0; i < nops; i++)
 	{
-		if (ops[i].result == MC_BATCH_PENDING)
-			ops[i].result = MC_BATCH_FAILED;
-		if (ops[i].result == MC_BATCH_FAILED)
+		if (ops[i].result == MC_OP_PENDING)
+			ops[i].result = MC_OP_FAILED;
+		if (ops[i].result == MC_OP_FAILED)
 			failed++;
 	}
 	return failed;

@@ -2,8 +2,8 @@
  * batch.h — writing many keys of one server in one call.
  *
  * Owns: the interface between callers that hold many writes for one server
- * (the commit-time queue in xact.c; later mc_set_multi/mc_delete_multi) and
- * the code that puts them on the wire.  Callers hand over keys already
+ * and the code that puts them on the wire.  The writes are the engine's
+ * operations (McOp, engine.h), the one type of a request; callers hand over keys already
  * checked and routed (McKeyRoute's routed form, prefix included) and values
  * already converted (ttl as memcached reads it), so nothing here touches
  * the catalog or SQL types.
@@ -12,55 +12,24 @@
  * as one quiet pipeline per instance
  * ("md <key> O<pos> q", "ms <key> <len> ... O<pos> q", "mg <key> T<ttl>
  * O<pos> q" for a touch, "md <key> I O<pos> q" to mark stale, then "mn"), written to all instances before any
- * reply is read.  Callers: xact.c (writes at commit) and batch_sql.c
- * (mc_set_multi, mc_delete_multi, mc_touch_multi).
+ * reply is read.  Callers: xact.c (writes at commit), batch_sql.c
+ * (mc_set_multi, mc_delete_multi, mc_touch_multi), wal_worker.c (the WAL
+ * worker's deletes and marks) and fdw_modify.c (a foreign table's INSERT,
+ * COPY and DELETE).
  */
 #ifndef MCFDW_BATCH_H
 #define MCFDW_BATCH_H
 
+#include "engine.h"
 #include "server.h"
-
-typedef enum McBatchKind
-{
-	MC_BATCH_DELETE,			/* md */
-	MC_BATCH_SET,				/* ms (set) */
-	MC_BATCH_TOUCH,				/* mg T<ttl>: has_ttl is required */
-	MC_BATCH_MARK_STALE			/* md I: mark stale (NF: missing, a miss) */
-} McBatchKind;
-
-/* What became of one op. */
-typedef enum McBatchResult
-{
-	MC_BATCH_FAILED = 0,		/* not delivered (or no reply): counted */
-	MC_BATCH_DONE,				/* HD: deleted / stored */
-	MC_BATCH_MISS,				/* delivered, condition not met: NF / NS / EN */
-	MC_BATCH_PENDING			/* batch.c's own: not answered yet */
-} McBatchResult;
-
-typedef struct McBatchOp
-{
-	McBatchKind kind;
-	const char *key;			/* routed key, as McKeyRoute gives it */
-	size_t		keylen;
-	const char *value;			/* SET: value bytes */
-	size_t		valuelen;
-	bool		has_ttl;		/* SET, TOUCH: T<ttl> (McTtlFromInterval's value) */
-	int64		ttl;
-	bool		has_flags;		/* SET: F<flags> */
-	uint32		flags;
-	bool		once;			/* SET: never sent twice (a SQL caller's rows) */
-	bool		add;			/* SET: only if the key is absent (mode E, "add");
-								 * an existing key is MC_BATCH_MISS */
-	bool		home;			/* routed to the key's own instance whatever
-								 * the health map, never failed over: fails
-								 * when that instance does (the write-ahead
-								 * log worker's proof of delivery there) */
-	McBatchResult result;		/* out */
-} McBatchOp;
 
 /*
  * Send ops (all of server srv) and read their replies; fills each op's
- * result and returns how many failed.  timeout_ms > 0 bounds the whole
+ * result and returns how many failed.  The ops (engine.h) are sets and
+ * adds (MC_OP_STORE, mode 0, S or E: an existing key is a miss for an
+ * add), deletes and marks stale (MC_OP_DELETE, invalidate) and touches
+ * (MC_OP_GET with has_ttl, nothing wanted), on routed keys; once and home
+ * as McOp says.  timeout_ms > 0 bounds the whole
  * call, whatever the server's own timeouts (0 among them): ops not sent by
  * then fail.  With soft set an instance failure, a server error reply or a
  * timeout never raises: the op fails, and errbuf (errlen bytes, may be 0)
@@ -69,7 +38,7 @@ typedef struct McBatchOp
  * send up instead, its ops failed (McEngineHeldInterrupt, engine.h).  Without
  * soft the first failure is raised, as the single-key functions raise it.
  */
-extern int	McBatchWrite(McServer *srv, McBatchOp *ops, int nops, int timeout_ms,
+extern int	McBatchWrite(McServer *srv, McOp *ops, int nops, int timeout_ms,
 						 bool soft, char *errbuf, size_t errlen);
 
 /*

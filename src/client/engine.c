@@ -10,10 +10,11 @@
  * have run on a failing instance is neither resent nor failed over:
  * eng_in_doubt), on_failure 'miss' (an unreachable instance's requests
  * answered as misses, the instance counted degraded), and reporting every
- * outcome to health.c.  The run of one (McEngineSendOp): the opaque token
- * sequence, building the operation's meta command (mg, ms, md, ma) from
- * its kind, key and options (a plain get takes the short encoder the
- * multi-get uses), one request and one reply on the instance's own
+ * outcome to health.c.  Building any operation's meta command (mg, ms,
+ * md, ma) from its kind, key and fields (McEngineOpEncode: a run of one's
+ * and batch.c's alike).  The run of one (McEngineSendOp): the opaque token
+ * sequence (a plain get takes the short encoder the multi-get uses), one
+ * request and one reply on the instance's own
  * connection (conn.c's McConnRoundtrip: its retry of a pooled socket
  * closed while idle, never for a request that must not run twice);
  * flush_all, one text command to every instance in turn; a stats command
@@ -61,31 +62,81 @@ static const char *const op_command[] = {
 uint32		mc_op_seq = 0;
 
 /*
- * The header of any request but a plain get (McEngineRunOp's rare part):
- * the general encoder, the opaque token in decimal.
+ * The header of op's request at dst (capacity MC_REQ_HEADER_MAX): its
+ * command, key (the prepared wire form, or made here from the routed key),
+ * the op's fields over its opts, opaque and quiet as given.  0 when it
+ * cannot be encoded (a key no check let through).  A store's value goes
+ * after it, as the caller sends it.
  */
 size_t
-McEngineOpEncode(McOp *op, uint32 opaque)
+McEngineOpEncode(const McOp *op, const char *opaque, size_t opaque_len,
+				 bool quiet, char *dst)
 {
-	const McKey *k = op->key;
 	McReqOpts	o = {0};
+	char		wire[MC_KEY_MAX];
+	const char *wkey;
+	size_t		wlen;
+	bool		b64;
+
+	if (op->prepared != NULL)
+	{
+		wkey = op->prepared->wire;
+		wlen = op->prepared->wire_len;
+		b64 = op->prepared->b64;
+	}
+	else
+	{
+		/* a routed key: checked when it was routed, so it fits */
+		if (mc_key_check(op->key, op->keylen, &b64) != MC_KEY_OK)
+			return 0;
+		wkey = op->key;
+		wlen = op->keylen;
+		if (b64)
+		{
+			wlen = mc_b64_encode((const unsigned char *) op->key, op->keylen, wire);
+			wkey = wire;
+		}
+	}
+	if (op->opts != NULL)
+		o = *op->opts;
+	o.want = op->want;
+	o.quiet = quiet;
+	o.opaque = opaque;
+	o.opaque_len = opaque_len;
+	if (op->has_ttl)
+	{
+		o.has_ttl = true;
+		o.ttl = op->ttl;
+	}
+	if (op->has_flags)
+	{
+		o.has_client_flags = true;
+		o.client_flags = op->flags;
+	}
+	if (op->mode != 0)
+		o.mode = op->mode;
+	o.invalidate |= op->invalidate;
+	return mc_encode_request(dst, op_command[op->kind], wkey, wlen, b64,
+							 op->kind == MC_OP_STORE ? (long) op->datalen : -1, &o);
+}
+
+/*
+ * The header of a run of one's request but a plain get (McEngineRunOp's
+ * rare part), the opaque token in decimal.
+ */
+size_t
+McEngineOpEncodeOne(McOpRun *run, uint32 opaque)
+{
 	char		otxt[12];
 	char		digits[10];
 	int			nd = 0;
 
-	if (op->opts != NULL)
-		o = *op->opts;
-	o.want = op->want;
 	/* the token in decimal, as mc_encode_get_value writes it */
 	for (uint32 v = opaque; v != 0; v /= 10)
 		digits[nd++] = (char) ('0' + v % 10);
 	for (int i = 0; i < nd; i++)
 		otxt[i] = digits[nd - 1 - i];
-	o.opaque = otxt;
-	o.opaque_len = nd;
-	return mc_encode_request(op->hdr, op_command[op->kind], k->wire,
-							 k->wire_len, k->b64,
-							 op->kind == MC_OP_STORE ? (long) op->datalen : -1, &o);
+	return McEngineOpEncode(&run->op, otxt, nd, false, run->hdr);
 }
 
 /*
@@ -134,9 +185,9 @@ eng_roundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
  * instances is a miss (NULL) counted against the key's own instance.
  */
 static pg_noinline const char *
-eng_failover(McServer *srv, McOp *op, const bool *alive)
+eng_failover(McServer *srv, McOpRun *run, const bool *alive)
 {
-	const McKey *k = op->key;
+	const McOp *op = &run->op;
 	bool		buf[MC_MAX_ENDPOINTS];
 	int			n = srv->cfg.nendpoints;
 
@@ -155,16 +206,16 @@ eng_failover(McServer *srv, McOp *op, const bool *alive)
 			any = buf[i];
 		if (!any && srv->cfg.on_failure_miss)
 		{
-			idx = mc_ring_pick(srv->ring, k->raw, k->raw_len, NULL, false);
-			op->conn = McNetConn(&srv->net, idx);
+			idx = mc_ring_pick(srv->ring, op->key, op->keylen, NULL, false);
+			run->conn = McNetConn(&srv->net, idx);
 			return NULL;
 		}
-		idx = McInstancePickWith(srv, k->raw, k->raw_len, buf);
-		base = eng_roundtrip(srv, idx, &op->req, &op->reply, &op->conn, true);
+		idx = McInstancePickWith(srv, op->key, op->keylen, buf);
+		base = eng_roundtrip(srv, idx, &run->req, &run->reply, &run->conn, true);
 		if (base != NULL)
 			return base;
 		/* a request that may have run on idx must not run on another too */
-		if (eng_in_doubt(srv, op->conn))
+		if (eng_in_doubt(srv, run->conn))
 			return NULL;
 		buf[idx] = false;		/* McInstancePickWith errors once none is left */
 	}
@@ -181,11 +232,11 @@ eng_failover(McServer *srv, McOp *op, const bool *alive)
  * twice and may have run on the failing instance is not failed over
  * (eng_in_doubt).  With on_failure 'miss' a key whose instance (or, with
  * failover, every instance, or an in-doubt request's) cannot be reached
- * gives false instead, counted by McInstanceDegraded; op->conn is then the
+ * gives false instead, counted by McInstanceDegraded; run->conn is then the
  * key's instance.
  */
 bool
-McEngineSendOp(McServer *srv, McOp *op)
+McEngineSendOp(McServer *srv, McOpRun *run)
 {
 	bool		buf[MC_MAX_ENDPOINTS];
 	const bool *alive;
@@ -194,21 +245,21 @@ McEngineSendOp(McServer *srv, McOp *op)
 
 	/* one healthy instance: nothing to choose */
 	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
-		base = eng_roundtrip(srv, 0, &op->req, &op->reply, &op->conn, miss);
+		base = eng_roundtrip(srv, 0, &run->req, &run->reply, &run->conn, miss);
 	else
 	{
 		alive = McInstanceAliveMap(srv, buf);
 		if (srv->cfg.failover)
-			base = eng_failover(srv, op, alive ? buf : NULL);
+			base = eng_failover(srv, run, alive ? buf : NULL);
 		else
-			base = eng_roundtrip(srv, McInstancePickWith(srv, op->key->raw,
-													   op->key->raw_len, alive),
-								 &op->req, &op->reply, &op->conn, miss);
+			base = eng_roundtrip(srv, McInstancePickWith(srv, run->op.key,
+													   run->op.keylen, alive),
+								 &run->req, &run->reply, &run->conn, miss);
 	}
-	op->base = base;
+	run->base = base;
 	if (unlikely(base == NULL))
 	{
-		McInstanceDegraded(srv, McConnIndex(op->conn));
+		McInstanceDegraded(srv, McConnIndex(run->conn));
 		return false;
 	}
 	return true;

@@ -1,11 +1,13 @@
 /*
  * engine.h — the request engine (engine.c): the one runner of requests.
  *
- * An operation (McOp) is one request on one key: what to do (its kind),
- * to which key (checked and encoded by keys.c), which fields the reply is
- * to carry (want), what else is sent with it (McReqOpts: a ttl, flags, a
- * cas, a mode), and whether it must not run twice.  A single-key call is
- * a run of one (McEngineRunOp): routed to its key's instance, failed over,
+ * An operation (McOp) is one request on one key, the one type describing
+ * a request whether it runs alone or in a batch: what to do (its kind),
+ * to which key (checked and routed by keys.c), which fields the reply is
+ * to carry (want), what else is sent with it (a value, ttl, flags, mode;
+ * rarer options in McReqOpts), whether it must not run twice and whether
+ * it is bound to its key's own instance.  A single-key call is
+ * a run of one (McEngineRunOp, its scratch in an McOpRun): routed to its key's instance, failed over,
  * degraded under on_failure 'miss' and kept at most once by the engine's
  * rules (engine.c), sent as one meta command with a fresh opaque token,
  * its one reply read into the operation's result; the caller reads what it
@@ -45,51 +47,104 @@
 typedef enum McOpKind
 {
 	MC_OP_GET,					/* mg: read, touch (T), lease (N, R), metadata */
-	MC_OP_STORE,				/* ms: opts.mode set, add, replace, append, prepend */
-	MC_OP_DELETE,				/* md: delete, or mark stale (opts.invalidate) */
-	MC_OP_ARITH					/* ma: opts.mode I or D */
+	MC_OP_STORE,				/* ms: set, or the mode's add, replace, append, prepend */
+	MC_OP_DELETE,				/* md: delete, or mark stale (invalidate) */
+	MC_OP_ARITH					/* ma: mode I or D */
 } McOpKind;
 
-/* One operation on one key, and (once run) its result. */
+/* What became of an operation of a run of many (McBatchWrite, batch.h). */
+typedef enum McOpResult
+{
+	MC_OP_FAILED = 0,			/* not delivered (or no reply): counted */
+	MC_OP_DONE,					/* HD: stored, deleted, touched */
+	MC_OP_MISS,					/* delivered, its condition not met: NF / NS / EN */
+	MC_OP_PENDING				/* the runner's own: not answered yet */
+} McOpResult;
+
+/*
+ * One operation on one key: the one description of a request, whether it
+ * runs alone (McEngineRunOp) or in a run of many (McBatchWrite).  What a
+ * batch carries per key is here (a run holds tens of thousands): the key,
+ * the value, ttl, flags, mode; the rarer options of a single-key call go
+ * in opts.  McOpInit sets nothing wanted, sent, once or home.
+ */
 typedef struct McOp
 {
-	/* the operation (McOpInit: nothing wanted, sent or once) */
 	McOpKind	kind;
-	const McKey *key;
 	unsigned	want;			/* MC_F_* fields the reply is to carry */
-	const McReqOpts *opts;		/* what else is sent (its want and opaque are
-								 * the engine's), NULL for nothing */
+	const char *key;			/* the routed key (McKeyRoute's form, prefix
+								 * included): what the ring routes */
+	size_t		keylen;
+	const McKey *prepared;		/* its wire form (McKeyPrepare); NULL: made
+								 * from key when the request is encoded */
 	const char *data;			/* STORE: the value's bytes */
 	size_t		datalen;
+	int64		ttl;			/* with has_ttl: T<ttl> (a store's expiry, a
+								 * get's touch, a mark's stale life) */
+	uint32		flags;			/* with has_flags: a store's F<flags> */
+	char		mode;			/* M<mode>: STORE S/E/A/P/R, ARITH I/D; 0 the
+								 * server's default */
+	bool		has_ttl;
+	bool		has_flags;
+	bool		invalidate;		/* DELETE: mark stale (I) instead */
 	bool		once;			/* must not run twice: never resent, never
 								 * failed over once it may have run */
+	bool		home;			/* a run of many: routed to the key's own
+								 * instance whatever the health map, never
+								 * failed over; fails when that instance
+								 * does (the WAL worker's proof of delivery) */
+	McOpResult	result;			/* a run of many's outcome */
+	const McReqOpts *opts;		/* the rest (cas, delta, initial, lease
+								 * ttls, no_bump; its want, opaque and the
+								 * fields above are the op's), NULL for none */
+} McOp;
+
+/* An operation of kind on prepared key k (NULL: set later, McOpKey). */
+static inline void
+McOpInit(McOp *op, McOpKind kind, const McKey *k)
+{
+	*op = (McOp)
+	{
+		.kind = kind,
+		.key = k ? k->raw : NULL,
+		.keylen = k ? k->raw_len : 0,
+		.prepared = k,
+	};
+}
+
+/* The operation's key, prepared. */
+static inline void
+McOpKey(McOp *op, const McKey *k)
+{
+	op->key = k->raw;
+	op->keylen = k->raw_len;
+	op->prepared = k;
+}
+
+/*
+ * An operation run alone, a single-key call: the operation, the request
+ * sent (here, not in McEngineRunOp's frame: no copy) and, once run, its
+ * reply.  Lives in the caller's frame; a run of many keeps no such part
+ * per operation.
+ */
+typedef struct McOpRun
+{
+	McOp		op;
 	/* its result (McEngineRunOp) */
 	McServer   *srv;
 	McConn	   *conn;
 	const char *base;			/* the reply's bytes; NULL: on_failure 'miss'
 								 * answered it (counted degraded) */
 	McReply		reply;			/* offsets relative to base */
-	/* the request sent (McEngineRunOp's; here, not in its frame: no copy) */
 	McRequest	req;
 	char		hdr[MC_REQ_HEADER_MAX];
-} McOp;
-
-/* An operation of kind on key k, nothing sent or wanted yet. */
-static inline void
-McOpInit(McOp *op, McOpKind kind, const McKey *k)
-{
-	op->kind = kind;
-	op->key = k;
-	op->want = 0;
-	op->opts = NULL;
-	op->data = NULL;
-	op->datalen = 0;
-	op->once = false;
-}
+} McOpRun;
 
 extern MC_HIDDEN uint32 mc_op_seq;
-extern size_t McEngineOpEncode(McOp *op, uint32 opaque);
-extern MC_HIDDEN bool McEngineSendOp(McServer *srv, McOp *op);
+extern MC_HIDDEN size_t McEngineOpEncode(const McOp *op, const char *opaque,
+										 size_t opaque_len, bool quiet, char *dst);
+extern size_t McEngineOpEncodeOne(McOpRun *run, uint32 opaque);
+extern MC_HIDDEN bool McEngineSendOp(McServer *srv, McOpRun *run);
 
 /*
  * The opaque token of the next request: a backend-wide sequence (never 0,
@@ -105,48 +160,51 @@ McOpNextOpaque(void)
 }
 
 /*
- * Run op on server srv, a run of one: true with the reply in op->reply and
- * op->base; false when on_failure 'miss' answered it (the instance counted
- * degraded, nothing to end).  An instance that fails otherwise is raised.
- * The request, with a fresh opaque token, goes into op->req and op->hdr; a
- * plain get (the value alone, nothing else sent) takes the short encoder
- * the multi-get uses.  Inline: every single-key call runs one.
+ * Run run->op on server srv, a run of one: true with the reply in
+ * run->reply and run->base; false when on_failure 'miss' answered it (the
+ * instance counted degraded, nothing to end).  An instance that fails
+ * otherwise is raised.  The request, with a fresh opaque token, goes into
+ * run->req and run->hdr; a plain get (the value alone, nothing else sent)
+ * takes the short encoder the multi-get uses.  Inline: every single-key
+ * call runs one.
  */
 static inline bool
-McEngineRunOp(McServer *srv, McOp *op)
+McEngineRunOp(McServer *srv, McOpRun *run)
 {
-	McRequest  *req = &op->req;
-	const McKey *k = op->key;
+	McRequest  *req = &run->req;
+	const McOp *op = &run->op;
+	const McKey *k = op->prepared;
 	bool		store = (op->kind == MC_OP_STORE);
 
 	req->opaque = McOpNextOpaque();
-	req->hdr = op->hdr;
-	if (likely(op->kind == MC_OP_GET && op->want == MC_F_VALUE && op->opts == NULL))
-		req->hlen = mc_encode_get_value(op->hdr, k->wire, k->wire_len, k->b64,
+	req->hdr = run->hdr;
+	if (likely(op->kind == MC_OP_GET && op->want == MC_F_VALUE &&
+			   op->opts == NULL && !op->has_ttl))
+		req->hlen = mc_encode_get_value(run->hdr, k->wire, k->wire_len, k->b64,
 										req->opaque);
 	else
-		req->hlen = McEngineOpEncode(op, req->opaque);
+		req->hlen = McEngineOpEncodeOne(run, req->opaque);
 	req->data = store ? op->data : NULL;
 	req->dlen = store ? op->datalen : 0;
 	req->idempotent = !op->once;
-	op->srv = srv;
-	return McEngineSendOp(srv, op);
+	run->srv = srv;
+	return McEngineSendOp(srv, run);
 }
 
 /* The reply was read: the connection and the instance's run of failures end. */
 static inline void
-McOpEnd(McOp *op)
+McOpEnd(McOpRun *run)
 {
-	McConnConsume(op->conn, op->reply.consumed);
-	McInstanceEnd(op->srv, op->conn);
+	McConnConsume(run->conn, run->reply.consumed);
+	McInstanceEnd(run->srv, run->conn);
 }
 
 /* The reply does not fit the operation: the socket is closed, the reply raised. */
-static inline void McEngineOpReplyError(McOp *op) McNoReturn();
+static inline void McEngineOpReplyError(McOpRun *run) McNoReturn();
 static inline void
-McEngineOpReplyError(McOp *op)
+McEngineOpReplyError(McOpRun *run)
 {
-	McConnReplyError(op->conn, op->base, &op->reply);
+	McConnReplyError(run->conn, run->base, &run->reply);
 }
 
 /* flush_all on every instance of srv: the number flushed. */

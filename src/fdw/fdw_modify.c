@@ -78,7 +78,7 @@ typedef struct McModify
 	MemoryContext cxt;			/* one row's or one batch's work */
 	/* COPY: rows held until batch_size of them go as one batch (hold_rows) */
 	bool		hold;
-	McBatchOp  *held;
+	McOp	   *held;
 	int			nheld;
 	MemoryContext heldcxt;		/* the held rows' keys and values */
 } McModify;
@@ -309,7 +309,7 @@ McBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 	{
 		m->hold = true;
 		m->held = MemoryContextAlloc(mtstate->ps.state->es_query_cxt,
-									 sizeof(McBatchOp) * m->batch_size);
+									 sizeof(McOp) * m->batch_size);
 		m->heldcxt = AllocSetContextCreate(mtstate->ps.state->es_query_cxt,
 										   "mcfdw held rows", ALLOCSET_DEFAULT_SIZES);
 	}
@@ -372,14 +372,13 @@ row_ttl(McModify *m, TupleTableSlot *slot, int64 *ttl)
 
 /* The row's key (checked and routed), value, flags and ttl as one set. */
 static void
-row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
+row_op(McModify *m, TupleTableSlot *slot, McOp *op)
 {
 	Datum		d;
 
-	memset(op, 0, sizeof(*op));
-	op->kind = MC_BATCH_SET;
+	McOpInit(op, MC_OP_STORE, NULL);
 	op->once = true;			/* a lost reply is an error, never a second send */
-	op->add = m->add;
+	op->mode = m->add ? 'E' : 0;	/* ON CONFLICT DO NOTHING: an add */
 	if (!field_value(m, slot, MC_FIELD_KEY, &d))
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
@@ -392,10 +391,10 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("memcached cannot store a NULL value"),
 					 errhint("DELETE the row to remove its key.")));
-		op->value = McColumnWrite(&m->vio, d, &op->valuelen);
+		op->data = McColumnWrite(&m->vio, d, &op->datalen);
 	}
 	else
-		op->value = "";
+		op->data = "";
 	if (field_value(m, slot, MC_FIELD_FLAGS, &d))
 	{
 		int64		f = field_int(m, MC_FIELD_FLAGS, d);
@@ -417,17 +416,17 @@ row_op(McModify *m, TupleTableSlot *slot, McBatchOp *op)
  * memcached refused, an error.
  */
 static bool
-op_written(McModify *m, const McBatchOp *op)
+op_written(McModify *m, const McOp *op)
 {
-	if (op->result == MC_BATCH_DONE)
+	if (op->result == MC_OP_DONE)
 		return true;
-	if (op->result == MC_BATCH_MISS && op->add)
+	if (op->result == MC_OP_MISS && op->mode == 'E')
 	{
 		/* ON CONFLICT DO NOTHING: the key exists */
 		InstrCountTuples2(m->mtps, 1);
 		return false;
 	}
-	if (op->result == MC_BATCH_FAILED && m->srv->cfg.on_failure_miss)
+	if (op->result == MC_OP_FAILED && m->srv->cfg.on_failure_miss)
 		return false;
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_ERROR),
@@ -441,7 +440,7 @@ op_written(McModify *m, const McBatchOp *op)
  * slots (when given); returns how many were written.
  */
 static int
-write_sets(McModify *m, McBatchOp *ops, int n, TupleTableSlot **slots)
+write_sets(McModify *m, McOp *ops, int n, TupleTableSlot **slots)
 {
 	int			done = 0;
 
@@ -512,16 +511,16 @@ static void
 hold_row(McModify *m, TupleTableSlot *slot)
 {
 	MemoryContext old = MemoryContextSwitchTo(m->heldcxt);
-	McBatchOp  *op = &m->held[m->nheld];
+	McOp	   *op = &m->held[m->nheld];
 
 	row_op(m, slot, op);
 	op->key = pnstrdup(op->key, op->keylen);
-	if (op->valuelen > 0)
+	if (op->datalen > 0)
 	{
-		char	   *v = palloc(op->valuelen);
+		char	   *v = palloc(op->datalen);
 
-		memcpy(v, op->value, op->valuelen);
-		op->value = v;
+		memcpy(v, op->data, op->datalen);
+		op->data = v;
 	}
 	MemoryContextSwitchTo(old);
 	if (++m->nheld == m->batch_size)
@@ -534,7 +533,7 @@ McExecForeignInsert(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 {
 	McModify   *m = rinfo->ri_FdwState;
 	MemoryContext old;
-	McBatchOp	op;
+	McOp		op;
 	int			done;
 
 	check_row(estate, rinfo, slot, false);
@@ -573,7 +572,7 @@ McExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 {
 	McModify   *m = rinfo->ri_FdwState;
 	MemoryContext old = MemoryContextSwitchTo(m->cxt);
-	McBatchOp  *ops = palloc(sizeof(McBatchOp) * *numSlots);
+	McOp	   *ops = palloc(sizeof(McOp) * *numSlots);
 
 	for (int i = 0; i < *numSlots; i++)
 	{
@@ -622,39 +621,36 @@ McGetForeignModifyBatchSize(ResultRelInfo *rinfo)
  * The new cas, when asked for, goes to *newcas.
  */
 static McReplyType
-replace_one(McModify *m, const McBatchOp *bop, bool has_cas, uint64 cas,
+replace_one(McModify *m, const McOp *row, bool has_cas, uint64 cas,
 			bool want_cas, uint64 *newcas, bool *got_cas)
 {
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
+	McOp	   *op = &run.op;
 	McReqOpts	opts = {0};
-	McReply    *r = &op.reply;
+	McReply    *r = &run.reply;
 
-	McKeyFromRouted(bop->key, bop->keylen, &k);
-	McOpInit(&op, MC_OP_STORE, &k);
-	opts.mode = 'R';
-	opts.has_ttl = bop->has_ttl;
-	opts.ttl = bop->ttl;
-	opts.has_client_flags = bop->has_flags;
-	opts.client_flags = bop->flags;
+	McKeyFromRouted(row->key, row->keylen, &k);
+	/* the row's set (value, ttl, flags), sent as a replace */
+	*op = *row;
+	McOpKey(op, &k);
+	op->mode = 'R';
 	opts.has_cas = has_cas;
 	opts.cas = cas;
-	op.opts = &opts;
-	op.want = want_cas ? MC_F_CAS : 0;
-	op.data = bop->value;
-	op.datalen = bop->valuelen;
+	op->opts = &opts;
+	op->want = want_cas ? MC_F_CAS : 0;
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
-	op.once = has_cas;
+	op->once = has_cas;
 	McCsSetOp(MC_CS_MODIFY);
-	if (!McEngineRunOp(m->srv, &op))
+	if (!McEngineRunOp(m->srv, &run))
 		return MC_REPLY_NEED_MORE;	/* counted degraded by the engine */
 	if (r->type != MC_REPLY_HD && r->type != MC_REPLY_NS &&
 		r->type != MC_REPLY_EX && r->type != MC_REPLY_NF)
-		McEngineOpReplyError(&op);
+		McEngineOpReplyError(&run);
 	*got_cas = r->type == MC_REPLY_HD && (r->present & MC_F_CAS);
 	if (*got_cas)
 		*newcas = r->cas;
-	McOpEnd(&op);
+	McOpEnd(&run);
 	return r->type;
 }
 
@@ -689,7 +685,7 @@ McExecForeignUpdate(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 {
 	McModify   *m = rinfo->ri_FdwState;
 	MemoryContext old = MemoryContextSwitchTo(m->cxt);
-	McBatchOp	op;
+	McOp		op;
 	Datum		d;
 	bool		has_cas;
 	uint64		cas = 0;
@@ -733,26 +729,26 @@ McExecForeignDelete(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
 {
 	McModify   *m = rinfo->ri_FdwState;
 	MemoryContext old = MemoryContextSwitchTo(m->cxt);
-	McBatchOp	op = {0};
+	McOp		op;
 	bool		isnull;
 	Datum		key = ExecGetJunkAttribute(planSlot, m->key_junk, &isnull);
-	McBatchResult res;
+	McOpResult	res;
 
 	if (isnull)
 		elog(ERROR, "the mcfdw_key junk column is NULL");
-	op.kind = MC_BATCH_DELETE;
+	McOpInit(&op, MC_OP_DELETE, NULL);
 	route_key(m, key, &op.key, &op.keylen);
 	McCsSetOp(MC_CS_MODIFY);
 	McBatchWrite(m->srv, &op, 1, 0, false, NULL, 0);
 	res = op.result;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(m->cxt);
-	if (res == MC_BATCH_FAILED && !m->srv->cfg.on_failure_miss)
+	if (res == MC_OP_FAILED && !m->srv->cfg.on_failure_miss)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("memcached did not delete key \"%s\"",
 						TextDatumGetCString(key))));
-	if (res != MC_BATCH_DONE)
+	if (res != MC_OP_DONE)
 		return NULL;			/* gone since the scan, or unreachable under
 								 * 'miss': skipped */
 

@@ -39,7 +39,7 @@ PG_FUNCTION_INFO_V1(mc_touch_multi);
 typedef struct BatchBuild
 {
 	McServer   *srv;
-	McBatchOp  *ops;
+	McOp	   *ops;
 	int			nops;
 	int		   *slots;			/* open addressing over ops; -1 = empty */
 	uint32		mask;
@@ -54,7 +54,7 @@ build_init(BatchBuild *bb, McServer *srv, int n)
 	while (cap < (uint32) n * 2)
 		cap <<= 1;
 	bb->srv = srv;
-	bb->ops = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(McBatchOp) * (Size) Max(n, 1));
+	bb->ops = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(McOp) * (Size) Max(n, 1));
 	bb->nops = 0;
 	bb->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * (Size) cap);
 	memset(bb->slots, -1, sizeof(int) * (Size) cap);
@@ -67,8 +67,8 @@ build_init(BatchBuild *bb, McServer *srv, int n)
  * Check and route a key, and give its op: a new one, or the one of an
  * earlier equal key (routed form compared, so the prefix is in it).
  */
-static McBatchOp *
-add_key(BatchBuild *bb, McBatchKind kind, Datum key)
+static McOp *
+add_key(BatchBuild *bb, McOpKind kind, Datum key)
 {
 	const char *data = VARDATA_ANY(DatumGetPointer(key));
 	size_t		len = VARSIZE_ANY_EXHDR(DatumGetPointer(key));
@@ -77,7 +77,7 @@ add_key(BatchBuild *bb, McBatchKind kind, Datum key)
 	size_t		rawlen;
 	bool		b64;
 	uint32		h;
-	McBatchOp  *op;
+	McOp	   *op;
 
 	(void) McKeyRoute(bb->srv, data, len, buf, &raw, &rawlen, &b64);
 	h = hash_bytes((const unsigned char *) raw, rawlen);
@@ -95,8 +95,7 @@ add_key(BatchBuild *bb, McBatchKind kind, Datum key)
 			return op;
 	}
 	op = &bb->ops[bb->nops++];
-	memset(op, 0, sizeof(*op));
-	op->kind = kind;
+	McOpInit(op, kind, NULL);
 	op->key = (raw == data) ? raw : McEngineKeyArenaKeep(&bb->arena, raw, rawlen);
 	op->keylen = rawlen;
 	return op;
@@ -124,7 +123,7 @@ run_ops(BatchBuild *bb)
 		return 0;
 	(void) McBatchWrite(bb->srv, bb->ops, bb->nops, 0, false, NULL, 0);
 	for (int i = 0; i < bb->nops; i++)
-		if (bb->ops[i].result == MC_BATCH_DONE)
+		if (bb->ops[i].result == MC_OP_DONE)
 			done++;
 	return done;
 }
@@ -180,22 +179,22 @@ mc_set_multi(PG_FUNCTION_ARGS)
 	build_init(&bb, server_arg(fcinfo, 4), nkeys);
 	for (int i = 0; i < nkeys; i++)
 	{
-		McBatchOp  *op;
+		McOp	   *op;
 
 		if (knulls[i] || vnulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("%s %d of mc_set_multi is NULL", knulls[i] ? "key" : "value", i + 1)));
-		op = add_key(&bb, MC_BATCH_SET, keys[i]);
+		op = add_key(&bb, MC_OP_STORE, keys[i]);
 		/* a key given again: its last value wins */
-		op->value = VARDATA_ANY(DatumGetPointer(values[i]));
-		op->valuelen = VARSIZE_ANY_EXHDR(DatumGetPointer(values[i]));
+		op->data = VARDATA_ANY(DatumGetPointer(values[i]));
+		op->datalen = VARSIZE_ANY_EXHDR(DatumGetPointer(values[i]));
 		op->has_ttl = has_ttl;
 		op->ttl = ttl;
 		op->has_flags = has_flags;
 		op->flags = flags;
 		/* compressed as the application's client would (values.c) */
-		if (McValueDeflate(bb.srv, &op->value, &op->valuelen, &op->flags))
+		if (McValueDeflate(bb.srv, &op->data, &op->datalen, &op->flags))
 			op->has_flags = true;
 	}
 	PG_RETURN_INT32(run_ops(&bb));
@@ -203,7 +202,7 @@ mc_set_multi(PG_FUNCTION_ARGS)
 
 /* The keys of a delete or touch: NULLs skipped, duplicates sent once. */
 static void
-collect_keys(BatchBuild *bb, ArrayType *arr, McBatchKind kind, bool has_ttl, int64 ttl)
+collect_keys(BatchBuild *bb, ArrayType *arr, McOpKind kind, bool has_ttl, int64 ttl)
 {
 	Datum	   *keys;
 	bool	   *nulls;
@@ -213,7 +212,7 @@ collect_keys(BatchBuild *bb, ArrayType *arr, McBatchKind kind, bool has_ttl, int
 	build_init(bb, bb->srv, n);
 	for (int i = 0; i < n; i++)
 	{
-		McBatchOp  *op;
+		McOp	   *op;
 
 		if (nulls[i])
 			continue;
@@ -233,7 +232,7 @@ mc_delete_multi(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	bb.srv = server_arg(fcinfo, 1);
-	collect_keys(&bb, PG_GETARG_ARRAYTYPE_P(0), MC_BATCH_DELETE, false, 0);
+	collect_keys(&bb, PG_GETARG_ARRAYTYPE_P(0), MC_OP_DELETE, false, 0);
 	PG_RETURN_INT32(run_ops(&bb));
 }
 
@@ -256,6 +255,6 @@ mc_touch_multi(PG_FUNCTION_ARGS)
 				 errmsg("ttl of mc_touch_multi must not be NULL")));
 	ttl = McTtlFromInterval(PG_GETARG_INTERVAL_P(1));
 	bb.srv = server_arg(fcinfo, 2);
-	collect_keys(&bb, PG_GETARG_ARRAYTYPE_P(0), MC_BATCH_TOUCH, true, ttl);
+	collect_keys(&bb, PG_GETARG_ARRAYTYPE_P(0), MC_OP_GET, true, ttl);
 	PG_RETURN_INT32(run_ops(&bb));
 }

@@ -60,18 +60,18 @@ typedef struct ReadResult
  * degraded (on_failure 'miss').
  */
 static bool
-read_value(McServer *srv, McOp *op, bool raw, ReadResult *out)
+read_value(McServer *srv, McOpRun *run, bool raw, ReadResult *out)
 {
-	McReply    *r = &op->reply;
+	McReply    *r = &run->reply;
 	McZStatus	st = MC_Z_DONE;
 	bool		need_flags = srv->cfg.compression || srv->cfg.serialized_flag != 0;
 
 	memset(out, 0, sizeof(*out));
-	op->want |= MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0);
-	if (!McEngineRunOp(srv, op))
+	run->op.want |= MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0);
+	if (!McEngineRunOp(srv, run))
 		return false;
 	if (r->type != MC_REPLY_VA && r->type != MC_REPLY_EN)
-		McEngineOpReplyError(op);
+		McEngineOpReplyError(run);
 	if (r->type == MC_REPLY_VA)
 	{
 		out->present = r->present | MC_F_VALUE;
@@ -83,15 +83,15 @@ read_value(McServer *srv, McOp *op, bool raw, ReadResult *out)
 	{
 		out->hit = true;
 		if (raw)
-			out->value = McValueDecode(srv, op->base + r->value_off, r->value_len,
+			out->value = McValueDecode(srv, run->base + r->value_off, r->value_len,
 									   false, 0, &st);
 		else
-			out->value = McValueDecode(srv, op->base + r->value_off, r->value_len,
+			out->value = McValueDecode(srv, run->base + r->value_off, r->value_len,
 									   (r->present & MC_F_FLAGS) != 0, out->flags, &st);
 	}
-	McOpEnd(op);
+	McOpEnd(run);
 	if (out->hit && out->value == NULL)
-		McValueRaise(srv, st, op->key->raw, op->key->raw_len);
+		McValueRaise(srv, st, run->op.key, run->op.keylen);
 	return true;
 }
 
@@ -132,7 +132,7 @@ get_call(FunctionCallInfo fcinfo, bool as_text)
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
 	ReadResult	rr;
 	McPrefetchHit pf;
 
@@ -148,8 +148,8 @@ get_call(FunctionCallInfo fcinfo, bool as_text)
 			prefetched_value(srv, &k, &pf, &rr);
 			break;
 		default:
-			McOpInit(&op, MC_OP_GET, &k);
-			if (!read_value(srv, &op, false, &rr) || !rr.hit)
+			McOpInit(&run.op, MC_OP_GET, &k);
+			if (!read_value(srv, &run, false, &rr) || !rr.hit)
 				PG_RETURN_NULL();
 			break;
 	}
@@ -183,7 +183,7 @@ gets_call(FunctionCallInfo fcinfo, bool as_text, bool raw)
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
 	ReadResult	rr;
 	Datum		values[3];
 	bool		nulls[3];
@@ -192,9 +192,9 @@ gets_call(FunctionCallInfo fcinfo, bool as_text, bool raw)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
-	McOpInit(&op, MC_OP_GET, &k);
-	op.want = MC_F_FLAGS | (raw ? 0 : MC_F_CAS);
-	if (!read_value(srv, &op, raw, &rr) || !rr.hit)
+	McOpInit(&run.op, MC_OP_GET, &k);
+	run.op.want = MC_F_FLAGS | (raw ? 0 : MC_F_CAS);
+	if (!read_value(srv, &run, raw, &rr) || !rr.hit)
 		PG_RETURN_NULL();
 	if (as_text)
 		check_text(srv, &k, &rr);
@@ -225,20 +225,20 @@ gat_call(FunctionCallInfo fcinfo, bool as_text, bool until)
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
-	McReqOpts	opts = {0};
+	McOpRun		run;
 	ReadResult	rr;
+	int64		ttl;
 
 	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	opts.has_ttl = true;
-	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
+	ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
 	/* a touch: the item's expiry changes */
 	srv = McSingleKeyArgs(fcinfo, 2, true, &k);
-	McOpInit(&op, MC_OP_GET, &k);
-	op.opts = &opts;
-	if (!read_value(srv, &op, false, &rr) || !rr.hit)
+	McOpInit(&run.op, MC_OP_GET, &k);
+	run.op.has_ttl = true;
+	run.op.ttl = ttl;
+	if (!read_value(srv, &run, false, &rr) || !rr.hit)
 		PG_RETURN_NULL();
 	if (as_text)
 		check_text(srv, &k, &rr);
@@ -273,7 +273,7 @@ lease_call(FunctionCallInfo fcinfo, bool as_text)
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
 	McReqOpts	opts = {0};
 	ReadResult	rr;
 	Datum		values[5] = {0};
@@ -303,11 +303,11 @@ lease_call(FunctionCallInfo fcinfo, bool as_text)
 	}
 	/* creates the placeholder, takes the win */
 	srv = McSingleKeyArgs(fcinfo, 3, true, &k);
-	McOpInit(&op, MC_OP_GET, &k);
-	op.want = MC_F_FLAGS | MC_F_CAS;
-	op.opts = &opts;
-	op.once = true;
-	if (read_value(srv, &op, false, &rr) && rr.present != 0)
+	McOpInit(&run.op, MC_OP_GET, &k);
+	run.op.want = MC_F_FLAGS | MC_F_CAS;
+	run.op.opts = &opts;
+	run.op.once = true;
+	if (read_value(srv, &run, false, &rr) && rr.present != 0)
 	{
 		won = (rr.present & MC_F_WIN) != 0;
 		stale = (rr.present & MC_F_STALE) != 0;
@@ -345,9 +345,9 @@ mc_meta(PG_FUNCTION_ARGS)
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
 	McReqOpts	opts = {0};
-	McReply    *r = &op.reply;
+	McReply    *r = &run.reply;
 	Datum		values[7];
 	bool		nulls[7];
 	uint64_t	v;
@@ -357,11 +357,11 @@ mc_meta(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	srv = McSingleKeyArgs(fcinfo, 1, false, &k);
-	McOpInit(&op, MC_OP_GET, &k);
-	op.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
-	op.opts = &opts;
+	McOpInit(&run.op, MC_OP_GET, &k);
+	run.op.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
+	run.op.opts = &opts;
 	opts.no_bump = true;
-	if (!McEngineRunOp(srv, &op))
+	if (!McEngineRunOp(srv, &run))
 		PG_RETURN_NULL();
 	if (r->type == MC_REPLY_HD)
 	{
@@ -370,9 +370,9 @@ mc_meta(PG_FUNCTION_ARGS)
 		values[0] = Int32GetDatum(nulls[0] ? 0 : (int32) r->size);
 		nulls[1] = !(r->present & MC_F_TTL) || r->ttl < 0 || r->ttl > PG_INT32_MAX;
 		values[1] = Int32GetDatum(nulls[1] ? 0 : (int32) r->ttl);
-		nulls[2] = !mc_reply_flag_u64(op.base, r, 'l', &v) || v > PG_INT32_MAX;
+		nulls[2] = !mc_reply_flag_u64(run.base, r, 'l', &v) || v > PG_INT32_MAX;
 		values[2] = Int32GetDatum(nulls[2] ? 0 : (int32) v);
-		nulls[3] = !mc_reply_flag_u64(op.base, r, 'h', &v);
+		nulls[3] = !mc_reply_flag_u64(run.base, r, 'h', &v);
 		values[3] = BoolGetDatum(!nulls[3] && v != 0);
 		nulls[4] = !(r->present & MC_F_CAS);
 		values[4] = Int64GetDatum((int64) r->cas);
@@ -382,8 +382,8 @@ mc_meta(PG_FUNCTION_ARGS)
 		values[6] = BoolGetDatum((r->present & MC_F_STALE) != 0);
 	}
 	else if (r->type != MC_REPLY_EN)
-		McEngineOpReplyError(&op);
-	McOpEnd(&op);
+		McEngineOpReplyError(&run);
+	McOpEnd(&run);
 	if (!hit)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(make_record(fcinfo, values, nulls));

@@ -426,8 +426,8 @@ parse_record(Batch *b, const char *p, size_t len)
 static int
 cmp_ops(const void *a, const void *b)
 {
-	const McBatchOp *x = a;
-	const McBatchOp *y = b;
+	const McOp *x = a;
+	const McOp *y = b;
 
 	if (x->keylen != y->keylen)
 		return x->keylen < y->keylen ? -1 : 1;
@@ -450,10 +450,10 @@ cmp_ops(const void *a, const void *b)
  * Returns the keys not acknowledged; errbuf gets why.
  */
 static int
-send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
+send_keys(KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 {
 	McServer   *srv = McServerLookup(g->server);
-	McBatchOp  *ops = palloc_extended(sizeof(McBatchOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
+	McOp	   *ops = palloc_extended(sizeof(McOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
 	int			nops = 0;
 	int			j = 0;
 	int			failed;
@@ -486,8 +486,8 @@ send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 		PG_END_TRY();
 		if (!ok)
 			continue;
-		memset(&ops[nops], 0, sizeof(McBatchOp));
-		ops[nops].kind = kind;
+		McOpInit(&ops[nops], MC_OP_DELETE, NULL);
+		ops[nops].invalidate = stale;
 		ops[nops].key = raw == g->keys[i] ? raw : pnstrdup(raw, rawlen);
 		ops[nops].keylen = rawlen;
 		ops[nops].home = srv->cfg.failover;
@@ -496,7 +496,7 @@ send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 	if (nops == 0)
 		return 0;
 	/* a key changed twice in a batch is sent once */
-	qsort(ops, nops, sizeof(McBatchOp), cmp_ops);
+	qsort(ops, nops, sizeof(McOp), cmp_ops);
 	for (int i = 1; i < nops; i++)
 		if (cmp_ops(&ops[j], &ops[i]) != 0)
 			ops[++j] = ops[i];
@@ -509,7 +509,7 @@ send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 		int			nf = 0;
 
 		for (int i = 0; i < nops; i++)
-			if (ops[i].result == MC_BATCH_FAILED)
+			if (ops[i].result == MC_OP_FAILED)
 			{
 				ops[nf] = ops[i];
 				ops[nf].home = false;
@@ -848,7 +848,7 @@ cycle(void)
 		if (g->action == 'D' || g->action == 'S')
 		{
 			char		why[MC_WAL_ERRLEN] = "";
-			int			f = send_keys(g, g->action == 'D' ? MC_BATCH_DELETE : MC_BATCH_MARK_STALE,
+			int			f = send_keys(g, g->action == 'S',
 									  why, sizeof(why));
 
 			if (f > 0)

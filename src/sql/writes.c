@@ -41,12 +41,10 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
+	McOp	   *op = &run.op;
 	McReqOpts	opts = {0};
 	struct varlena *value;
-	const char *data;
-	size_t		len;
-	uint32		flags;
 	bool		stored;
 
 	McCsSetOp(MC_CS_SET);
@@ -56,40 +54,35 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 	srv = McSingleKeyArgs(fcinfo, server_arg, true, &k);
 	value = PG_GETARG_VARLENA_PP(1);
 
-	McOpInit(&op, MC_OP_STORE, &k);
-	op.opts = &opts;
-	opts.mode = mode;
+	McOpInit(op, MC_OP_STORE, &k);
+	op->mode = mode;
 	if (ttl_arg >= 0 && !PG_ARGISNULL(ttl_arg))
 	{
-		opts.has_ttl = true;
-		opts.ttl = McTtlArg(fcinfo, ttl_arg, until);
+		op->has_ttl = true;
+		op->ttl = McTtlArg(fcinfo, ttl_arg, until);
 	}
 	if (flags_arg >= 0 && !PG_ARGISNULL(flags_arg))
 	{
-		opts.has_client_flags = true;
-		opts.client_flags = (uint32) PG_GETARG_INT32(flags_arg);
+		op->has_flags = true;
+		op->flags = (uint32) PG_GETARG_INT32(flags_arg);
 	}
 	if (cas_arg >= 0)
 	{
 		opts.has_cas = true;
 		opts.cas = (uint64) PG_GETARG_INT64(cas_arg);
+		op->opts = &opts;
 	}
 	/* whole values are compressed as the client would; appended bytes never */
-	data = VARDATA_ANY(value);
-	len = VARSIZE_ANY_EXHDR(value);
-	flags = opts.client_flags;
-	if (mode != 'A' && mode != 'P' && McValueDeflate(srv, &data, &len, &flags))
-	{
-		opts.has_client_flags = true;
-		opts.client_flags = flags;
-	}
-	op.data = data;
-	op.datalen = len;
+	op->data = VARDATA_ANY(value);
+	op->datalen = VARSIZE_ANY_EXHDR(value);
+	if (mode != 'A' && mode != 'P' &&
+		McValueDeflate(srv, &op->data, &op->datalen, &op->flags))
+		op->has_flags = true;
 	/* only a plain set leaves the same state and answer when run twice */
-	op.once = !(mode == 'S' && cas_arg < 0);
-	if (!McEngineRunOp(srv, &op))
+	op->once = !(mode == 'S' && cas_arg < 0);
+	if (!McEngineRunOp(srv, &run))
 		PG_RETURN_BOOL(false);
-	switch (op.reply.type)
+	switch (run.reply.type)
 	{
 		case MC_REPLY_HD:
 			stored = true;
@@ -100,9 +93,9 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 			stored = false;
 			break;
 		default:
-			McEngineOpReplyError(&op);
+			McEngineOpReplyError(&run);
 	}
-	McOpEnd(&op);
+	McOpEnd(&run);
 	PG_RETURN_BOOL(stored);
 }
 
@@ -133,7 +126,7 @@ MC_SQL_FUNCTION(mc_cas_until, store_call, 'S', 2, 3, 4, 5, true)
  * EN for mg).
  */
 static Datum
-exists_call(FunctionCallInfo fcinfo, int server_argno, McOp *op,
+exists_call(FunctionCallInfo fcinfo, int server_argno, McOpRun *run,
 			McReplyType missing)
 {
 	McServer   *srv;
@@ -141,14 +134,14 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, McOp *op,
 	bool		found = false;
 
 	srv = McSingleKeyArgs(fcinfo, server_argno, true, &k);
-	op->key = &k;
-	if (!McEngineRunOp(srv, op))
+	McOpKey(&run->op, &k);
+	if (!McEngineRunOp(srv, run))
 		PG_RETURN_BOOL(false);
-	if (op->reply.type == MC_REPLY_HD)
+	if (run->reply.type == MC_REPLY_HD)
 		found = true;
-	else if (op->reply.type != missing)
-		McEngineOpReplyError(op);
-	McOpEnd(op);
+	else if (run->reply.type != missing)
+		McEngineOpReplyError(run);
+	McOpEnd(run);
 	PG_RETURN_BOOL(found);
 }
 
@@ -156,15 +149,15 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, McOp *op,
 Datum
 mc_delete(PG_FUNCTION_ARGS)
 {
-	McOp		op;
+	McOpRun		run;
 
 	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	McOpInit(&op, MC_OP_DELETE, NULL);
+	McOpInit(&run.op, MC_OP_DELETE, NULL);
 	/* a second delete would answer "missing" for a key the first removed */
-	op.once = true;
-	return exists_call(fcinfo, 1, &op, MC_REPLY_NF);
+	run.op.once = true;
+	return exists_call(fcinfo, 1, &run, MC_REPLY_NF);
 }
 
 /*
@@ -178,22 +171,20 @@ mc_delete(PG_FUNCTION_ARGS)
 Datum
 mc_mark_stale(PG_FUNCTION_ARGS)
 {
-	McOp		op;
-	McReqOpts	opts = {0};
+	McOpRun		run;
 
 	McCsSetOp(MC_CS_DELETE);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	McOpInit(&op, MC_OP_DELETE, NULL);
-	op.opts = &opts;
-	opts.invalidate = true;
+	McOpInit(&run.op, MC_OP_DELETE, NULL);
+	run.op.invalidate = true;
 	if (!PG_ARGISNULL(1))
 	{
-		opts.has_ttl = true;
-		opts.ttl = McTtlArg(fcinfo, 1, false);
+		run.op.has_ttl = true;
+		run.op.ttl = McTtlArg(fcinfo, 1, false);
 	}
-	op.once = true;
-	return exists_call(fcinfo, 2, &op, MC_REPLY_NF);
+	run.op.once = true;
+	return exists_call(fcinfo, 2, &run, MC_REPLY_NF);
 }
 
 /*
@@ -204,17 +195,15 @@ mc_mark_stale(PG_FUNCTION_ARGS)
 static Datum
 touch_call(FunctionCallInfo fcinfo, bool until)
 {
-	McOp		op;
-	McReqOpts	opts = {0};
+	McOpRun		run;
 
 	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	McOpInit(&op, MC_OP_GET, NULL);
-	op.opts = &opts;
-	opts.has_ttl = true;
-	opts.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
-	return exists_call(fcinfo, 2, &op, MC_REPLY_EN);
+	McOpInit(&run.op, MC_OP_GET, NULL);
+	run.op.has_ttl = true;
+	run.op.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
+	return exists_call(fcinfo, 2, &run, MC_REPLY_EN);
 }
 
 MC_SQL_FUNCTION(mc_touch, touch_call, false)
@@ -233,9 +222,10 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 {
 	McServer   *srv;
 	McKey		k;
-	McOp		op;
+	McOpRun		run;
+	McOp	   *op = &run.op;
 	McReqOpts	opts = {0};
-	McReply    *r = &op.reply;
+	McReply    *r = &run.reply;
 	uint64		v = 0;
 	bool		isnull = false;
 	int64		delta;
@@ -251,10 +241,10 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errhint("Use mc_%s() to move the counter the other way.",
 						 incr ? "decr" : "incr")));
 	srv = McSingleKeyArgs(fcinfo, 4, true, &k);
-	McOpInit(&op, MC_OP_ARITH, &k);
-	op.want = MC_F_VALUE;
-	op.opts = &opts;
-	opts.mode = incr ? 'I' : 'D';
+	McOpInit(op, MC_OP_ARITH, &k);
+	op->want = MC_F_VALUE;
+	op->opts = &opts;
+	op->mode = incr ? 'I' : 'D';
 	opts.has_delta = true;
 	opts.delta = (uint64) delta;
 	if (!PG_ARGISNULL(2))
@@ -270,25 +260,25 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 		opts.has_vivify_ttl = true;
 		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McTtlArg(fcinfo, 3, until);
 	}
-	op.once = true;
-	if (!McEngineRunOp(srv, &op))
+	op->once = true;
+	if (!McEngineRunOp(srv, &run))
 		PG_RETURN_NULL();
 	if (r->type == MC_REPLY_VA)
 	{
 		uint64_t	u;
 
 		/* memcached counters are 64-bit unsigned: anything else is garbage */
-		if (!mc_parse_u64(op.base + r->value_off, r->value_len, UINT64_MAX, &u))
-			McEngineOpReplyError(&op);
+		if (!mc_parse_u64(run.base + r->value_off, r->value_len, UINT64_MAX, &u))
+			McEngineOpReplyError(&run);
 		v = u;
 	}
 	else if (r->type == MC_REPLY_NF || r->type == MC_REPLY_NS)
 		isnull = true;
 	else if (r->type == MC_REPLY_CLIENT_ERROR &&
-			 r->msg_len >= 11 && memmem(op.base + r->msg_off, r->msg_len, "non-numeric", 11))
+			 r->msg_len >= 11 && memmem(run.base + r->msg_off, r->msg_len, "non-numeric", 11))
 	{
 		/* the reply is complete and the stream in step: keep the socket */
-		McOpEnd(&op);
+		McOpEnd(&run);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("cannot %s memcached key \"%.*s\": its value is not a number",
@@ -296,8 +286,8 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 				 errdetail("Counters must hold an unsigned decimal number of at most 20 digits.")));
 	}
 	else
-		McEngineOpReplyError(&op);
-	McOpEnd(&op);
+		McEngineOpReplyError(&run);
+	McOpEnd(&run);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (v > (uint64) PG_INT64_MAX)

@@ -55,7 +55,7 @@ typedef struct QueuedWrite
 	Oid			serverid;
 	Oid			umid;			/* the login it was queued under (SET ROLE) */
 	int			level;			/* nesting level of the (sub)xact that owns it */
-	McBatchKind kind;
+	McOpKind	kind;			/* MC_OP_DELETE or MC_OP_STORE (a set) */
 	bool		has_ttl;
 	bool		has_flags;
 	uint32		flags;
@@ -135,7 +135,7 @@ server_counts(McServer *srv)
  * a loop rewriting one key does not grow the queue.
  */
 static void
-queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
+queue_write(McServer *srv, McOpKind kind, const char *key, size_t len,
 			const char *value, size_t vlen, bool has_ttl, int64 ttl,
 			bool has_flags, uint32 flags)
 {
@@ -215,7 +215,7 @@ queue_write(McServer *srv, McBatchKind kind, const char *key, size_t len,
 void
 McXactQueueDelete(McServer *srv, const char *key, size_t len)
 {
-	queue_write(srv, MC_BATCH_DELETE, key, len, NULL, 0, false, 0, false, 0);
+	queue_write(srv, MC_OP_DELETE, key, len, NULL, 0, false, 0, false, 0);
 }
 
 /*
@@ -268,7 +268,7 @@ commit_budget(McServer *srv)
 
 /* Send one server's deduplicated writes (order up to end); count and report the lost ones. */
 static void
-send_server(Oid serverid, Oid umid, McBatchOp *ops, int nops, int end)
+send_server(Oid serverid, Oid umid, McOp *ops, int nops, int end)
 {
 	ServerCounts *counts = hash_search(counts_hash, &serverid, HASH_FIND, NULL);
 	McServer   *srv = McServerPeek(serverid, umid);
@@ -319,10 +319,10 @@ sort_queue(void)
 static void
 send_queue(void)
 {
-	McBatchOp  *ops;
+	McOp	   *ops;
 	int			start = 0;
 
-	ops = MemoryContextAllocHuge(TopTransactionContext, (Size) nqueue * sizeof(McBatchOp));
+	ops = MemoryContextAllocHuge(TopTransactionContext, (Size) nqueue * sizeof(McOp));
 	while (start < nqueue)
 	{
 		Oid			serverid = queue[order[start]].serverid;
@@ -334,23 +334,22 @@ send_queue(void)
 			 queue[order[end]].umid == umid; end++)
 		{
 			QueuedWrite *w = &queue[order[end]];
-			McBatchOp  *op;
+			McOp	   *op;
 
 			/* only the last write of a key counts */
 			if (end + 1 < nqueue && same_key(w, &queue[order[end + 1]]))
 				continue;
 			op = &ops[nops++];
-			memset(op, 0, sizeof(*op));	/* every field, the ones added later too */
-			op->kind = w->kind;
+			McOpInit(op, w->kind, NULL);
 			op->key = w->key;
 			op->keylen = w->keylen;
-			op->value = w->key + w->keylen;
-			op->valuelen = w->valuelen;
+			op->data = w->key + w->keylen;
+			op->datalen = w->valuelen;
 			op->has_ttl = w->has_ttl;
 			op->ttl = w->ttl;
 			op->has_flags = w->has_flags;
 			op->flags = w->flags;
-			op->result = MC_BATCH_FAILED;
+			op->result = MC_OP_FAILED;
 		}
 		send_server(serverid, umid, ops, nops, end);
 		start = end;
@@ -554,7 +553,7 @@ mc_set_on_commit(PG_FUNCTION_ARGS)
 	len = VARSIZE_ANY_EXHDR(value);
 	flags = has_flags ? (uint32) PG_GETARG_INT32(3) : 0;
 	has_flags |= McValueDeflate(srv, &data, &len, &flags);
-	queue_write(srv, MC_BATCH_SET, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+	queue_write(srv, MC_OP_STORE, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 				data, len, has_ttl, ttl, has_flags, flags);
 	PG_RETURN_VOID();
 }

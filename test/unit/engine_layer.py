@@ -17,7 +17,10 @@ wrapper (fdw*.c), the on-commit queue (xact.c), the *_multi writes
 (McConn*, McNet*), but for the views that show and close a session's sockets
 (McNetConn, McConnGetStats, McNetCloseIdle).  A file still doing so is listed in
 PENDING with what it waits for, and reported as TODO until it no longer
-needs the entry.
+needs the entry.  A request is described once, as the engine's operation
+(McOp): no file above the engine encodes one (mc_encode_*, McRequest), only
+engine.c encodes an operation's meta command, and batch writes take the
+same type as a single-key call.
 """
 import glob
 import os
@@ -86,6 +89,37 @@ def main():
             print("ok %d - only %s %s (%s)" % (n, owner, what, fn))
         else:
             print("not ok %d - only %s %s (%s): %s" % (n, owner, what, fn, ", ".join(users)))
+    # One operation type: requests are described as the engine's McOp and
+    # encoded by it (McEngineOpEncode), never put together above it, and
+    # the batch writes take the same type as a single-key call.
+    for f in files:
+        name = os.path.basename(f)
+        found = calls(f, r"\b(mc_encode_\w+|McRequest)\b")
+        n += 1
+        desc = "%s builds no request by hand (an McOp for the engine)" % name
+        if not found:
+            print("ok %d - %s" % (n, desc))
+        else:
+            print("not ok %d - %s: %s" % (n, desc, ", ".join(found)))
+    # core/ defines the encoder; multi_get.c encodes its own pipelined gets
+    # (its keys are not McOps)
+    encoders = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.c"))
+                      if os.path.basename(f) != "multi_get.c"
+                      and os.path.basename(os.path.dirname(f)) != "core"
+                      and calls(f, r"\b(mc_encode_request)\s*\("))
+    n += 1
+    if encoders == ["engine.c"]:
+        print("ok %d - only engine.c encodes an operation's meta command (mc_encode_request)" % n)
+    else:
+        print("not ok %d - only engine.c encodes an operation's meta command (mc_encode_request): %s"
+              % (n, ", ".join(encoders)))
+    old_types = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.[ch]"))
+                       if calls(f, r"\b(McBatchOp|McBatchKind|McBatchResult)\b"))
+    n += 1
+    if not old_types:
+        print("ok %d - a batch write is an McOp (no second request type)" % n)
+    else:
+        print("not ok %d - a batch write is an McOp (no second request type): %s" % (n, ", ".join(old_types)))
     print("1..%d" % n)
 
 
