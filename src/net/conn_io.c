@@ -364,10 +364,7 @@ conn_io_fill(McConn *conn, size_t need)
 		if (n < 0)
 			return conn_io_xfer_failed(conn, st, "read from");
 		quiet_since = 0;
-		conn->io.rend += n;
-		conn->io.rbuf[conn->io.rend] = '\0';
-		conn->io.rgot += n;
-		conn->io.stamp_fresh = false;
+		conn_io_received(conn, n);
 		got += n;
 		conn->io.expect_wait = ((size_t) n < room);
 	}
