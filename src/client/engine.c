@@ -31,7 +31,7 @@
  * up on a terminate or cancel held after commit, ended (its health reset)
  * when its last reply came; the key dumps of a full scan (McEngineDump),
  * read a line at a time; McEngineCatch, the error trap of the callers that
- * run after commit; McKeyArena, where the clients keep the routed keys of
+ * run after commit; McKeyArena, where the clients keep the keys of
  * a run.  Clients (multi_get.c, batch.c) own their requests, the meaning
  * of replies and what a failure does to their requests; single-key
  * callers (reads.c, writes.c, fdw_modify.c) what a reply means.  Must not:
@@ -758,7 +758,7 @@ McEngineCatch(void (*fn) (void *arg), void *arg, bool keep_cancel)
 	return ed;
 }
 
-/* A routed key kept for the run (McKeyArena). */
+/* A key kept for the run (McKeyArena). */
 const char *
 McEngineKeyArenaKeep(McKeyArena *a, const char *raw, size_t len)
 {
@@ -767,7 +767,7 @@ McEngineKeyArenaKeep(McKeyArena *a, const char *raw, size_t len)
 	if (a->left < len)
 	{
 		a->left = Max(16384, len);
-		a->next = palloc(a->left);
+		a->next = MemoryContextAlloc(a->cxt ? a->cxt : CurrentMemoryContext, a->left);
 	}
 	p = a->next;
 	memcpy(p, raw, len);

@@ -312,14 +312,16 @@ extern void McEngineDump(McServer *srv, const bool *todo,
 						 McDumpLineFn line, size_t line_max, void *arg);
 
 /*
- * Routed keys a run keeps when they lie in a stack buffer (a prefixed or
- * digested key): packed into blocks of the current memory context, not
- * allocated one by one.  Zeroed to start.
+ * Keys a run keeps when they lie in a buffer that is reused (a prefixed or
+ * digested key's stack buffer, the WAL decoder's record): packed into
+ * blocks of cxt (NULL: the current memory context), not allocated one by
+ * one.  Zeroed to start.
  */
 typedef struct McKeyArena
 {
 	char	   *next;
 	size_t		left;
+	MemoryContext cxt;
 } McKeyArena;
 
 extern const char *McEngineKeyArenaKeep(McKeyArena *a, const char *raw, size_t len);

@@ -59,8 +59,7 @@ build_init(BatchBuild *bb, McServer *srv, int n)
 	bb->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * (Size) cap);
 	memset(bb->slots, -1, sizeof(int) * (Size) cap);
 	bb->mask = cap - 1;
-	bb->arena.next = NULL;
-	bb->arena.left = 0;
+	memset(&bb->arena, 0, sizeof(bb->arena));
 }
 
 /*
