@@ -222,6 +222,7 @@ cs_xact_cb(XactEvent event, void *arg)
 void
 McCsInit(void)
 {
+	StaticAssertStmt(MC_NOPS <= MC_CS_PSTRIDE, "a pending field holds every operation");
 	RegisterXactCallback(cs_xact_cb, NULL);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
@@ -287,12 +288,17 @@ mark_dirty(McCsInstance *in)
 	in->due = mc_cs_flush_due;
 }
 
-/* McCsRecordInline's rare part: a first count since a flush, or a flush due. */
+/*
+ * McCsRecordInline's rare part: a first count since a flush, or a flush
+ * due.  An operation of an instance that has no slot yet takes it now, at
+ * its first count, so a backend's first second of requests costs what any
+ * other second does.
+ */
 void
 McCsRecordSlow(McCsInstance *in, int64 now)
 {
 	mark_dirty(in);
-	if (now > mc_cs_flush_due)
+	if (now > mc_cs_flush_due || unlikely(in->slot[mc_cs_op] == NULL))
 		McCsFlush();
 }
 
@@ -392,7 +398,10 @@ attach(McCsInstance *in, int op)
 	return s;
 }
 
-/* Add one instance's pending counts of op to its slot, and zero them. */
+/*
+ * Add one instance's pending counts of op to its slot, and zero them (the
+ * pending hits and misses are one field: mc_cs_found_packed).
+ */
 static void
 flush_one(McCsInstance *in, int op)
 {
@@ -408,7 +417,14 @@ flush_one(McCsInstance *in, int op)
 	{
 		if (MC_CS_PF(p, k) == 0)
 			continue;
-		if (k == MC_CSF_LAT_MAX)
+		if (k == MC_CSF_HITS)
+		{
+			McCsFound	f = mc_cs_found_unpacked(MC_CS_PF(p, k));
+
+			pg_atomic_fetch_add_u64(&s->c[MC_CSF_HITS], f.hits);
+			pg_atomic_fetch_add_u64(&s->c[MC_CSF_MISSES], f.misses);
+		}
+		else if (k == MC_CSF_LAT_MAX)
 		{
 			uint64		old = pg_atomic_read_u64(&s->c[k]);
 

@@ -91,6 +91,12 @@ extern MC_HIDDEN McCsOp mc_cs_op;
  */
 #define MC_CS_PBUCKETS	65
 #define MC_CS_NPFIELDS	(14 + MC_CS_PBUCKETS)
+
+/*
+ * A pending field holds MC_CS_PSTRIDE operations, MC_NOPS of them used:
+ * a power of two, so a latency's bucket is found with one shift.
+ */
+#define MC_CS_PSTRIDE	32
 enum
 {
 	MC_CSF_CALLS,
@@ -118,7 +124,7 @@ typedef struct McCsInstance
 	char		instance[MC_CS_NAME_MAX];	/* ... and instance */
 	bool		dirty;			/* on the list of instances to flush */
 	int64		due;			/* dirty: mc_cs_flush_due when marked; else 0 */
-	uint64		p[MC_CS_NPFIELDS][MC_NOPS];	/* field by field: MC_CS_PF */
+	uint64		p[MC_CS_NPFIELDS][MC_CS_PSTRIDE];	/* field by field: MC_CS_PF */
 	struct CsSlot *slot[MC_NOPS];	/* client_stats.c's: NULL, not looked up */
 	uint32		gen[MC_NOPS];	/* of the store when slot was found */
 } McCsInstance;
@@ -128,7 +134,7 @@ typedef struct McCsInstance
  * rows are kept field by field, so finding an operation's row is one
  * scaled add.
  */
-#define MC_CS_PF(p, k)	((p)[(k) * MC_NOPS])
+#define MC_CS_PF(p, k)	((p)[(k) * MC_CS_PSTRIDE])
 
 /* A reply's verdict on its keys: found or not (a request's, or a sum). */
 typedef struct McCsFound
@@ -136,6 +142,32 @@ typedef struct McCsFound
 	uint32		hits;			/* replies saying the key was there */
 	uint32		misses;			/* ... that it was not */
 } McCsFound;
+
+/*
+ * A pending row keeps hits and misses in one field, both halves of a
+ * McCsFound added at once (MC_CSF_HITS; its MC_CSF_MISSES stays 0): a
+ * half cannot carry into the other, as pending counts go to the store at
+ * most a second apart and no backend finds 2^32 keys in a second.
+ * mc_cs_found_unpacked splits the sum.
+ */
+static inline uint64
+mc_cs_found_packed(McCsFound f)
+{
+	uint64		v;
+
+	StaticAssertStmt(sizeof(f) == sizeof(v), "McCsFound is two uint32");
+	memcpy(&v, &f, sizeof(v));
+	return v;
+}
+
+static inline McCsFound
+mc_cs_found_unpacked(uint64 v)
+{
+	McCsFound	f;
+
+	memcpy(&f, &v, sizeof(f));
+	return f;
+}
 
 /*
  * The tally of the request running on a connection, kept in the connection
@@ -187,6 +219,20 @@ extern int64 mc_cs_flush_due;	/* McCsNow() past which pending counts go */
 extern pg_noinline void McCsRecordSlow(McCsInstance *in, int64 now);
 
 /*
+ * The latency bucket of us: 1 + its highest bit set (1 under 2 us).  In
+ * 64 bits, so that the bucket's address is one shift and an add.
+ */
+static inline uint64
+mc_cs_bucket(uint64 us)
+{
+#ifdef HAVE__BUILTIN_CLZ
+	return 64 - (uint64) __builtin_clzll(us | 1);
+#else
+	return 1 + (uint64) pg_leftmost_one_pos64(us | 1);
+#endif
+}
+
+/*
  * A request that began at start ended at now (McCsNow): add its tally (err
  * MC_CSE_NONE when it succeeded) to the backend's pending counts.  Inline
  * for the path every request that succeeds takes (conn.c's McConnEnd);
@@ -204,8 +250,7 @@ McCsRecordInline(McCsReq *rq, int64 start, int64 now, McCsError err)
 
 	MC_CS_PF(p, MC_CSF_CALLS)++;
 	MC_CS_PF(p, MC_CSF_KEYS) += rq->keys;
-	MC_CS_PF(p, MC_CSF_HITS) += rq->found.hits;
-	MC_CS_PF(p, MC_CSF_MISSES) += rq->found.misses;
+	MC_CS_PF(p, MC_CSF_HITS) += mc_cs_found_packed(rq->found);
 	MC_CS_PF(p, MC_CSF_SENT) += rq->sent;
 	MC_CS_PF(p, MC_CSF_RECV) += rq->recv;
 	if (unlikely(err != MC_CSE_NONE))
@@ -214,7 +259,7 @@ McCsRecordInline(McCsReq *rq, int64 start, int64 now, McCsError err)
 	if (us > MC_CS_PF(p, MC_CSF_LAT_MAX))
 		MC_CS_PF(p, MC_CSF_LAT_MAX) = us;
 	/* the bucket of us, unclamped (MC_CS_PBUCKETS) */
-	MC_CS_PF(p, MC_CSF_HIST + 1 + (uint32) pg_leftmost_one_pos64(us | 1))++;
+	MC_CS_PF(p, MC_CSF_HIST + mc_cs_bucket(us))++;
 	/* in->due is 0 until in is on the flush list, then the flush's time */
 	if (unlikely(now > in->due))
 		McCsRecordSlow(in, now);
