@@ -545,16 +545,13 @@ static void
 decode_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 {
 	DecodeState *st = ctx->output_plugin_private;
-	uint64		lsn;
 	int64		ts;
 
 	if (!st->wrote)
 		return;
 	OutputPluginPrepareWrite(ctx, true);
 	appendStringInfoChar(ctx->out, 'C');
-	lsn = pg_hton64((uint64) txn->end_lsn);
 	ts = (int64) pg_hton64((uint64) txn->xact_time.commit_time);
-	appendBinaryStringInfo(ctx->out, (char *) &lsn, 8);
 	appendBinaryStringInfo(ctx->out, (char *) &ts, 8);
 	OutputPluginWrite(ctx, true);
 	st->wrote = false;

@@ -29,6 +29,7 @@
 #include "access/xlogrecovery.h"
 #include "access/xlogutils.h"
 #include "catalog/pg_type.h"
+#include "executor/instrument.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -132,6 +133,31 @@ wal_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/*
+ * A commit that wrote at least WAKE_WAL_BYTES of WAL wakes the worker at
+ * once rather than at its next poll: the time from such a commit to its
+ * keys being gone is the worker's decoding and send, not the poll
+ * interval too.  Smaller commits (a steady stream of them) wait for the
+ * poll, so they cost the worker no wake-up each.  Measured from the
+ * backend's WAL counter between two transaction ends.
+ */
+#define WAKE_WAL_BYTES (64 * 1024)
+
+static void
+wake_on_large_commit(XactEvent event, void *arg)
+{
+	static uint64 at_last_end = 0;
+	uint64		now;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT)
+		return;
+	now = pgWalUsage.wal_bytes;
+	if (event == XACT_EVENT_COMMIT && now >= at_last_end + WAKE_WAL_BYTES &&
+		MyBackendType == B_BACKEND)
+		McWalWake();
+	at_last_end = now;
+}
+
 void
 McWalInit(void)
 {
@@ -161,6 +187,7 @@ McWalInit(void)
 	shmem_request_hook = wal_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wal_shmem_startup;
+	RegisterXactCallback(wake_on_large_commit, NULL);
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -366,10 +393,10 @@ parse_record(Batch *b, const char *p, size_t len)
 	{
 		uint64		ts;
 
-		/* end_lsn, then the commit time: the position is the reader's */
-		if (end - p < 16)
+		/* the commit time; the position is the reader's */
+		if (end - p < 8)
 			elog(ERROR, "mcfdw: short commit record from the decoder");
-		memcpy(&ts, p + 8, 8);
+		memcpy(&ts, p, 8);
 		b->last_time = (TimestampTz) pg_ntoh64(ts);
 		if (b->first_time == 0)
 			b->first_time = b->last_time;
@@ -450,7 +477,7 @@ cmp_ops(const void *a, const void *b)
  * Returns the keys not acknowledged; errbuf gets why.
  */
 static int
-send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
+send_keys(Batch *b, KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 {
 	McServer   *srv = McServerLookup(g->server);
 	McBatchOp  *ops = palloc_extended(sizeof(McBatchOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
@@ -488,7 +515,8 @@ send_keys(KeyGroup *g, McBatchKind kind, char *errbuf, size_t errlen)
 			continue;
 		memset(&ops[nops], 0, sizeof(McBatchOp));
 		ops[nops].kind = kind;
-		ops[nops].key = raw == g->keys[i] ? raw : pnstrdup(raw, rawlen);
+		/* the batch's copy, or the routed form (prefixed, base64) in buf */
+		ops[nops].key = raw == g->keys[i] ? raw : batch_copy(b, raw, rawlen);
 		ops[nops].keylen = rawlen;
 		ops[nops].home = srv->cfg.failover;
 		nops++;
@@ -819,7 +847,8 @@ cycle(void)
 			dec_close(true);	/* nothing in progress: free the slot */
 		if (drain_to_drop && caught_up)
 		{
-			dec_close(true);
+			if (dec != NULL)
+				dec_close(true);
 			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
 			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\" with the last watch", slot)));
 			return CYCLE_IDLE;
@@ -848,7 +877,7 @@ cycle(void)
 		if (g->action == 'D' || g->action == 'S')
 		{
 			char		why[MC_WAL_ERRLEN] = "";
-			int			f = send_keys(g, g->action == 'D' ? MC_BATCH_DELETE : MC_BATCH_MARK_STALE,
+			int			f = send_keys(&b, g, g->action == 'D' ? MC_BATCH_DELETE : MC_BATCH_MARK_STALE,
 									  why, sizeof(why));
 
 			if (f > 0)
