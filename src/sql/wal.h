@@ -11,8 +11,8 @@
  *   'T' action relid server\0       a TRUNCATE; action 'F' (flush_all) or
  *                                   'I' (ignore, reported)
  *   'W' relid server\0 message      a row whose keys could not be built
- *   'C' end_lsn commit_time         the end of a transaction that gave
- *                                   records; its row's lsn is end_lsn
+ *   'C' commit_time                 the end of a transaction that gave
+ *                                   records
  */
 #ifndef MCFDW_WAL_H
 #define MCFDW_WAL_H

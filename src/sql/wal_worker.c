@@ -29,9 +29,11 @@
 #include "access/xlogrecovery.h"
 #include "access/xlogutils.h"
 #include "catalog/pg_type.h"
+#include "executor/instrument.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -132,6 +134,31 @@ wal_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/*
+ * A commit that wrote at least WAKE_WAL_BYTES of WAL wakes the worker at
+ * once rather than at its next poll: the time from such a commit to its
+ * keys being gone is the worker's decoding and send, not the poll
+ * interval too.  Smaller commits (a steady stream of them) wait for the
+ * poll, so they cost the worker no wake-up each.  Measured from the
+ * backend's WAL counter between two transaction ends.
+ */
+#define WAKE_WAL_BYTES (64 * 1024)
+
+static void
+wake_on_large_commit(XactEvent event, void *arg)
+{
+	static uint64 at_last_end = 0;
+	uint64		now;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT)
+		return;
+	now = pgWalUsage.wal_bytes;
+	if (event == XACT_EVENT_COMMIT && now >= at_last_end + WAKE_WAL_BYTES &&
+		MyBackendType == B_BACKEND)
+		McWalWake();
+	at_last_end = now;
+}
+
 void
 McWalInit(void)
 {
@@ -161,6 +188,7 @@ McWalInit(void)
 	shmem_request_hook = wal_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wal_shmem_startup;
+	RegisterXactCallback(wake_on_large_commit, NULL);
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -264,30 +292,14 @@ typedef struct Batch
 	TimestampTz last_time;
 	int64		nkeys;
 	int64		nrecords;		/* records of the plugin read into it */
-	char	   *arena;			/* where the next key is copied */
-	size_t		arena_left;
+	McKeyArena	arena;			/* the keys' copies, in cxt */
 } Batch;
 
-#define ARENA_BLOCK (64 * 1024)
-
 /* A copy of a key in the batch's arena: the plugin's buffer is reused. */
-static const char *
+static inline const char *
 batch_copy(Batch *b, const char *p, size_t len)
 {
-	char	   *c;
-
-	if (len > b->arena_left)
-	{
-		size_t		sz = Max(len, ARENA_BLOCK);
-
-		b->arena = MemoryContextAlloc(b->cxt, sz);
-		b->arena_left = sz;
-	}
-	c = b->arena;
-	memcpy(c, p, len);
-	b->arena += len;
-	b->arena_left -= len;
-	return c;
+	return McEngineKeyArenaKeep(&b->arena, p, len);
 }
 
 static KeyGroup *
@@ -366,10 +378,10 @@ parse_record(Batch *b, const char *p, size_t len)
 	{
 		uint64		ts;
 
-		/* end_lsn, then the commit time: the position is the reader's */
-		if (end - p < 16)
+		/* the commit time; the position is the reader's */
+		if (end - p < 8)
 			elog(ERROR, "mcfdw: short commit record from the decoder");
-		memcpy(&ts, p + 8, 8);
+		memcpy(&ts, p, 8);
 		b->last_time = (TimestampTz) pg_ntoh64(ts);
 		if (b->first_time == 0)
 			b->first_time = b->last_time;
@@ -450,7 +462,7 @@ cmp_ops(const void *a, const void *b)
  * Returns the keys not acknowledged; errbuf gets why.
  */
 static int
-send_keys(KeyGroup *g, bool stale, char *errbuf, size_t errlen)
+send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 {
 	McServer   *srv = McServerLookup(g->server);
 	McOp	   *ops = palloc_extended(sizeof(McOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
@@ -488,7 +500,8 @@ send_keys(KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 			continue;
 		McOpInit(&ops[nops], MC_OP_DELETE, NULL);
 		ops[nops].invalidate = stale;
-		ops[nops].key = raw == g->keys[i] ? raw : pnstrdup(raw, rawlen);
+		/* the batch's copy, or the routed form (prefixed, base64) in buf */
+		ops[nops].key = raw == g->keys[i] ? raw : batch_copy(b, raw, rawlen);
 		ops[nops].keylen = rawlen;
 		ops[nops].home = srv->cfg.failover;
 		nops++;
@@ -596,6 +609,24 @@ keep_restart_close(ReplicationSlot *s)
 /* ---- the decoder ------------------------------------------------------- */
 
 /*
+ * The plugin builds a transaction's keys while it runs once the reorder
+ * buffer streams it (the "stream" option), which it does when its changes
+ * pass logical_decoding_work_mem: the worker decodes with at most
+ * STREAM_WORK_MEM_KB, so a commit of a large transaction leaves only the
+ * send (and its last changes) to do.  Below that a transaction is
+ * replayed at its commit as before.
+ */
+#define STREAM_WORK_MEM_KB 256
+
+static void
+stream_large_transactions(void)
+{
+	if (logical_decoding_work_mem > STREAM_WORK_MEM_KB)
+		SetConfigOption("logical_decoding_work_mem", CppAsString2(STREAM_WORK_MEM_KB),
+						PGC_USERSET, PGC_S_OVERRIDE);
+}
+
+/*
  * The worker decodes the slot itself, as pg_logical_slot_get_changes does,
  * but keeps its decoding context from one poll to the next while the log
  * moves: each poll decodes only what was flushed since the last one, so the
@@ -645,7 +676,9 @@ dec_open(const char *slot)
 	CheckLogicalDecodingRequirements();
 	McReplicationSlotAcquire(slot);
 	old = MemoryContextSwitchTo(dec_cxt);
-	dec = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
+	dec = CreateDecodingContext(InvalidXLogRecPtr,
+								list_make1(makeDefElem("stream", (Node *) makeString("on"), -1)),
+								false,
 								XL_ROUTINE(.page_read = read_local_xlog_page,
 										   .segment_open = wal_segment_open,
 										   .segment_close = wal_segment_close),
@@ -806,6 +839,7 @@ cycle(void)
 
 	memset(&b, 0, sizeof(b));
 	b.cxt = CurrentMemoryContext;
+	b.arena.cxt = b.cxt;
 	dec_read(&b, flush);
 	end = dec->reader->EndRecPtr;
 	if (b.nrecords == 0)
@@ -819,7 +853,8 @@ cycle(void)
 			dec_close(true);	/* nothing in progress: free the slot */
 		if (drain_to_drop && caught_up)
 		{
-			dec_close(true);
+			if (dec != NULL)
+				dec_close(true);
 			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
 			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\" with the last watch", slot)));
 			return CYCLE_IDLE;
@@ -848,7 +883,7 @@ cycle(void)
 		if (g->action == 'D' || g->action == 'S')
 		{
 			char		why[MC_WAL_ERRLEN] = "";
-			int			f = send_keys(g, g->action == 'S',
+			int			f = send_keys(&b, g, g->action == 'S',
 									  why, sizeof(why));
 
 			if (f > 0)
@@ -988,6 +1023,7 @@ McWalWorkerMain(Datum arg)
 		proc_exit(0);			/* not restarted */
 	}
 	BackgroundWorkerInitializeConnection(mc_wal_database, NULL, 0);
+	stream_large_transactions();
 	before_shmem_exit(worker_exit, (Datum) 0);
 	SpinLockAcquire(&wal->mutex);
 	wal->pid = MyProcPid;
