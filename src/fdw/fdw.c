@@ -24,8 +24,8 @@
  * item count is asked); with it, the path carries disable_cost too whenever a
  * parameterized path exists, so a full scan is never chosen over a keyed
  * one.  fdw_join.c offers a batched join next to the parameterized
- * paths, and reads what this file learned through McPlannedTable and
- * McKeyCondition.
+ * paths, and reads what this file learned through McFdwPlannedTable and
+ * McFdwKeyCondition.
  */
 #include "postgres.h"
 
@@ -456,7 +456,7 @@ mcGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
  * and if so its table and the fields the query reads of it.
  */
 bool
-McPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want)
+McFdwPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want)
 {
 	McRelInfo  *info;
 
@@ -473,7 +473,7 @@ McPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want)
 
 /* For fdw_join.c: a join's key condition is recognized as a scan's. */
 double
-McKeyCondition(PlannerInfo *root, Node *clause, Index relid, AttrNumber keyatt,
+McFdwKeyCondition(PlannerInfo *root, Node *clause, Index relid, AttrNumber keyatt,
 			   List **exprs, List **kinds)
 {
 	return key_condition(root, clause, relid, keyatt, exprs, kinds);

@@ -88,29 +88,29 @@ typedef struct McColumnIO
 } McColumnIO;
 
 /* fdw_table.c */
-extern void McColumnIOInit(McColumnIO *io, Oid type, int32 typmod);
-extern unsigned McColumnFields(McServer *srv, const McColumnIO *io, unsigned want);
-extern void McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
+extern void McTableColumnIOInit(McColumnIO *io, Oid type, int32 typmod);
+extern unsigned McTableColumnFields(McServer *srv, const McColumnIO *io, unsigned want);
+extern void McTableColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
 						  const char *v, size_t len, const char *key, size_t keylen);
-extern Datum McColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v,
+extern Datum McTableColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v,
 						  size_t len, const char *key, size_t keylen);
-extern const char *McColumnWrite(McColumnIO *io, Datum d, size_t *len);
+extern const char *McTableColumnWrite(McColumnIO *io, Datum d, size_t *len);
 extern void McTableLoad(Relation rel, McTable *t);
-extern McColumnKind McColumnKindOf(Oid type);
-extern Datum McKeyWithPrefix(const McTable *t, Datum key);
-extern Datum McKeyWithoutPrefix(const McTable *t, Datum key);
-extern void McRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv,
+extern McColumnKind McTableColumnKindOf(Oid type);
+extern Datum McTableKeyWithPrefix(const McTable *t, Datum key);
+extern Datum McTableKeyWithoutPrefix(const McTable *t, Datum key);
+extern void McTableRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv,
 						   Datum given, char *base, const McReply *r,
 						   Datum *values, bool *nulls, int natts);
 
 /* fdw.c: what the batched join's planning (fdw_join.c) reads of a scan's */
-extern bool McPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want);
-extern double McKeyCondition(PlannerInfo *root, Node *clause, Index relid,
+extern bool McFdwPlannedTable(RelOptInfo *rel, const McTable **t, unsigned *want);
+extern double McFdwKeyCondition(PlannerInfo *root, Node *clause, Index relid,
 							 AttrNumber keyatt, List **exprs, List **kinds);
 
 /* fdw_join.c, fdw_join_exec.c: the batched join; its first batch's outer rows */
 #define MC_JOIN_FIRST_BATCH	64
-extern void McJoinInit(void);
+extern void McFdwJoinInit(void);
 extern const struct CustomScanMethods McJoinScanMethods;
 
 /* fdw_scan.c: the scan's callbacks */
@@ -119,7 +119,7 @@ extern TupleTableSlot *McIterateForeignScan(ForeignScanState *node);
 extern void McReScanForeignScan(ForeignScanState *node);
 extern void McEndForeignScan(ForeignScanState *node);
 extern void McExplainForeignScan(ForeignScanState *node, struct ExplainState *es);
-extern const char *McFieldsText(unsigned want);
+extern const char *McFdwScanFieldsText(unsigned want);
 extern bool McAnalyzeForeignTable(Relation rel, AcquireSampleRowsFunc *func,
 								  BlockNumber *totalpages);
 

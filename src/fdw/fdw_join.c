@@ -7,7 +7,7 @@
  * Owns: the set_join_pathlist_hook (chained to any previous one), which
  * offers a custom path for INNER, LEFT and SEMI joins whose join clauses
  * include <foreign table>.key = <expression over the outer side>
- * (recognized by fdw.c's McKeyCondition, as a parameterized scan's key
+ * (recognized by fdw.c's McFdwKeyCondition, as a parameterized scan's key
  * condition is), its cost, and the CustomScan plan: which clauses decide
  * whether an outer row matches and which filter the joined rows, and the
  * scan tuple (the outer plan's columns, then the foreign table's).
@@ -142,7 +142,7 @@ join_key_clause(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 
 		if (jointype == JOIN_LEFT && RINFO_IS_PUSHED_DOWN(ri, joinrel->relids))
 			continue;
-		if (McKeyCondition(root, (Node *) ri->clause, innerrel->relid,
+		if (McFdwKeyCondition(root, (Node *) ri->clause, innerrel->relid,
 						   t->attnum[MC_FIELD_KEY], &e, &k) != 1 ||
 			list_length(e) != 1 || linitial_int(k) != MC_KEYEXPR_SCALAR)
 			continue;
@@ -215,7 +215,7 @@ mc_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 		return;
 	if (jointype != JOIN_INNER && jointype != JOIN_LEFT && jointype != JOIN_SEMI)
 		return;
-	if (!McPlannedTable(innerrel, &t, &want))
+	if (!McFdwPlannedTable(innerrel, &t, &want))
 		return;
 	if (!without_recheck(root))
 		return;
@@ -328,7 +328,7 @@ plan_join(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	bool		ok;
 	ListCell   *lc;
 
-	if (!McPlannedTable(innerrel, &t, &want))
+	if (!McFdwPlannedTable(innerrel, &t, &want))
 		elog(ERROR, "batched join of a relation that is not an mcfdw foreign table");
 	foreach(lc, outer_plan->targetlist)
 	{
@@ -370,7 +370,7 @@ plan_join(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 
 /* Install the hook; called once from _PG_init. */
 void
-McJoinInit(void)
+McFdwJoinInit(void)
 {
 	prev_join_pathlist_hook = set_join_pathlist_hook;
 	set_join_pathlist_hook = mc_join_pathlist;

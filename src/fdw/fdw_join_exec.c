@@ -148,7 +148,7 @@ join_begin(CustomScanState *node, EState *estate, int eflags)
 	{
 		Form_pg_attribute att = TupleDescAttr(s->tabdesc, s->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McColumnIOInit(&s->vio, att->atttypid, att->atttypmod);
+		McTableColumnIOInit(&s->vio, att->atttypid, att->atttypmod);
 	}
 
 	outer = ExecInitNode(linitial(cscan->custom_plans), estate, eflags);
@@ -242,7 +242,7 @@ batch_key(McJoinState *s, TupleTableSlot *outer)
 	}
 	old = MemoryContextSwitchTo(s->batch_cxt);
 	if (s->t.opts.key_prefix_len > 0)
-		key = McKeyWithPrefix(&s->t, d);
+		key = McTableKeyWithPrefix(&s->t, d);
 	else
 		key = PointerGetDatum(DatumGetTextPCopy(d));
 	MemoryContextSwitchTo(old);
@@ -266,7 +266,7 @@ join_hit(void *arg, Datum key, char *base, const McReply *r)
 	values = s->ivalues + (size_t) k * s->ninner;
 	nulls = s->inulls + (size_t) k * s->ninner;
 	old = MemoryContextSwitchTo(s->row_cxt);
-	McRowFromReply(&s->t, &s->vio, s->srv, McKeyWithoutPrefix(&s->t, key), base, r,
+	McTableRowFromReply(&s->t, &s->vio, s->srv, McTableKeyWithoutPrefix(&s->t, key), base, r,
 				   s->rowvalues, s->rownulls,
 				   s->tabdesc->natts);
 	MemoryContextSwitchTo(s->batch_cxt);
@@ -347,7 +347,7 @@ fill_batch(McJoinState *s)
 		s->srv = McServerGet(s->t.serverid);
 		McCsSetOp(MC_CS_JOIN);
 		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
-					  McColumnFields(s->srv, &s->vio, s->want), 0, join_hit, s);
+					  McTableColumnFields(s->srv, &s->vio, s->want), 0, join_hit, s);
 		MemoryContextSwitchTo(old);
 	}
 	next_batch_size(s);
@@ -488,6 +488,6 @@ join_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (es->verbose)
 	{
 		ExplainPropertyInteger("Batch Size", NULL, s->batch_size, es);
-		ExplainPropertyText("Memcached Fields", McFieldsText(s->want), es);
+		ExplainPropertyText("Memcached Fields", McFdwScanFieldsText(s->want), es);
 	}
 }

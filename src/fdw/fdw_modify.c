@@ -162,7 +162,7 @@ modify_state(EState *estate, Relation rel)
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
 											  m->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McColumnIOInit(&m->vio, att->atttypid, att->atttypmod);
+		McTableColumnIOInit(&m->vio, att->atttypid, att->atttypmod);
 	}
 	m->cxt = AllocSetContextCreate(estate->es_query_cxt, "mcfdw modify",
 								   ALLOCSET_DEFAULT_SIZES);
@@ -320,7 +320,7 @@ McBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 static void
 route_key(McModify *m, Datum key, const char **raw, size_t *rawlen)
 {
-	text	   *k = DatumGetTextPP(McKeyWithPrefix(&m->t, key));
+	text	   *k = DatumGetTextPP(McTableKeyWithPrefix(&m->t, key));
 	char	   *buf = palloc(MC_MAX_KEY_PREFIX + MC_KEY_MAX);
 	bool		b64;
 
@@ -391,7 +391,7 @@ row_op(McModify *m, TupleTableSlot *slot, McOp *op)
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("memcached cannot store a NULL value"),
 					 errhint("DELETE the row to remove its key.")));
-		op->data = McColumnWrite(&m->vio, d, &op->datalen);
+		op->data = McTableColumnWrite(&m->vio, d, &op->datalen);
 	}
 	else
 		op->data = "";

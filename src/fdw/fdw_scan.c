@@ -119,7 +119,7 @@ McBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		Form_pg_attribute att = TupleDescAttr(s->desc, s->t.attnum[MC_FIELD_VALUE] - 1);
 
-		McColumnIOInit(&s->vio, att->atttypid, att->atttypmod);
+		McTableColumnIOInit(&s->vio, att->atttypid, att->atttypmod);
 	}
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -188,7 +188,7 @@ given_key(McScan *s, Datum key)
 	if (s->full)
 	{
 		MemoryContext old = MemoryContextSwitchTo(s->row_cxt);
-		Datum		given = McKeyWithoutPrefix(&s->t, key);
+		Datum		given = McTableKeyWithoutPrefix(&s->t, key);
 
 		MemoryContextSwitchTo(old);
 		return given;
@@ -266,7 +266,7 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 		text	   *k = (text *) DatumGetPointer(given);	/* add_key detoasted it */
 		bool		done;
 
-		McColumnCheck(&s->vio, s->srv, r, data, r->value_len, VARDATA_ANY(k),
+		McTableColumnCheck(&s->vio, s->srv, r, data, r->value_len, VARDATA_ANY(k),
 					 VARSIZE_ANY_EXHDR(k));
 		/* the row buffer lives as long as the scan */
 		old = MemoryContextSwitchTo(s->scan_cxt);
@@ -282,7 +282,7 @@ scan_hit(void *arg, Datum key, char *base, const McReply *r)
 	}
 
 	old = MemoryContextSwitchTo(s->row_cxt);
-	McRowFromReply(&s->t, &s->vio, s->srv, given, base, r, s->values, s->nulls,
+	McTableRowFromReply(&s->t, &s->vio, s->srv, given, base, r, s->values, s->nulls,
 				   s->desc->natts);
 	tuplestore_putvalues(s->ts, s->desc, s->values, s->nulls);
 	MemoryContextSwitchTo(old);
@@ -298,7 +298,7 @@ fetch(ForeignScanState *node)
 	{
 		s->srv = McServerGet(s->t.serverid);
 		tuplestore_clear(s->ts);
-		s->more = McFullScanNext(s->full, s->srv, McColumnFields(s->srv, &s->vio, s->want),
+		s->more = McFullScanNext(s->full, s->srv, McTableColumnFields(s->srv, &s->vio, s->want),
 								 scan_hit, s);
 		s->fetched = true;
 		return;
@@ -311,7 +311,7 @@ fetch(ForeignScanState *node)
 		s->srv = McServerGet(s->t.serverid);
 		McCsSetOp(MC_CS_SCAN);
 		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
-									 McColumnFields(s->srv, &s->vio, s->want), 0,
+									 McTableColumnFields(s->srv, &s->vio, s->want), 0,
 									 scan_hit, s);
 	}
 	s->fetched = true;
@@ -417,7 +417,7 @@ sample_hit(void *arg, Datum key, char *base, const McReply *r)
 	if (a->nrows >= a->targrows)
 		return;
 	old = MemoryContextSwitchTo(a->row_cxt);
-	McRowFromReply(&a->t, &a->vio, a->srv, McKeyWithoutPrefix(&a->t, key), base, r,
+	McTableRowFromReply(&a->t, &a->vio, a->srv, McTableKeyWithoutPrefix(&a->t, key), base, r,
 				   a->values, a->nulls, a->desc->natts);
 	MemoryContextSwitchTo(a->rows_cxt);
 	a->rows[a->nrows++] = heap_form_tuple(a->desc, a->values, a->nulls);
@@ -464,7 +464,7 @@ acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
 	{
 		Form_pg_attribute att = TupleDescAttr(a.desc, a.t.attnum[MC_FIELD_VALUE] - 1);
 
-		McColumnIOInit(&a.vio, att->atttypid, att->atttypmod);
+		McTableColumnIOInit(&a.vio, att->atttypid, att->atttypmod);
 	}
 	for (int f = MC_FIELD_VALUE; f < MC_NFIELDS; f++)
 		if (a.t.attnum[f] != 0)
@@ -478,7 +478,7 @@ acquire_sample(Relation rel, int elevel, HeapTuple *rows, int targrows,
 									  ALLOCSET_DEFAULT_SIZES);
 	a.srv = McServerGet(a.t.serverid);
 	fs = McFullScanBegin(&a.t);
-	listed = McFullScanSample(fs, a.srv, targrows, McColumnFields(a.srv, &a.vio, want),
+	listed = McFullScanSample(fs, a.srv, targrows, McTableColumnFields(a.srv, &a.vio, want),
 							  sample_hit, &a, &nsampled);
 	McFullScanEnd(fs);
 	MemoryContextDelete(a.row_cxt);
@@ -501,7 +501,7 @@ McAnalyzeForeignTable(Relation rel, AcquireSampleRowsFunc *func,
 
 /* The meta flags a scan or batched join asks for, as EXPLAIN shows them. */
 const char *
-McFieldsText(unsigned want)
+McFdwScanFieldsText(unsigned want)
 {
 	StringInfoData buf;
 
@@ -612,7 +612,7 @@ McExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		return;
 	if (s->full)
 	{
-		ExplainPropertyText("Memcached Fields", McFieldsText(s->want), es);
+		ExplainPropertyText("Memcached Fields", McFdwScanFieldsText(s->want), es);
 		return;
 	}
 	ExplainPropertyText("Memcached Key Condition", key_condition_text(node, es), es);
@@ -636,5 +636,5 @@ McExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyInteger("Memcached Keys", NULL, ndistinct, es);
 		ExplainPropertyInteger("Memcached Instances", NULL, ninstances, es);
 	}
-	ExplainPropertyText("Memcached Fields", McFieldsText(s->want), es);
+	ExplainPropertyText("Memcached Fields", McFdwScanFieldsText(s->want), es);
 }

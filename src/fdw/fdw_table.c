@@ -227,14 +227,14 @@ load_table(Relation rel, McTable *t)
  * One hit of a multi-get (multi_get.h) as a row of the table: every
  * attribute's value and null flag (natts of each), the fields the reply
  * lacks and columns holding no field NULL.  given is the key column's
- * value (the key without the table's prefix, McKeyWithoutPrefix, which
+ * value (the key without the table's prefix, McTableKeyWithoutPrefix, which
  * the scan has at hand); a compressed value is inflated through srv, and
- * checked as mc_get checks a value (McColumnCheck).  A
+ * checked as mc_get checks a value (McTableColumnCheck).  A
  * by-reference value may lie in the reply's buffer: copy what must outlive
  * the hit.  A value the column's type refuses is an error naming the key.
  */
 void
-McRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv, Datum given,
+McTableRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv, Datum given,
 			   char *base, const McReply *r, Datum *values, bool *nulls, int natts)
 {
 	AttrNumber	a;
@@ -259,7 +259,7 @@ McRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv, Datum given,
 			data = VARDATA(v);
 			len = VARSIZE(v) - VARHDRSZ;
 		}
-		values[a - 1] = McColumnRead(vio, srv, r, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+		values[a - 1] = McTableColumnRead(vio, srv, r, data, len, VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
 		nulls[a - 1] = false;
 	}
 	if ((a = t->attnum[MC_FIELD_FLAGS]) != 0 && (r->present & MC_F_FLAGS))
@@ -283,7 +283,7 @@ McRowFromReply(const McTable *t, McColumnIO *vio, McServer *srv, Datum given,
 }
 
 McColumnKind
-McColumnKindOf(Oid type)
+McTableColumnKindOf(Oid type)
 {
 	if (type == TEXTOID || type == VARCHAROID)
 		return MC_VALUE_TEXT;
@@ -294,7 +294,7 @@ McColumnKindOf(Oid type)
 
 /* The table's key prefix, then the key: the key as the server sees it. */
 Datum
-McKeyWithPrefix(const McTable *t, Datum key)
+McTableKeyWithPrefix(const McTable *t, Datum key)
 {
 	text	   *k = DatumGetTextPP(key);
 	size_t		len = VARSIZE_ANY_EXHDR(k);
@@ -310,9 +310,9 @@ McKeyWithPrefix(const McTable *t, Datum key)
 	return PointerGetDatum(r);
 }
 
-/* The inverse: the key column's value of a key McKeyWithPrefix made. */
+/* The inverse: the key column's value of a key McTableKeyWithPrefix made. */
 Datum
-McKeyWithoutPrefix(const McTable *t, Datum key)
+McTableKeyWithoutPrefix(const McTable *t, Datum key)
 {
 	text	   *k = DatumGetTextPP(key);
 	size_t		plen = t->opts.key_prefix_len;
@@ -325,13 +325,13 @@ McKeyWithoutPrefix(const McTable *t, Datum key)
 }
 
 void
-McColumnIOInit(McColumnIO *io, Oid type, int32 typmod)
+McTableColumnIOInit(McColumnIO *io, Oid type, int32 typmod)
 {
 	Oid			func;
 	bool		isvarlena;
 
 	memset(io, 0, sizeof(*io));
-	io->kind = McColumnKindOf(type);
+	io->kind = McTableColumnKindOf(type);
 	io->type = type;
 	io->typmod = typmod;
 	if (io->kind == MC_VALUE_IO)
@@ -372,7 +372,7 @@ bytes_datum(char *v, size_t len)
  * or (for a column that is not bytea) a serialized object.
  */
 unsigned
-McColumnFields(McServer *srv, const McColumnIO *io, unsigned want)
+McTableColumnFields(McServer *srv, const McColumnIO *io, unsigned want)
 {
 	if ((want & MC_F_VALUE) &&
 		(srv->cfg.compression ||
@@ -388,7 +388,7 @@ McColumnFields(McServer *srv, const McColumnIO *io, unsigned want)
  * database encoding (McValueTextValid refuses NUL bytes too); bytea takes any.
  */
 void
-McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
+McTableColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
 			  const char *v, size_t len, const char *key, size_t keylen)
 {
 	if (io->kind == MC_VALUE_BYTEA)
@@ -404,20 +404,20 @@ McColumnCheck(const McColumnIO *io, McServer *srv, const McReply *r,
 }
 
 /*
- * A stored value (of reply r, see McColumnCheck) as the value column's
+ * A stored value (of reply r, see McTableColumnCheck) as the value column's
  * type.  v lies in the read buffer, and the bytes before it may be
  * overwritten.  A value the type does not accept is an error naming the
  * key (the primary message), with the type's own complaint as the detail.
  */
 Datum
-McColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v, size_t len,
+McTableColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v, size_t len,
 			 const char *key, size_t keylen)
 {
 	char	   *str;
 	Datum		d = (Datum) 0;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	McColumnCheck(io, srv, r, v, len, key, keylen);
+	McTableColumnCheck(io, srv, r, v, len, key, keylen);
 	if (io->kind != MC_VALUE_IO)
 		return bytes_datum(v, len);
 
@@ -451,7 +451,7 @@ McColumnRead(McColumnIO *io, McServer *srv, const McReply *r, char *v, size_t le
 
 /* A column value as the bytes to store (*len of them). */
 const char *
-McColumnWrite(McColumnIO *io, Datum d, size_t *len)
+McTableColumnWrite(McColumnIO *io, Datum d, size_t *len)
 {
 	if (io->kind == MC_VALUE_IO)
 	{

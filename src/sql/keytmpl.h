@@ -1,5 +1,5 @@
 /*
- * keytmpl.h — key templates ('user:{id}'), parsed and built by trigger.c.
+ * keytmpl.h — key templates ('user:{id}'), parsed and built by keytmpl.c.
  *
  * The one parser of the template syntax, shared by the mc_invalidate
  * trigger (trigger.c) and the write-ahead log's watches (wal_sql.c checks a

@@ -34,9 +34,9 @@ _PG_init(void)
 	McServerCacheInit();
 	McCountersInit();
 	McCsInit();
-	McJoinInit();
+	McFdwJoinInit();
 	McPrefetchInit();
-	McWalInit();
+	McWalWorkerInit();
 	/*
 	 * Last, once every file defined its settings: reserving the prefix
 	 * removes the placeholders of the settings not defined yet, so a

@@ -57,11 +57,11 @@ typedef struct McPfAnswers
 /* The batch whose row is being projected now, or NULL. */
 extern MC_HIDDEN McPfAnswers *McPrefetchCurrent;
 
-extern void McPrefetchStart(McPfAnswers *a, int nkeys);
-extern void McPrefetchAdd(McPfAnswers *a, McPfGroup *g, Datum key);
-extern void McPrefetchOnHit(void *arg, Datum key, char *base, const McReply *r);
+extern void McPrefetchBatchStart(McPfAnswers *a, int nkeys);
+extern void McPrefetchBatchAdd(McPfAnswers *a, McPfGroup *g, Datum key);
+extern void McPrefetchBatchOnHit(void *arg, Datum key, char *base, const McReply *r);
 
-extern McPrefetchAnswer McPrefetchFind(McServer *srv, const char *key,
+extern McPrefetchAnswer McPrefetchBatchFind(McServer *srv, const char *key,
 									   size_t len, McPrefetchHit *hit);
 
 /*
@@ -73,7 +73,7 @@ McPrefetchLookup(McServer *srv, const char *key, size_t len, McPrefetchHit *hit)
 {
 	if (likely(McPrefetchCurrent == NULL))
 		return MC_PF_UNKNOWN;
-	return McPrefetchFind(srv, key, len, hit);
+	return McPrefetchBatchFind(srv, key, len, hit);
 }
 
 /* The settings (options.c). */

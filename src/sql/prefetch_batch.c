@@ -36,7 +36,7 @@ struct McPfEntry
 
 /* A new batch: empty tables for up to nkeys keys per server, in a->cxt. */
 void
-McPrefetchStart(McPfAnswers *a, int nkeys)
+McPrefetchBatchStart(McPfAnswers *a, int nkeys)
 {
 	uint32		cap = 16;
 
@@ -62,7 +62,7 @@ McPrefetchStart(McPfAnswers *a, int nkeys)
  * digested as too long (rare; it asks alone).  g->srv is set.
  */
 void
-McPrefetchAdd(McPfAnswers *a, McPfGroup *g, Datum d)
+McPrefetchBatchAdd(McPfAnswers *a, McPfGroup *g, Datum d)
 {
 	text	   *t = (text *) PG_DETOAST_DATUM_PACKED(d);
 	const char *data = VARDATA_ANY(t);
@@ -98,7 +98,7 @@ McPrefetchAdd(McPfAnswers *a, McPfGroup *g, Datum d)
 
 /* McMultiGetRun's hit (arg: the McPfAnswers): the value as the reply has it. */
 void
-McPrefetchOnHit(void *arg, Datum key, char *base, const McReply *r)
+McPrefetchBatchOnHit(void *arg, Datum key, char *base, const McReply *r)
 {
 	McPfAnswers *a = arg;
 	McPfEntry  *e = (McPfEntry *) (DatumGetPointer(key) - offsetof(McPfEntry, key));
@@ -123,7 +123,7 @@ McPrefetchOnHit(void *arg, Datum key, char *base, const McReply *r)
  * nothing since.
  */
 McPrefetchAnswer
-McPrefetchFind(McServer *srv, const char *key, size_t len, McPrefetchHit *hit)
+McPrefetchBatchFind(McServer *srv, const char *key, size_t len, McPrefetchHit *hit)
 {
 	McPfAnswers *a = McPrefetchCurrent;
 	uint32		h = 0;

@@ -193,7 +193,7 @@ run_softly(PfState *s, McPfGroup *g, unsigned want)
 	PG_TRY();
 	{
 		McMultiGetRun(g->srv, g->keys, NULL, g->nkeys, want, MC_MG_STRICT,
-					  McPrefetchOnHit, &s->answers);
+					  McPrefetchBatchOnHit, &s->answers);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -285,7 +285,7 @@ refill(PfState *s)
 	if (s->bound >= 0)
 		target = (int) Max(Min((int64) target, s->bound - s->returned), 1);
 
-	McPrefetchStart(&s->answers, target * s->nsites);
+	McPrefetchBatchStart(&s->answers, target * s->nsites);
 	for (int g = 0; g < s->answers.ngroups; g++)
 		s->answers.groups[g].srv = group_server(&s->answers.groups[g]);
 
@@ -318,7 +318,7 @@ refill(PfState *s)
 				continue;
 			d = ExecEvalExprSwitchContext(s->site_key[i], econtext, &isnull);
 			if (!isnull)
-				McPrefetchAdd(&s->answers, g, d);
+				McPrefetchBatchAdd(&s->answers, g, d);
 		}
 		ResetExprContext(econtext);
 	}

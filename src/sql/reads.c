@@ -232,7 +232,7 @@ gat_call(FunctionCallInfo fcinfo, bool as_text, bool until)
 	McCsSetOp(MC_CS_TOUCH);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
+	ttl = PG_ARGISNULL(1) ? 0 : McSqlArgsTtl(fcinfo, 1, until);
 	/* a touch: the item's expiry changes */
 	srv = McSingleKeyArgs(fcinfo, 2, true, &k);
 	McOpInit(&run.op, MC_OP_GET, &k);
@@ -290,11 +290,11 @@ lease_call(FunctionCallInfo fcinfo, bool as_text)
 				 errmsg("lease_ttl must not be NULL"),
 				 errdetail("It bounds how long other callers wait for the winner's value.")));
 	opts.has_vivify_ttl = true;
-	opts.vivify_ttl = McTtlArg(fcinfo, 1, false);
+	opts.vivify_ttl = McSqlArgsTtl(fcinfo, 1, false);
 	if (!PG_ARGISNULL(2))
 	{
 		opts.has_recache_ttl = true;
-		opts.recache_ttl = McTtlArg(fcinfo, 2, false);
+		opts.recache_ttl = McSqlArgsTtl(fcinfo, 2, false);
 		/* R compares with the remaining ttl: seconds, never a unix time */
 		if (opts.recache_ttl > MC_RELATIVE_TTL_MAX)
 			ereport(ERROR,

@@ -20,7 +20,7 @@
 
 /* The ttl at argument argno: an interval, or with until a timestamptz. */
 int64
-McTtlArg(FunctionCallInfo fcinfo, int argno, bool until)
+McSqlArgsTtl(FunctionCallInfo fcinfo, int argno, bool until)
 {
 	if (until)
 		return McTtlFromExpiry(PG_GETARG_TIMESTAMPTZ(argno));

@@ -19,7 +19,7 @@ McServerArg(FunctionCallInfo fcinfo, int argno)
 }
 
 /* The ttl at argument argno, as memcached reads it: an interval, or with until a timestamptz. */
-extern int64 McTtlArg(FunctionCallInfo fcinfo, int argno, bool until);
+extern int64 McSqlArgsTtl(FunctionCallInfo fcinfo, int argno, bool until);
 
 /*
  * A SQL function whose body is fn(fcinfo, ...) with the arguments given:

@@ -2,15 +2,13 @@
  * trigger.c — mc_invalidate, the trigger that deletes a row's cache keys
  * once the transaction commits.
  *
- * Owns: the key template syntax (keytmpl.h: its one parser and the key
- * builder, shared with the write-ahead log's watches), the key templates of
- * a trigger (parsed at its first firing in a
- * statement and cached in fn_extra, so a row costs no parsing), building a
- * row's keys from OLD and NEW (row triggers) or from the transition tables
- * (statement triggers), and handing them to the on-commit queue; and
- * mc_check_trigger, the event trigger that refuses an mc_invalidate
- * trigger on TRUNCATE when it is created.  Must not:
- * send anything (xact.c does, after commit) or check keys itself (the queue
+ * Owns: the key templates of a trigger (parsed by keytmpl.c at its first
+ * firing in a statement and cached in fn_extra, so a row costs no
+ * parsing), building a row's keys from OLD and NEW (row triggers) or from
+ * the transition tables (statement triggers), and handing them to the
+ * on-commit queue; and mc_check_trigger, the event trigger that refuses an
+ * mc_invalidate trigger on TRUNCATE when it is created.  Must not: send
+ * anything (xact.c does, after commit) or check keys itself (the queue
  * checks them as mc_delete would).
  *
  * Arguments, in order:
@@ -56,139 +54,6 @@ typedef struct TrigCache
 	StringInfoData oldkey;
 	StringInfoData newkey;
 } TrigCache;
-
-/* "id, email, name": the hint of an unknown column. */
-char *
-McKeyTmplColumns(TupleDesc desc)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attisdropped)
-			continue;
-		if (s.len > 0)
-			appendStringInfoString(&s, ", ");
-		appendStringInfoString(&s, NameStr(att->attname));
-	}
-	return s.data;
-}
-
-/* The attnum of column col of desc, or InvalidAttrNumber. */
-static AttrNumber
-template_column(TupleDesc desc, const char *col)
-{
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (!att->attisdropped && strcmp(NameStr(att->attname), col) == 0)
-			return att->attnum;
-	}
-	return InvalidAttrNumber;
-}
-
-bool
-McKeyTmplParse(McKeyTmpl *t, const char *text, TupleDesc desc,
-			   const char **why, char **badcol)
-{
-	StringInfoData lit;
-	const char *p = text;
-
-	*why = NULL;
-	*badcol = NULL;
-	t->parts = palloc(sizeof(McTmplPart) * (strlen(text) + 1));
-	t->nparts = 0;
-	initStringInfo(&lit);
-	for (;;)
-	{
-		if (*p == '\0' || (*p == '{' && p[1] != '{'))
-		{
-			/* end of a literal run */
-			if (lit.len > 0)
-			{
-				McTmplPart *part = &t->parts[t->nparts++];
-
-				part->attnum = 0;
-				part->lit = pnstrdup(lit.data, lit.len);
-				part->litlen = lit.len;
-				resetStringInfo(&lit);
-			}
-			if (*p == '\0')
-				break;
-		}
-		if (p[0] == '{' && p[1] == '{')
-		{
-			appendStringInfoChar(&lit, '{');
-			p += 2;
-		}
-		else if (p[0] == '}' && p[1] == '}')
-		{
-			appendStringInfoChar(&lit, '}');
-			p += 2;
-		}
-		else if (*p == '}')
-		{
-			*why = "A \"}\" closes no column reference.";
-			return false;
-		}
-		else if (*p == '{')
-		{
-			const char *end = strchr(p + 1, '}');
-			McTmplPart *part;
-			char	   *col;
-
-			if (end == NULL)
-			{
-				*why = "A \"{\" is not closed.";
-				return false;
-			}
-			if (end == p + 1 || memchr(p + 1, '{', end - p - 1) != NULL)
-			{
-				*why = "A column reference must name a column.";
-				return false;
-			}
-			col = pnstrdup(p + 1, end - p - 1);
-			part = &t->parts[t->nparts++];
-			part->attnum = template_column(desc, col);
-			if (part->attnum == InvalidAttrNumber)
-			{
-				*badcol = col;
-				return false;
-			}
-			part->lit = NULL;
-			part->litlen = 0;
-			p = end + 1;
-		}
-		else
-			appendStringInfoChar(&lit, *p++);
-	}
-	if (t->nparts == 0)
-	{
-		*why = "A key cannot be empty.";
-		return false;
-	}
-	return true;
-}
-
-void
-McKeyTmplOutputs(const McKeyTmpl *t, TupleDesc desc, FmgrInfo *out, MemoryContext cxt)
-{
-	for (int i = 0; i < t->nparts; i++)
-	{
-		AttrNumber	a = t->parts[i].attnum;
-		Oid			func;
-		bool		varlena;
-
-		if (a == 0 || OidIsValid(out[a - 1].fn_oid))
-			continue;
-		getTypeOutputInfo(TupleDescAttr(desc, a - 1)->atttypid, &func, &varlena);
-		fmgr_info_cxt(func, &out[a - 1], cxt);
-	}
-}
 
 /* Error for a template that is not well formed. */
 static void
@@ -274,29 +139,6 @@ trigger_cache(FunctionCallInfo fcinfo, TriggerData *td)
 	MemoryContextSwitchTo(old);
 	fcinfo->flinfo->fn_extra = c;
 	return c;
-}
-
-bool
-McKeyTmplBuild(const McKeyTmpl *t, TupleTableSlot *slot, FmgrInfo *out, StringInfo buf)
-{
-	resetStringInfo(buf);
-	for (int i = 0; i < t->nparts; i++)
-	{
-		McTmplPart *part = &t->parts[i];
-		Datum		d;
-		bool		isnull;
-
-		if (part->attnum == 0)
-		{
-			appendBinaryStringInfo(buf, part->lit, part->litlen);
-			continue;
-		}
-		d = slot_getattr(slot, part->attnum, &isnull);
-		if (isnull)
-			return false;
-		appendStringInfoString(buf, OutputFunctionCall(&out[part->attnum - 1], d));
-	}
-	return true;
 }
 
 /* Build t's key for the row in slot into buf; false when a column is NULL. */

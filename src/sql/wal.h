@@ -28,13 +28,13 @@
 extern char *mc_wal_database;
 
 /* wal_worker.c */
-extern void McWalInit(void);
-extern bool McWalPreloaded(void);
-extern void McWalWake(void);
+extern void McWalWorkerInit(void);
+extern bool McWalWorkerPreloaded(void);
+extern void McWalWorkerWake(void);
 
 /* wal_decode.c: the oid of mc_watches in the extension's schema, or
  * InvalidOid; the slot's name */
-extern Oid	McWalTableOid(void);
-extern void McWalSlotName(Oid dbid, char *buf, size_t len);
+extern Oid	McWalDecodeTableOid(void);
+extern void McWalDecodeSlotName(Oid dbid, char *buf, size_t len);
 
 #endif							/* MCFDW_WAL_H */

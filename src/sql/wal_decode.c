@@ -128,7 +128,7 @@ extension_schema(Oid ext)
 }
 
 Oid
-McWalTableOid(void)
+McWalDecodeTableOid(void)
 {
 	Oid			ext = get_extension_oid("mcfdw", true);
 	Oid			nsp;
@@ -141,7 +141,7 @@ McWalTableOid(void)
 
 /* The slot of a database's watches. */
 void
-McWalSlotName(Oid dbid, char *buf, size_t len)
+McWalDecodeSlotName(Oid dbid, char *buf, size_t len)
 {
 	snprintf(buf, len, "mcfdw_%u", dbid);
 }
@@ -245,7 +245,7 @@ load_watches(DecodeState *st)
 	MemoryContext old = MemoryContextSwitchTo(st->cxt);
 
 	st->loaded = true;
-	tab = McWalTableOid();
+	tab = McWalDecodeTableOid();
 	if (!OidIsValid(tab))
 	{
 		MemoryContextSwitchTo(old);

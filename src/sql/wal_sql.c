@@ -153,7 +153,7 @@ ensure_slot(void)
 {
 	char		slot[NAMEDATALEN];
 
-	McWalSlotName(MyDatabaseId, slot, sizeof(slot));
+	McWalDecodeSlotName(MyDatabaseId, slot, sizeof(slot));
 	if (SearchNamedReplicationSlot(slot, true) != NULL)
 		return;
 	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
@@ -218,7 +218,7 @@ mc_watch(PG_FUNCTION_ARGS)
 	on_truncate = choice(fcinfo, 4, "truncate action", "flush", "ignore", "flush");
 
 	/* serializes with other watches and with the worker's slot drop */
-	tab = McWalTableOid();
+	tab = McWalDecodeTableOid();
 	if (!OidIsValid(tab))
 		elog(ERROR, "relation \"%s\" of extension mcfdw does not exist", MC_WAL_TABLE);
 	LockRelationOid(tab, ShareRowExclusiveLock);
@@ -242,7 +242,7 @@ mc_watch(PG_FUNCTION_ARGS)
 	McServerCheckWrite(srv);
 	server = srv->name;
 
-	if (!McWalPreloaded())
+	if (!McWalWorkerPreloaded())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("mcfdw is not in shared_preload_libraries"),
@@ -288,7 +288,7 @@ mc_watch(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	relation_close(rel, AccessShareLock);
-	McWalWake();
+	McWalWorkerWake();
 	PG_RETURN_VOID();
 }
 
@@ -300,7 +300,7 @@ mc_watch(PG_FUNCTION_ARGS)
 Datum
 mc_unwatch(PG_FUNCTION_ARGS)
 {
-	Oid			tab = McWalTableOid();
+	Oid			tab = McWalDecodeTableOid();
 	uint64		n;
 
 	if (PG_ARGISNULL(0))
@@ -322,7 +322,7 @@ mc_unwatch(PG_FUNCTION_ARGS)
 		elog(ERROR, "could not remove the watch");
 	n = SPI_processed;
 	SPI_finish();
-	McWalWake();
+	McWalWorkerWake();
 	PG_RETURN_BOOL(n > 0);
 }
 
@@ -342,7 +342,7 @@ mc_watches_drop(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("mc_watches_drop was not called by the event trigger manager")));
-	tab = McWalTableOid();
+	tab = McWalDecodeTableOid();
 	if (!OidIsValid(tab))
 		PG_RETURN_VOID();
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -356,7 +356,7 @@ mc_watches_drop(PG_FUNCTION_ARGS)
 					false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not remove the watches of dropped tables");
 	if (SPI_processed > 0)
-		McWalWake();
+		McWalWorkerWake();
 	SPI_finish();
 	PG_RETURN_VOID();
 }

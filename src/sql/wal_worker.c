@@ -155,12 +155,12 @@ wake_on_large_commit(XactEvent event, void *arg)
 	now = pgWalUsage.wal_bytes;
 	if (event == XACT_EVENT_COMMIT && now >= at_last_end + WAKE_WAL_BYTES &&
 		MyBackendType == B_BACKEND)
-		McWalWake();
+		McWalWorkerWake();
 	at_last_end = now;
 }
 
 void
-McWalInit(void)
+McWalWorkerInit(void)
 {
 	BackgroundWorker bgw;
 
@@ -202,14 +202,14 @@ McWalInit(void)
 }
 
 bool
-McWalPreloaded(void)
+McWalWorkerPreloaded(void)
 {
 	return preloaded && wal != NULL;
 }
 
 /* Wake the worker (a watch was added or removed). */
 void
-McWalWake(void)
+McWalWorkerWake(void)
 {
 	Latch	   *latch = NULL;
 
@@ -770,7 +770,7 @@ static Cycle
 cycle(void)
 {
 	char		slot[NAMEDATALEN];
-	Oid			tab = McWalTableOid();
+	Oid			tab = McWalDecodeTableOid();
 	ReplicationSlot *s;
 	XLogRecPtr	flush;
 	XLogRecPtr	end;
@@ -781,7 +781,7 @@ cycle(void)
 	ListCell   *lc;
 	bool		paused;
 
-	McWalSlotName(MyDatabaseId, slot, sizeof(slot));
+	McWalDecodeSlotName(MyDatabaseId, slot, sizeof(slot));
 	SpinLockAcquire(&wal->mutex);
 	paused = wal->paused;
 	SpinLockRelease(&wal->mutex);
@@ -1118,7 +1118,7 @@ set_paused(bool paused)
 	SpinLockAcquire(&wal->mutex);
 	wal->paused = paused;
 	SpinLockRelease(&wal->mutex);
-	McWalWake();
+	McWalWorkerWake();
 }
 
 /* mc_wal_pause(): hold the delivery (the slot keeps every change). */

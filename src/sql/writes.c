@@ -59,7 +59,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 	if (ttl_arg >= 0 && !PG_ARGISNULL(ttl_arg))
 	{
 		op->has_ttl = true;
-		op->ttl = McTtlArg(fcinfo, ttl_arg, until);
+		op->ttl = McSqlArgsTtl(fcinfo, ttl_arg, until);
 	}
 	if (flags_arg >= 0 && !PG_ARGISNULL(flags_arg))
 	{
@@ -181,7 +181,7 @@ mc_mark_stale(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(1))
 	{
 		run.op.has_ttl = true;
-		run.op.ttl = McTtlArg(fcinfo, 1, false);
+		run.op.ttl = McSqlArgsTtl(fcinfo, 1, false);
 	}
 	run.op.once = true;
 	return exists_call(fcinfo, 2, &run, MC_REPLY_NF);
@@ -202,7 +202,7 @@ touch_call(FunctionCallInfo fcinfo, bool until)
 		PG_RETURN_NULL();
 	McOpInit(&run.op, MC_OP_GET, NULL);
 	run.op.has_ttl = true;
-	run.op.ttl = PG_ARGISNULL(1) ? 0 : McTtlArg(fcinfo, 1, until);
+	run.op.ttl = PG_ARGISNULL(1) ? 0 : McSqlArgsTtl(fcinfo, 1, until);
 	return exists_call(fcinfo, 2, &run, MC_REPLY_EN);
 }
 
@@ -258,7 +258,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 		opts.has_initial = true;
 		opts.initial = (uint64) initial;
 		opts.has_vivify_ttl = true;
-		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McTtlArg(fcinfo, 3, until);
+		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McSqlArgsTtl(fcinfo, 3, until);
 	}
 	op->once = true;
 	if (!McEngineRunOp(srv, &run))

@@ -25,12 +25,16 @@ src/ holds one folder per layer (LAYERS, top to bottom).  Data flows one way
    folder outside that file fails, unless it is in a static inline
    function of a header named with the owner's prefix (conn_io_reset_rbuf
    is conn_io.c's, net_sock_changed net.c's);
-7. in the folders of PREFIXED (net/, client/), a file's exported functions
-   carry its prefix: its name (conn_fd_ for conn_fd.c) or that name in
-   CamelCase after "Mc" (McConnFd), or PREFIX_NAMES' word for it; a name
-   belongs to the file whose prefix is the longest to begin it, so two
-   files cannot share a prefix; a SQL-callable function
-   (PG_FUNCTION_INFO_V1) keeps the name the install script gives it;
+7. in the folders of PREFIXED (sql/, fdw/, client/, net/), a file's
+   exported functions carry its prefix: its name (conn_fd_ for conn_fd.c)
+   or that name in CamelCase after "Mc" (McConnFd), or PREFIX_NAMES' word
+   for it; a name belongs to the file whose prefix is the longest to begin
+   it, so two files cannot share a prefix.  Names others choose are kept:
+   a SQL-callable function (PG_FUNCTION_INFO_V1) keeps the name the
+   install script gives it, a foreign-data wrapper callback the name of
+   its FdwRoutine field after "Mc" (McBeginForeignScan, as postgres_fdw's
+   postgresBeginForeignScan), and PostgreSQL's entry points (_PG_init) are
+   theirs.  core/ is one library named mc_ throughout (its own rule);
 8. the checks themselves fail on a tree with an upward include, an upward
    call, a call cycle (one through a header's inline function too), a PostgreSQL header in core/, a foreign write to an owned part, or
    a function named with another file's prefix (a synthetic tree made
@@ -62,11 +66,12 @@ RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # members have names common elsewhere, so only a write through "net" counts).
 OWNED = {"McConn": None, "McNet": r"\bnet\s*(?:->|\.)"}
 # Folders whose files' exported functions carry the file's prefix.
-PREFIXED = ["net", "client"]
+PREFIXED = ["sql", "fdw", "client", "net"]
 # A file's CamelCase prefix, where it is not "Mc" + its name in CamelCase.
 PREFIX_NAMES = {"client_stats.c": "McCs", "health.c": "McInstance",
                 "server_cache.c": "McServer", "rowlayout.c": "McRow", "keys.c": "McKey",
-                "values.c": "McValue"}
+                "values.c": "McValue", "fdw_fullscan.c": "McFullScan",
+                "fdw_table.c": "McTable", "stats.c": "McStat", "keytmpl.c": "McKeyTmpl"}
 
 DEFAULT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
@@ -297,12 +302,17 @@ def part_writes(files, stripped):
 def prefixes(files, defs):
     """Exported functions of a PREFIXED folder's file not named with its prefix."""
     found = []
+    # r->BeginForeignScan = McBeginForeignScan: a callback named by its field
+    callbacks = set(m.group(2) for text in files.values()
+                    for m in re.finditer(r"->\s*(\w+)\s*=\s*(Mc\1)\s*;", text))
     for folder in PREFIXED:
         mods = [r for r in files if layer(r) == folder and r.endswith(".c")]
         for name, rel in sorted(defs.items()):
             if rel not in mods:
                 continue
             if re.search(r"PG_FUNCTION_INFO_V1\(\s*%s\s*\)" % re.escape(name), files[rel]):
+                continue
+            if name.startswith("_PG_") or name in callbacks:
                 continue
             owner = name_owner(name, mods)
             if owner != rel:
