@@ -7,7 +7,8 @@
  * with the USAGE check cached per role), each entry's ring and its
  * instance health record (allocated zeroed here; health.c alone changes
  * it), the list of its entries (for mc_connections), which servers the
- * current role may use (McServerUsableList, for the views), what the server's
+ * current role may use (McServerUsableList, for the views) and what they
+ * show of its connections (asked of net/), what the server's
  * owner lets a role with USAGE do beyond reading (write, list keys:
  * McServerCheckWrite, McServerCheckFullScan), and the (sub)transaction
  * callbacks that close connections an error or a cancel left out of step.
@@ -531,6 +532,26 @@ McServerCacheEntries(void)
 		if (srv->net.conns != NULL)
 			entries = lappend(entries, srv);
 	return entries;
+}
+
+/*
+ * What the views show of instance i's connection (mc_connections,
+ * mc_servers): asked of the connection layer, which owns it.
+ */
+void
+McServerConnStats(McServer *srv, int i, McConnStats *out)
+{
+	McConnGetStats(McNetConn(&srv->net, i), out);
+}
+
+/*
+ * mc_disconnect: close srv's idle connections; the number closed, and in
+ * *in_use how many were left open because a request on them has not ended.
+ */
+int
+McServerCloseIdle(McServer *srv, int *in_use)
+{
+	return McNetCloseIdle(&srv->net, in_use);
 }
 
 /*

@@ -18,6 +18,8 @@ extern McServer *McServerGetSlow(Oid serverid);
 extern McServer *mc_last_server;
 extern List *McServerCacheEntries(void);
 extern List *McServerUsableList(void);
+extern void McServerConnStats(McServer *srv, int i, McConnStats *out);
+extern int	McServerCloseIdle(McServer *srv, int *in_use);
 extern Oid	McServerRoute(Oid serverid);
 
 /*

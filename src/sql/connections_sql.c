@@ -10,7 +10,7 @@
  * sees none made under another role's mapping), and their columns.  Must
  * not: open, probe or read a socket (it reports what the pool knows), or
  * close one itself: the pool's entries come from server_cache.c, the closing from
- * the connection layer (McNetCloseIdle), which leaves a socket a request
+ * the connection layer (McServerCloseIdle asks it), which leaves a socket a request
  * is using open.
  */
 #include "postgres.h"
@@ -110,7 +110,7 @@ mc_connections(PG_FUNCTION_ARGS)
 			Datum		values[MC_CONNECTIONS_COLS];
 			bool		nulls[MC_CONNECTIONS_COLS] = {0};
 
-			McConnGetStats(McNetConn(&srv->net, i), &cs);
+			McServerConnStats(srv, i, &cs);
 			if (!cs.open)
 				continue;
 			values[0] = NameGetDatum(&server);
@@ -153,7 +153,7 @@ disconnect(Oid serverid)
 		fs = visible_server(srv, all);
 		if (fs == NULL)
 			continue;
-		if (McNetCloseIdle(&srv->net, &in_use) > 0)
+		if (McServerCloseIdle(srv, &in_use) > 0)
 			closed = true;
 		if (in_use > 0)
 			ereport(WARNING,

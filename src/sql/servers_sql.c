@@ -67,7 +67,7 @@ mc_servers(PG_FUNCTION_ARGS)
 			bool		nulls[MC_SERVERS_COLS] = {0};
 			bool		dead = h->dead_until != 0 && now < h->dead_until;
 
-			McConnGetStats(McNetConn(&srv->net, i), &cs);
+			McServerConnStats(srv, i, &cs);
 			values[0] = DirectFunctionCall1(namein, CStringGetDatum(srv->name));
 			values[1] = CStringGetTextDatum(ep->host);
 			values[2] = Int32GetDatum(ep->port);
