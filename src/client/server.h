@@ -27,35 +27,49 @@ typedef struct McInstanceHealth
 	uint64		degraded;		/* calls answered as misses (on_failure 'miss') */
 } McInstanceHealth;
 
-/* A foreign server of the mcfdw wrapper, as this backend knows it. */
-typedef struct McServer
+/*
+ * A foreign server of the mcfdw wrapper, as this backend knows it.  Each
+ * member names the one file that writes it (test/unit/structure.py checks
+ * this across src/); the others read it or ask the owner.
+ */
+typedef struct McServer McServer;
+struct McServer
 {
-	/* server_cache.c's: the entry, its configuration, the privilege checks' cache */
-	Oid			serverid;		/* hash key: the server ... */
-	Oid			umid;			/* ... and the user mapping whose credentials
-								 * its connections logged in with, InvalidOid
-								 * when none has credentials */
-	bool		valid;			/* config matches the catalog */
-	uint32		hashvalue;		/* syscache hash of serverid */
-	char		name[NAMEDATALEN];
-	MemoryContext cxt;			/* config, ring; reset on rebuild */
-	McServerConfig cfg;			/* options.c parses it; read-only elsewhere */
-	McRing	   *ring;
-	Oid			acl_ok_user;	/* last role that passed the USAGE check */
-	Oid			owner;			/* the server's owner: always a writer */
-	Oid			write_ok_user;	/* last role that passed McServerCheckWrite */
+	/* the entry, its configuration, the privilege checks' cache */
+	Oid			serverid;		/* server_cache.c: hash key: the server ... */
+	Oid			umid;			/* server_cache.c: ... and the user mapping
+								 * whose credentials its connections logged
+								 * in with, InvalidOid when none has them */
+	bool		valid;			/* server_cache.c: config matches the catalog */
+	uint32		hashvalue;		/* server_cache.c: syscache hash of serverid */
+	char		name[NAMEDATALEN];	/* server_cache.c */
+	MemoryContext cxt;			/* server_cache.c: config, ring; reset on
+								 * rebuild */
+	McServerConfig cfg;			/* server_cache.c: options.c parses it into
+								 * the entry; read-only elsewhere */
+	McRing	   *ring;			/* server_cache.c */
+	Oid			acl_ok_user;	/* server_cache.c: last role that passed the
+								 * USAGE check */
+	Oid			owner;			/* server_cache.c: the server's owner, always
+								 * a writer */
+	Oid			write_ok_user;	/* server_cache.c: last role that passed
+								 * McServerCheckWrite */
 
-	/* health.c's: instance health, the live ring, degraded-call warnings */
-	McInstanceHealth *health;	/* cfg.nendpoints of them */
-	int			ndead;			/* instances with dead_until set */
-	MemoryContext live_cxt;		/* the live-instances ring (ketama failover) */
-	McRing	   *live;
-	bool	   *live_alive;		/* the health map live was built for */
-	TimestampTz warned_stmt;	/* the statement last warned about a */
-	LocalTransactionId warned_lxid; /* degraded call */
+	/* instance health, the live ring, degraded-call warnings */
+	McInstanceHealth *health;	/* health.c: cfg.nendpoints of them (the
+								 * array is server_cache.c's allocation) */
+	int			ndead;			/* health.c: instances with dead_until set */
+	MemoryContext live_cxt;		/* health.c: the live-instances ring (ketama
+								 * failover) */
+	McRing	   *live;			/* health.c */
+	bool	   *live_alive;		/* health.c: the health map live was built
+								 * for */
+	TimestampTz warned_stmt;	/* health.c: the statement last warned about
+								 * a degraded call */
+	LocalTransactionId warned_lxid; /* health.c */
 
-	/* the connection layer's (the conn_*.c files, through net.h) */
-	McNet		net;
-} McServer;
+	/* the connection layer's, through net.h */
+	McNet		net;			/* net/net.c */
+};
 
 #endif							/* MCFDW_SERVER_H */

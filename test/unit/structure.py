@@ -17,14 +17,15 @@ src/ holds one folder per layer (LAYERS, top to bottom).  Data flows one way
 5. the pure-C layer (core/) includes nothing outside core/ but the C
    library: no PostgreSQL header (the unit tests and the fuzzer build it
    without PostgreSQL's include path; this says why a build fails);
-6. a record of owned parts (OWNED: McConn in conn_int.h, McNet in net.h)
-   is written only by its parts' owners: each member of the struct names
-   its owner file in its comment ("McConnIo io; /* conn_io.c */"), and an
-   assignment, compound assignment, ++/-- or memset-like call on
-   x->member... (McNet's: net->member or x.net.member) in the struct's
-   folder outside that file fails, unless it is in a static inline
-   function of a header named with the owner's prefix (conn_io_reset_rbuf
-   is conn_io.c's, net_sock_changed net.c's);
+6. a record of owned parts (OWNED: McConn in net/conn_int.h, McNet in
+   net/net.h, McServer in client/server.h) is written only by its parts'
+   owners: each member of the struct names its owner file in its comment
+   ("McConnIo io; /* conn_io.c */"), and an assignment, compound
+   assignment, ++/-- or memset-like call on x->member... (McNet's:
+   net->member or x.net.member; McServer's: through a variable declared a
+   McServer pointer, in every folder) outside that file fails, unless it
+   is in a static inline function of a header named with the owner's
+   prefix (conn_io_reset_rbuf is conn_io.c's, net_sock_changed net.c's);
 7. in the folders of PREFIXED (sql/, fdw/, client/, net/), a file's
    exported functions carry its prefix: its name (conn_fd_ for conn_fd.c)
    or that name in CamelCase after "Mc" (McConnFd), or PREFIX_NAMES' word
@@ -62,9 +63,13 @@ LAYERS = [
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
 # Structs whose members are parts, each written by the file its comment
-# names, with the variable a write goes through (None: any pointer; McNet's
-# members have names common elsewhere, so only a write through "net" counts).
-OWNED = {"McConn": None, "McNet": r"\bnet\s*(?:->|\.)"}
+# names, and how a write is seen: None, x->member in the defining header's
+# folder (McConn: conn_int.h is net/'s alone, its member names its own); a
+# pattern, a write through it in that folder (McNet's members have names
+# common elsewhere, so only a write through "net" counts); "typed",
+# x->member of a variable declared a pointer to the struct, in every
+# folder (McServer is public and its member names common).
+OWNED = {"McConn": None, "McNet": r"\bnet\s*(?:->|\.)", "McServer": "typed"}
 # Folders whose files' exported functions carry the file's prefix.
 PREFIXED = ["sql", "fdw", "client", "net"]
 # A file's CamelCase prefix, where it is not "Mc" + its name in CamelCase.
@@ -247,7 +252,7 @@ WRITERS = r"\b(?:memset|MemSet|memcpy|memmove|strlcpy|strlcat|snprintf|vsnprintf
 def part_writes(files, stripped):
     """Writes to a part of an OWNED struct from a file that does not own it."""
     found = []
-    for struct, base in OWNED.items():
+    for struct, how in OWNED.items():
         if not any(re.search(r"^(?:typedef\s+)?struct\s+%s\s*\{" % struct, text, re.M)
                    for rel, text in files.items() if rel.endswith(".h")):
             found.append("no header defines struct %s" % struct)
@@ -260,25 +265,31 @@ def part_writes(files, stripped):
             folder = layer(rel)
             owners, parts = {}, set()
             for line in m.group(1).split("\n"):
-                mm = re.match(r"\s*([\w \t]+?)([\s*]+)(\w+)\s*(?:\[[^\]]*\])?;\s*/\*\s*(\w+\.c)\b", line)
+                mm = re.match(r"\s*([\w \t]+?)([\s*]+)(\w+)\s*(?:\[[^\]]*\])?;\s*/\*\s*((?:\w+/)?\w+\.c)\b", line)
                 if mm:
-                    owners[mm.group(3)] = os.path.join(folder, mm.group(4))
+                    owner = mm.group(4)
+                    owners[mm.group(3)] = owner if "/" in owner else os.path.join(folder, owner)
                     # a part of its own (not a pointer or a scalar): written
                     # a field at a time, so only "->part." is its write
                     if "*" not in mm.group(2) and re.search(r"\}\s*%s\s*;" % mm.group(1).strip(), text):
                         parts.add(mm.group(3))
             unowned = [ln.strip() for ln in m.group(1).split("\n")
                        if re.match(r"\s*[\w \t]+?[\s*]+\w+\s*(?:\[[^\]]*\])?;", ln)
-                       and not re.search(r";\s*/\*\s*\w+\.c\b", ln)]
+                       and not re.search(r";\s*/\*\s*(?:\w+/)?\w+\.c\b", ln)]
             for ln in unowned:
                 found.append("%s: member of %s names no owner file: %s" % (rel, struct, ln))
-            mods = [r for r in files if layer(r) == folder and r.endswith(".c")]
             for src, text2 in sorted(stripped.items()):
-                if layer(src) != folder:
+                if how != "typed" and layer(src) != folder:
                     continue
+                via = how or r"->"
+                if how == "typed":
+                    names = set(re.findall(r"\b(?:struct\s+)?%s\s*\*\s*(?:const\s+)?(\w+)" % struct, text2))
+                    if not names:
+                        continue
+                    via = r"\b(?:%s)\s*->" % "|".join(sorted(names))
+                mods = [r for r in files if layer(r) == layer(src) and r.endswith(".c")]
                 for member, owner in sorted(owners.items()):
                     fields = FIELDS + ("+" if member in parts else "*")
-                    via = base or r"->"
                     pats = [r"%s\s*%s\b%s%s" % (via, member, fields, ASSIGN),
                             r"(?:\+\+|--)\s*[\w.>-]*%s\s*%s\b%s" % (via, member, fields),
                             WRITERS + r"[\w.>-]*%s\s*%s\b" % (via, member)]
@@ -371,8 +382,10 @@ def self_test():
              'struct McConn\n{\n\tint\t\tid;\t\t/* net_a.c */\n'
              '\tPart\t\tpa;\t\t/* net_a.c */\n\tPart\t\tpb;\t\t/* net_b.c */\n};\n'
              'typedef struct McNet\n{\n\tint\t\tgen;\t\t/* net_a.c */\n} McNet;\n'
-             'static inline void\nnet_a_reset(struct McConn *c)\n{\n\tc->pa.x = 0;\n}\n')
-    net_a = '#include "net_int.h"\nvoid\nnet_a_set(struct McConn *c)\n{\n\tc->pa.x = 1;\n\tc->id++;\n\tnet_a_reset(c);\n}\n'
+             'static inline void\nnet_a_reset(struct McConn *c)\n{\n\tc->pa.x = 0;\n}\n'
+             'struct McServer\n{\n\tint\t\tvalid;\t\t/* net/net_a.c */\n};\n')
+    net_a = ('#include "net_int.h"\nvoid\nnet_a_set(struct McConn *c, struct McServer *s)\n{\n'
+             '\tc->pa.x = 1;\n\tc->id++;\n\ts->valid = 1;\n\tnet_a_reset(c);\n}\n')
     net_b = '#include "net_int.h"\nint\nnet_b_get(struct McConn *c)\n{\n\tc->pb.x += 1;\n\treturn c->pa.x == 2;\n}\n'
     base.update({"net/net_int.h": owned, "net/net_a.c": net_a, "net/net_b.c": net_b})
     broken["part-write"] = {"net/net_b.c": net_b.replace("\treturn", "\tc->pa.x = 2;\n\treturn")}
