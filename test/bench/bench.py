@@ -734,7 +734,9 @@ class SingleUser:
         self.asuser = []
         if os.geteuid() == 0:
             self.asuser = ["runuser", "-u", "postgres", "--"]
-        os.makedirs(self.dir, exist_ok=True)
+        # a kept rig (MCFDW_KEEP=1) still holds the last run's cluster
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
         if os.geteuid() == 0:
             import pwd
             pw = pwd.getpwnam("postgres")
