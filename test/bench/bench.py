@@ -1768,22 +1768,46 @@ def w14_rate(conn):
 
 
 def w14_tps(cl, conn):
-    """pgbench tps of an UPDATE workload on the watched table, the watch
-    on and off (off: no watch, so no slot, nothing decoded)."""
+    """pgbench tps of an UPDATE workload on the watched table: the watch on
+    (the worker decodes and deletes), off (no watch, so no slot, nothing
+    decoded), and logical decoding alone (no watch; pg_recvlogical streams
+    the same changes through PostgreSQL's own test_decoding plugin to
+    /dev/null), the cost the issue compares the watch's against."""
     script = "\\set id random(1, %d)\nUPDATE wl SET v = v + 1 WHERE id = :id;\n" % WAL_ROWS
-    tps = {"watch on": [], "watch off": []}
+    tps = {"watch on": [], "watch off": [], "decoding alone": []}
     slots = "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'mcfdw'"
+    recv = [os.path.join(PGBIN, "pg_recvlogical"), "-h", "127.0.0.1", "-p", str(cl.port),
+            "-U", "postgres", "-d", "postgres", "-S", "bench_td"]
+    made = subprocess.run(recv + ["-P", "test_decoding", "--create-slot"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if made.returncode != 0:
+        say("   decoding alone: not measured (%s)" % made.stdout.strip()[-200:])
+        del tps["decoding alone"]
     watched = True
-    for r in range(ROUNDS):
-        for c in rotated(tps, r):
-            if c == "watch on" and not watched:
-                value(conn, "SELECT mc_watch('wl', ARRAY['wl:{id}'], 'wb')")
-            elif c == "watch off" and watched:
-                value(conn, "SELECT mc_unwatch('wl')")
-                wal_wait(lambda: value(conn, slots) == 0, 60, "the slot dropped")
-            watched = c == "watch on"
-            tps[c].append(pgbench(script, clients=2, seconds=max(SECONDS, 2), log=False, env=cl.env())[0])
-        say("   round %d: tps watch on %.0f, off %.0f" % (r + 1, tps["watch on"][-1], tps["watch off"][-1]))
+    try:
+        for r in range(ROUNDS):
+            for c in rotated(tps, r):
+                if c == "watch on" and not watched:
+                    value(conn, "SELECT mc_watch('wl', ARRAY['wl:{id}'], 'wb')")
+                elif c != "watch on" and watched:
+                    value(conn, "SELECT mc_unwatch('wl')")
+                    wal_wait(lambda: value(conn, slots) == 0, 60, "the slot dropped")
+                watched = c == "watch on"
+                streamer = None
+                if c == "decoding alone":
+                    streamer = subprocess.Popen(recv + ["--start", "-f", "/dev/null", "-F", "1", "-s", "1"],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    tps[c].append(pgbench(script, clients=2, seconds=max(SECONDS, 2), log=False,
+                                          env=cl.env())[0])
+                finally:
+                    if streamer:
+                        streamer.terminate()
+                        streamer.wait(30)
+            say("   round %d: %s" % (r + 1, ", ".join("tps %s %.0f" % (c, tps[c][-1]) for c in tps)))
+    finally:
+        if "decoding alone" in tps:
+            subprocess.run(recv + ["--drop-slot"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return {c: med(v) for c, v in tps.items()}
 
 
@@ -1841,6 +1865,12 @@ def w14_wal():
     r_ = ratio(tps["watch on"], tps["watch off"])
     row(w, "pgbench UPDATE tps, watch on / off", r_, "x", None, None, "", "",
         "2 clients; off: no watch, no slot; on: the worker decodes and deletes beside them")
+    if "decoding alone" in tps:
+        row(w, "pgbench UPDATE tps, logical decoding alone", tps["decoding alone"], "tps")
+        r_ = ratio(tps["watch on"], tps["decoding alone"])
+        row(w, "pgbench UPDATE tps, watch on / decoding alone", r_, "x", None, None, "", "",
+            "decoding alone: no watch; pg_recvlogical streams the changes through test_decoding "
+            "to /dev/null, what logical decoding costs PostgreSQL without mcfdw")
 
 
 # ---- report ------------------------------------------------------------------
