@@ -151,6 +151,12 @@ conn_io_wait(McConn *conn, uint32 events, int timeout_ms, const char *action)
  * that ran and lost its reply (a proxy reset, a crash after the write), so
  * only requests that may run twice are retryable (McConnRoundtrip clears
  * the flag for the others, which probe the socket before writing instead).
+ * The rule is this one alone: a socket opened since the request began is
+ * never retryable (conn_prepare: no request sent on it yet), so whoever
+ * resends after MC_IO_RETRY or -2 does so once.  The resend stays with
+ * the caller: McConnRoundtrip and conn_stat.c hold their one request, a
+ * pipeline's requests are the engine's to queue again (McPipelineRestart),
+ * since conn.c keeps only their unsent bytes.
  */
 static bool
 closed_while_idle(McConn *conn, int err)
