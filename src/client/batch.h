@@ -41,16 +41,4 @@
 extern int	McBatchWrite(McServer *srv, McOp *ops, int nops, int timeout_ms,
 						 bool soft, char *errbuf, size_t errlen);
 
-/*
- * Provided by other files for batch.c and xact.c (declared here until the
- * lead places them in mcfdw.h):
- *   McServerPeek (server_cache.c): the pool entry of a server this backend has used
- *     with a given user mapping's login, with no catalog access and no
- *     privilege check; NULL when there is none.
- *     For work whose server was resolved and checked earlier in the
- *     transaction and that runs after its commit, when the catalog is off
- *     limits.
- */
-extern McServer *McServerPeek(Oid serverid, Oid umid);
-
 #endif							/* MCFDW_BATCH_H */

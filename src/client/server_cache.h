@@ -15,6 +15,15 @@
 extern void McServerCacheInit(void);
 extern McServer *McServerLookup(const char *name);
 extern McServer *McServerGetSlow(Oid serverid);
+
+/*
+ * The entry of a server this backend has used with a given user mapping's
+ * login, with no catalog access and no privilege check; NULL when there is
+ * none.  For work whose server was resolved and checked earlier in the
+ * transaction and that runs after its commit, when the catalog is off
+ * limits (xact.c's on-commit sends).
+ */
+extern McServer *McServerPeek(Oid serverid, Oid umid);
 extern McServer *mc_last_server;
 extern List *McServerCacheEntries(void);
 extern List *McServerUsableList(void);
