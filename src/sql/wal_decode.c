@@ -7,9 +7,7 @@
  * decoded transaction: a watch added or changed applies to transactions
  * that commit after it); building a row's keys with the key template
  * parser (keytmpl.h), old and new for an UPDATE; the records of wal.h;
- * the records of streamed transactions (the "stream" option), held until
- * their commit; where mc_watches is and the slot's name, for wal_sql.c and
- * wal_worker.c.
+ * where mc_watches is and the slot's name, for wal_sql.c and wal_worker.c.
  * Must not: send anything (wal_worker.c does) or raise for a watch that no
  * longer fits its table (a 'W' record says so: an error here would stop
  * the whole stream).
