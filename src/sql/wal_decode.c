@@ -25,7 +25,6 @@
 #include "catalog/indexing.h"
 #include "catalog/partition.h"
 #include "catalog/pg_extension.h"
-#include "commands/defrem.h"
 #include "commands/extension.h"
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
@@ -69,31 +68,14 @@ typedef struct RelWatches
 	TupleTableSlot *slot;
 } RelWatches;
 
-/*
- * The records of a streamed transaction, held until its commit: each is a
- * 4-byte length, the xid of the (sub)transaction that made the change (so
- * a subtransaction's abort drops its own), then the record.
- */
-typedef struct HeldTxn
-{
-	TransactionId xid;			/* hash key: the top-level transaction */
-	StringInfoData recs;
-	int64		nrecs;
-} HeldTxn;
-
 typedef struct DecodeState
 {
 	MemoryContext cxt;			/* the current transaction's cache */
 	MemoryContext rowcxt;
-	MemoryContext heldcxt;		/* the streamed transactions' records */
 	HTAB	   *rels;
 	List	   *watches;		/* of WatchRow, read once per transaction */
 	bool		loaded;
 	bool		wrote;			/* this transaction gave records */
-	HTAB	   *held;			/* of HeldTxn, by top-level xid */
-	HeldTxn    *stream;			/* the one being streamed, or NULL */
-	TransactionId change_xid;	/* the (sub)transaction of the change */
-	StringInfoData rec;			/* a record being built while streaming */
 	StringInfoData oldkey;
 	StringInfoData newkey;
 } DecodeState;
@@ -165,49 +147,16 @@ static void
 decode_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
 	DecodeState *st = palloc0(sizeof(DecodeState));
-	ListCell   *lc;
 
 	st->cxt = AllocSetContextCreate(ctx->context, "mcfdw decoding",
 									ALLOCSET_DEFAULT_SIZES);
 	st->rowcxt = AllocSetContextCreate(ctx->context, "mcfdw decoding row",
 									   ALLOCSET_DEFAULT_SIZES);
-	st->heldcxt = AllocSetContextCreate(ctx->context, "mcfdw streamed transactions",
-										ALLOCSET_DEFAULT_SIZES);
-	initStringInfo(&st->rec);
 	initStringInfo(&st->oldkey);
 	initStringInfo(&st->newkey);
 	ctx->output_plugin_private = st;
 	opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
 	opt->receive_rewrites = false;
-
-	/*
-	 * "stream" (the worker passes it): a large transaction's changes come
-	 * to the plugin while it runs (stream_*), their keys are built then and
-	 * held here until its commit, which only writes them out.  Without it
-	 * (a slot read over SQL) every change comes at the commit.
-	 */
-	ctx->streaming = false;
-	foreach(lc, ctx->output_plugin_options)
-	{
-		DefElem    *d = lfirst(lc);
-
-		if (strcmp(d->defname, "stream") == 0)
-			ctx->streaming = defGetBoolean(d);
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"%s\" of output plugin mcfdw is unknown", d->defname)));
-	}
-	if (ctx->streaming)
-	{
-		HASHCTL		hctl;
-
-		hctl.keysize = sizeof(TransactionId);
-		hctl.entrysize = sizeof(HeldTxn);
-		hctl.hcxt = st->heldcxt;
-		st->held = hash_create("mcfdw streamed transactions", 8, &hctl,
-							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
 }
 
 static void
@@ -215,22 +164,16 @@ decode_shutdown(LogicalDecodingContext *ctx)
 {
 }
 
-/* Forget the cache: what comes next reads the watches as of itself. */
-static void
-forget_watches(DecodeState *st)
-{
-	MemoryContextReset(st->cxt);
-	st->rels = NULL;
-	st->watches = NIL;
-	st->loaded = false;
-}
-
+/* Forget the cache: the next transaction reads the watches as of itself. */
 static void
 decode_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
 	DecodeState *st = ctx->output_plugin_private;
 
-	forget_watches(st);
+	MemoryContextReset(st->cxt);
+	st->rels = NULL;
+	st->watches = NIL;
+	st->loaded = false;
 	st->wrote = false;
 }
 
@@ -398,45 +341,6 @@ rel_watches(DecodeState *st, Relation rel)
 	return rw;
 }
 
-/*
- * Where a record is built: the context's output (written at once), or,
- * while a transaction is streamed, a buffer that rec_end adds to the
- * transaction's held records.
- */
-static StringInfo
-rec_begin(LogicalDecodingContext *ctx)
-{
-	DecodeState *st = ctx->output_plugin_private;
-
-	if (st->stream == NULL)
-	{
-		OutputPluginPrepareWrite(ctx, true);
-		return ctx->out;
-	}
-	resetStringInfo(&st->rec);
-	return &st->rec;
-}
-
-static void
-rec_end(LogicalDecodingContext *ctx)
-{
-	DecodeState *st = ctx->output_plugin_private;
-	HeldTxn    *h = st->stream;
-	uint32		n[2];
-
-	st->wrote = true;
-	if (h == NULL)
-	{
-		OutputPluginWrite(ctx, true);
-		return;
-	}
-	n[0] = st->rec.len;
-	n[1] = st->change_xid;
-	appendBinaryStringInfo(&h->recs, (char *) n, sizeof(n));
-	appendBinaryStringInfo(&h->recs, st->rec.data, st->rec.len);
-	h->nrecs++;
-}
-
 static void
 put_head(StringInfo out, char tag, char action, BoundWatch *b)
 {
@@ -454,21 +358,25 @@ put_head(StringInfo out, char tag, char action, BoundWatch *b)
 static void
 write_key(LogicalDecodingContext *ctx, BoundWatch *b, StringInfo key)
 {
-	StringInfo	out = rec_begin(ctx);
+	DecodeState *st = ctx->output_plugin_private;
 
-	put_head(out, 'K', b->action, b);
-	appendBinaryStringInfo(out, key->data, key->len);
-	rec_end(ctx);
+	OutputPluginPrepareWrite(ctx, true);
+	put_head(ctx->out, 'K', b->action, b);
+	appendBinaryStringInfo(ctx->out, key->data, key->len);
+	OutputPluginWrite(ctx, true);
+	st->wrote = true;
 }
 
 static void
 write_warning(LogicalDecodingContext *ctx, BoundWatch *b, const char *msg)
 {
-	StringInfo	out = rec_begin(ctx);
+	DecodeState *st = ctx->output_plugin_private;
 
-	put_head(out, 'W', 0, b);
-	appendStringInfoString(out, msg);
-	rec_end(ctx);
+	OutputPluginPrepareWrite(ctx, true);
+	put_head(ctx->out, 'W', 0, b);
+	appendStringInfoString(ctx->out, msg);
+	OutputPluginWrite(ctx, true);
+	st->wrote = true;
 }
 
 /*
@@ -521,7 +429,6 @@ decode_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	if (rw == NULL || rw->nwatch == 0)
 		return;
-	st->change_xid = change->txn ? change->txn->xid : txn->xid;
 	switch (change->action)
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
@@ -616,7 +523,6 @@ decode_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 {
 	DecodeState *st = ctx->output_plugin_private;
 
-	st->change_xid = change->txn ? change->txn->xid : txn->xid;
 	for (int r = 0; r < nrelations; r++)
 	{
 		RelWatches *rw = rel_watches(st, relations[r]);
@@ -627,132 +533,28 @@ decode_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		{
 			BoundWatch *b = &rw->watch[w];
 
-			put_head(rec_begin(ctx), 'T', b->on_truncate, b);
-			rec_end(ctx);
+			OutputPluginPrepareWrite(ctx, true);
+			put_head(ctx->out, 'T', b->on_truncate, b);
+			OutputPluginWrite(ctx, true);
+			st->wrote = true;
 		}
 	}
-}
-
-static void
-write_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
-{
-	int64		ts = (int64) pg_hton64((uint64) txn->xact_time.commit_time);
-
-	OutputPluginPrepareWrite(ctx, true);
-	appendStringInfoChar(ctx->out, 'C');
-	appendBinaryStringInfo(ctx->out, (char *) &ts, 8);
-	OutputPluginWrite(ctx, true);
 }
 
 static void
 decode_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 {
 	DecodeState *st = ctx->output_plugin_private;
+	int64		ts;
 
 	if (!st->wrote)
 		return;
-	write_commit(ctx, txn);
+	OutputPluginPrepareWrite(ctx, true);
+	appendStringInfoChar(ctx->out, 'C');
+	ts = (int64) pg_hton64((uint64) txn->xact_time.commit_time);
+	appendBinaryStringInfo(ctx->out, (char *) &ts, 8);
+	OutputPluginWrite(ctx, true);
 	st->wrote = false;
-}
-
-/* ---- streamed transactions (the worker's "stream" option) ------------- */
-
-static void
-decode_stream_start(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
-{
-	DecodeState *st = ctx->output_plugin_private;
-	bool		found;
-	HeldTxn    *h = hash_search(st->held, &txn->xid, HASH_ENTER, &found);
-
-	if (!found)
-	{
-		MemoryContext old = MemoryContextSwitchTo(st->heldcxt);
-
-		initStringInfo(&h->recs);
-		h->nrecs = 0;
-		MemoryContextSwitchTo(old);
-	}
-	/* each block is decoded with the catalog as of its own changes */
-	forget_watches(st);
-	st->stream = h;
-}
-
-static void
-decode_stream_stop(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
-{
-	DecodeState *st = ctx->output_plugin_private;
-
-	st->stream = NULL;
-	forget_watches(st);
-}
-
-static void
-forget_held(DecodeState *st, HeldTxn *h)
-{
-	TransactionId xid = h->xid;
-
-	pfree(h->recs.data);
-	hash_search(st->held, &xid, HASH_REMOVE, NULL);
-}
-
-/* A top-level abort drops the held records; a subtransaction's, its own. */
-static void
-decode_stream_abort(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr abort_lsn)
-{
-	DecodeState *st = ctx->output_plugin_private;
-	TransactionId top = txn->toptxn ? txn->toptxn->xid : txn->xid;
-	HeldTxn    *h = hash_search(st->held, &top, HASH_FIND, NULL);
-	int			in = 0;
-	int			out = 0;
-
-	if (h == NULL)
-		return;
-	if (txn->toptxn == NULL)
-	{
-		forget_held(st, h);
-		return;
-	}
-	while (in < h->recs.len)
-	{
-		uint32		n[2];
-
-		memcpy(n, h->recs.data + in, sizeof(n));
-		if (n[1] != txn->xid)
-		{
-			memmove(h->recs.data + out, h->recs.data + in, sizeof(n) + n[0]);
-			out += sizeof(n) + n[0];
-		}
-		else
-			h->nrecs--;
-		in += sizeof(n) + n[0];
-	}
-	h->recs.len = out;
-}
-
-/* The commit: the held records, then the commit record. */
-static void
-decode_stream_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
-{
-	DecodeState *st = ctx->output_plugin_private;
-	HeldTxn    *h = hash_search(st->held, &txn->xid, HASH_FIND, NULL);
-	int			at = 0;
-
-	if (h == NULL)
-		return;
-	while (at < h->recs.len)
-	{
-		uint32		n[2];
-
-		memcpy(n, h->recs.data + at, sizeof(n));
-		at += sizeof(n);
-		OutputPluginPrepareWrite(ctx, true);
-		appendBinaryStringInfo(ctx->out, h->recs.data + at, n[0]);
-		OutputPluginWrite(ctx, true);
-		at += n[0];
-	}
-	if (h->nrecs > 0)
-		write_commit(ctx, txn);
-	forget_held(st, h);
 }
 
 /* Only this database's changes reach a slot; skip none by origin. */
@@ -765,10 +567,4 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 	cb->truncate_cb = decode_truncate;
 	cb->commit_cb = decode_commit;
 	cb->shutdown_cb = decode_shutdown;
-	cb->stream_start_cb = decode_stream_start;
-	cb->stream_stop_cb = decode_stream_stop;
-	cb->stream_abort_cb = decode_stream_abort;
-	cb->stream_commit_cb = decode_stream_commit;
-	cb->stream_change_cb = decode_change;
-	cb->stream_truncate_cb = decode_truncate;
 }

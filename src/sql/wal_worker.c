@@ -33,7 +33,6 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -609,24 +608,6 @@ keep_restart_close(ReplicationSlot *s)
 /* ---- the decoder ------------------------------------------------------- */
 
 /*
- * The plugin builds a transaction's keys while it runs once the reorder
- * buffer streams it (the "stream" option), which it does when its changes
- * pass logical_decoding_work_mem: the worker decodes with at most
- * STREAM_WORK_MEM_KB, so a commit of a large transaction leaves only the
- * send (and its last changes) to do.  Below that a transaction is
- * replayed at its commit as before.
- */
-#define STREAM_WORK_MEM_KB 256
-
-static void
-stream_large_transactions(void)
-{
-	if (logical_decoding_work_mem > STREAM_WORK_MEM_KB)
-		SetConfigOption("logical_decoding_work_mem", CppAsString2(STREAM_WORK_MEM_KB),
-						PGC_USERSET, PGC_S_OVERRIDE);
-}
-
-/*
  * The worker decodes the slot itself, as pg_logical_slot_get_changes does,
  * but keeps its decoding context from one poll to the next while the log
  * moves: each poll decodes only what was flushed since the last one, so the
@@ -676,9 +657,7 @@ dec_open(const char *slot)
 	CheckLogicalDecodingRequirements();
 	McReplicationSlotAcquire(slot);
 	old = MemoryContextSwitchTo(dec_cxt);
-	dec = CreateDecodingContext(InvalidXLogRecPtr,
-								list_make1(makeDefElem("stream", (Node *) makeString("on"), -1)),
-								false,
+	dec = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
 								XL_ROUTINE(.page_read = read_local_xlog_page,
 										   .segment_open = wal_segment_open,
 										   .segment_close = wal_segment_close),
@@ -1023,7 +1002,6 @@ McWalWorkerMain(Datum arg)
 		proc_exit(0);			/* not restarted */
 	}
 	BackgroundWorkerInitializeConnection(mc_wal_database, NULL, 0);
-	stream_large_transactions();
 	before_shmem_exit(worker_exit, (Datum) 0);
 	SpinLockAcquire(&wal->mutex);
 	wal->pid = MyProcPid;

@@ -126,41 +126,6 @@ left, _ = wait_gone(["user:2"], BOUND)
 t.ok(not left and present(["user:1"]) == {"user:1"},
      "a rolled-back UPDATE deletes nothing (a later commit's key is gone, its key is not)")
 
-# ---- a transaction large enough to be streamed ---------------------------------------------
-# The worker decodes with logical_decoding_work_mem of 256 kB and the stream
-# option: a transaction past it has its keys built while it runs (held by the
-# plugin) and written at its commit; an abort drops them, a subtransaction's
-# abort only its own.
-def streamed():
-    return q(db, "SELECT coalesce(sum(stream_txns), 0) FROM pg_stat_replication_slots "
-             "WHERE slot_name LIKE 'mcfdw%%'")[0][0]
-
-
-keys = ["user:%d" % i for i in range(1, 20001)]
-set_keys(keys)
-stream0 = streamed()
-c2 = connect()
-c2.autocommit = False
-q(c2, "UPDATE users SET name = 'streamed, rolled back' WHERE id <= 20000")
-time.sleep(1.0)                 # the worker reads (and streams) it meanwhile
-q(c2, "SELECT pg_sleep(0.5)")
-c2.rollback()
-q(c2, "UPDATE users SET name = 'kept' WHERE id <= 10000")
-q(c2, "SAVEPOINT s")
-q(c2, "UPDATE users SET name = 'sub rolled back' WHERE id > 10000")
-time.sleep(1.0)
-q(c2, "ROLLBACK TO SAVEPOINT s")
-q(c2, "UPDATE users SET name = 'after' WHERE id = 20000")
-c2.commit()
-c2.close()
-left, _ = wait_gone(keys[:10000] + ["user:20000"], BOUND * 2)
-t.ok(not left, "a streamed transaction's committed keys are deleted", "%d left" % len(left))
-kept = present(keys[10000:19999])
-t.is_(len(kept), 9999, "a streamed transaction rolled back, and a rolled-back subtransaction "
-      "of a committed one, delete nothing")
-t.ok(streamed() > stream0, "the large transactions were streamed to the plugin while they ran",
-     "stream_txns %d -> %d" % (stream0, streamed()))
-
 # ---- a write made inside a function ------------------------------------------------------
 set_keys(["user:4"])
 q(db, "DO $$ BEGIN UPDATE users SET name = 'in a function' WHERE id = 4; END $$")
