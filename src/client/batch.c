@@ -233,6 +233,13 @@ route_round(BwBatch *b)
 	return true;
 }
 
+/* The room encode_op needs for op: its header, and a store's value. */
+static inline size_t
+op_room(const McOp *op)
+{
+	return MC_REQ_HEADER_MAX + (op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
+}
+
 /* Encode one op at dst; returns its length (header, and data for a set). */
 static size_t
 encode_op(const McOp *op, int pos, bool quiet, char *dst)
@@ -266,8 +273,7 @@ fill_segment(BwBatch *b, BwInstance *bi, McConn *conn)
 	if (bi->next_send < bi->nops)
 	{
 		McOp	   *op = &b->ops[bi->ops[bi->next_send]];
-		size_t		room = MC_REQ_HEADER_MAX +
-			(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
+		size_t		room = op_room(op);
 
 		if (room > BW_TLS_SEGMENT)
 		{
@@ -286,8 +292,7 @@ fill_segment(BwBatch *b, BwInstance *bi, McConn *conn)
 	while (bi->next_send < bi->nops)
 	{
 		McOp	   *op = &b->ops[bi->ops[bi->next_send]];
-		size_t		room = MC_REQ_HEADER_MAX +
-			(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
+		size_t		room = op_room(op);
 		size_t		n;
 
 		if (room > BW_TLS_SEGMENT ||
@@ -323,8 +328,7 @@ bw_fill(void *arg, int s, McConn *conn)
 	while (bi->next_send < bi->nops && McConnUnsent(conn) < BW_WRITE_SLICE)
 	{
 		McOp	   *op = &b->ops[bi->ops[bi->next_send]];
-		size_t		room = MC_REQ_HEADER_MAX +
-			(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
+		size_t		room = op_room(op);
 		size_t		n = encode_op(op, bi->next_send, true, McConnWriteSpace(conn, room));
 
 		McConnWritten(conn, n);

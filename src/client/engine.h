@@ -99,19 +99,6 @@ typedef struct McOp
 								 * fields above are the op's), NULL for none */
 } McOp;
 
-/* An operation of kind on prepared key k (NULL: set later, McOpKey). */
-static inline void
-McOpInit(McOp *op, McOpKind kind, const McKey *k)
-{
-	*op = (McOp)
-	{
-		.kind = kind,
-		.key = k ? k->raw : NULL,
-		.keylen = k ? k->raw_len : 0,
-		.prepared = k,
-	};
-}
-
 /* The operation's key, prepared. */
 static inline void
 McOpKey(McOp *op, const McKey *k)
@@ -119,6 +106,18 @@ McOpKey(McOp *op, const McKey *k)
 	op->key = k->raw;
 	op->keylen = k->raw_len;
 	op->prepared = k;
+}
+
+/* An operation of kind on prepared key k (NULL: set later, McOpKey). */
+static inline void
+McOpInit(McOp *op, McOpKind kind, const McKey *k)
+{
+	*op = (McOp)
+	{
+		.kind = kind,
+	};
+	if (k != NULL)
+		McOpKey(op, k);
 }
 
 /*
