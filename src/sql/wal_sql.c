@@ -162,7 +162,7 @@ ensure_slot(void)
 				 errmsg("the first watch must be created before its transaction writes anything"),
 				 errdetail("It creates the replication slot \"%s\", which a transaction that has written cannot do.", slot),
 				 errhint("Call mc_watch in a transaction of its own, or first in its transaction.")));
-	if (SPI_execute_with_args("SELECT pg_create_logical_replication_slot($1, 'mcfdw')",
+	if (SPI_execute_with_args("SELECT pg_catalog.pg_create_logical_replication_slot($1, 'mcfdw'::pg_catalog.name)",
 							  1, (Oid[]) {NAMEOID},
 							  (Datum[]) {CStringGetDatum(slot)}, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not create replication slot \"%s\"", slot);
@@ -277,7 +277,7 @@ mc_watch(PG_FUNCTION_ARGS)
 		CStringGetTextDatum(on_truncate)};
 
 		if (SPI_execute_with_args(psprintf("UPDATE %s SET templates = $3, action = $4, on_truncate = $5 "
-										   "WHERE relid = $1 AND server = $2", qual),
+										   "WHERE relid OPERATOR(pg_catalog.=) $1 AND server OPERATOR(pg_catalog.=) $2", qual),
 								  5, types, vals, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not store the watch");
 		if (SPI_processed == 0 &&
@@ -312,7 +312,8 @@ mc_unwatch(PG_FUNCTION_ARGS)
 	LockRelationOid(tab, ShareRowExclusiveLock);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args(psprintf("DELETE FROM %s.%s WHERE relid = $1 AND ($2 IS NULL OR server = $2)",
+	if (SPI_execute_with_args(psprintf("DELETE FROM %s.%s WHERE relid OPERATOR(pg_catalog.=) $1 "
+									   "AND ($2 IS NULL OR server OPERATOR(pg_catalog.=) $2)",
 									   quote_identifier(get_namespace_name(get_rel_namespace(tab))),
 									   MC_WAL_TABLE),
 							  2, (Oid[]) {OIDOID, NAMEOID},

@@ -8,8 +8,9 @@
  * only once every instance acknowledged: at-least-once), that decoding
  * context and when it is kept or dropped, keeping the slot's restart
  * position close to its confirmed one, its backoff, creating a missing
- * slot and dropping it with the last watch or the extension, and the
- * counts of mc_wal_watches.  Sends through the batch engine's public
+ * slot and dropping it with the last watch or the extension, the names
+ * the worker's queries resolve (worker_role), and the counts of
+ * mc_wal_watches.  Sends through the batch engine's public
  * header only (batch.h: one quiet pipeline per instance per batch).
  *
  * Why a decoding loop in the worker rather than the streaming replication
@@ -535,7 +536,15 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 static void
 send_flush(KeyGroup *g)
 {
-	if (SPI_execute_with_args("SELECT mc_flush_all($1)", 1, (Oid[]) {NAMEOID},
+	Oid			tab = McWalDecodeTableOid();
+	char	   *sql;
+
+	if (!OidIsValid(tab))
+		return;
+	/* the extension's own function, wherever its schema is (see worker_role) */
+	sql = psprintf("SELECT %s.mc_flush_all($1)",
+				   quote_identifier(get_namespace_name(get_rel_namespace(tab))));
+	if (SPI_execute_with_args(sql, 1, (Oid[]) {NAMEOID},
 							  (Datum[]) {CStringGetDatum(g->server)},
 							  NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mcfdw: mc_flush_all failed");
@@ -560,7 +569,7 @@ count_watches(Oid tab)
 {
 	bool		isnull;
 
-	if (SPI_execute(psprintf("SELECT count(*) FROM %s",
+	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s",
 							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(tab)),
 														MC_WAL_TABLE)),
 					false, 0) != SPI_OK_SELECT)
@@ -772,7 +781,7 @@ cycle(void)
 		/* DROP EXTENSION: nothing left to decode with */
 		if (s != NULL)
 		{
-			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
+			slot_sql("SELECT pg_catalog.pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
 			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\": the extension is gone", slot)));
 		}
 		return CYCLE_IDLE;
@@ -785,7 +794,7 @@ cycle(void)
 		if (count_watches(tab) == 0)
 			return CYCLE_IDLE;
 		/* watches restored by pg_dump, or a slot dropped by hand */
-		slot_sql("SELECT pg_create_logical_replication_slot($1, 'mcfdw')", slot, InvalidXLogRecPtr);
+		slot_sql("SELECT pg_catalog.pg_create_logical_replication_slot($1, 'mcfdw'::pg_catalog.name)", slot, InvalidXLogRecPtr);
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("mcfdw: created missing replication slot \"%s\"", slot),
@@ -834,7 +843,7 @@ cycle(void)
 		{
 			if (dec != NULL)
 				dec_close(true);
-			slot_sql("SELECT pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
+			slot_sql("SELECT pg_catalog.pg_drop_replication_slot($1)", slot, InvalidXLogRecPtr);
 			ereport(LOG, (errmsg("mcfdw: dropped replication slot \"%s\" with the last watch", slot)));
 			return CYCLE_IDLE;
 		}
@@ -977,6 +986,27 @@ run_cycle(MemoryContext cxt)
 	return r;
 }
 
+/*
+ * The worker runs as the bootstrap superuser, in a database where others
+ * may create objects: no name in what it runs may resolve to one of
+ * theirs.  Every query it sends through SPI names pg_catalog's functions
+ * and operators, and the extension's objects by their schema; the search
+ * path is pinned as well (over the database's and the role's settings and
+ * the configuration file), so that a name left unqualified, here or in
+ * what PostgreSQL runs on the worker's behalf, finds only the catalog.
+ *
+ * Why not log in as the extension's owner: mcfdw is not a trusted
+ * extension, so its owner was a superuser when it created it, and the
+ * worker needs a superuser or REPLICATION role for its slot anyway; the
+ * role is also chosen at start-up, before the extension may exist.  A
+ * role switch would not lower the worker's privileges, only move them.
+ */
+static void
+worker_role(void)
+{
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 static void
 worker_exit(int code, Datum arg)
 {
@@ -1002,6 +1032,7 @@ McWalWorkerMain(Datum arg)
 		proc_exit(0);			/* not restarted */
 	}
 	BackgroundWorkerInitializeConnection(mc_wal_database, NULL, 0);
+	worker_role();
 	before_shmem_exit(worker_exit, (Datum) 0);
 	SpinLockAcquire(&wal->mutex);
 	wal->pid = MyProcPid;

@@ -19,6 +19,8 @@ the slot when nothing is in progress.
 
 import time
 
+import psycopg2
+
 import mcrig
 from faultproxy import FaultProxy
 
@@ -298,5 +300,59 @@ except TimeoutError:
     pass
 t.is_(holder(), None, "... then the worker lets the slot go again")
 big.close()
+
+# ---- the worker runs no one else's code -------------------------------------------------------
+# it runs as the bootstrap superuser; a role that may create objects in
+# public puts there a function and operators its queries (and mc_watch's)
+# would pick without qualified names, each recording that it ran
+q(db, "CREATE ROLE intruder LOGIN")
+q(db, "GRANT CREATE ON SCHEMA public TO intruder")
+intr = pg.connect(user="intruder")
+q(intr, "CREATE TABLE public.ran (who text, what text)")
+q(intr, "CREATE FUNCTION public.pg_create_logical_replication_slot(name, text) RETURNS text "
+        "LANGUAGE sql AS $$ INSERT INTO public.ran VALUES (current_user, 'slot') RETURNING 'x' $$")
+for right in ("regclass", "oid"):
+    q(intr, "CREATE FUNCTION public.ran_eq(regclass, %s) RETURNS boolean LANGUAGE sql AS "
+            "$$ INSERT INTO public.ran VALUES (current_user, '=') "
+            "RETURNING $1::oid OPERATOR(pg_catalog.=) $2::oid $$" % right)
+    q(intr, "CREATE OPERATOR public.= (LEFTARG = regclass, RIGHTARG = %s, FUNCTION = public.ran_eq)"
+          % right)
+intr.close()
+
+
+def slot_count():
+    return q(db, "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE plugin = 'mcfdw'")[0][0]
+
+
+def drop_slot():
+    try:
+        q(db, "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots "
+              "WHERE plugin = 'mcfdw'")
+        return True
+    except psycopg2.Error:
+        return False                    # the worker holds it: again
+
+
+mcrig.wait_for(drop_slot, 10, interval=0.05, what="the slot dropped by hand")
+try:
+    mcrig.wait_for(lambda: slot_count() == 1, 10, what="the slot created again")
+except TimeoutError:
+    pass
+t.is_(slot_count(), 1, "the worker creates the slot dropped by hand again")
+q(db, "CREATE TABLE guarded (id int PRIMARY KEY, v text)")
+q(db, "INSERT INTO guarded VALUES (1, 'a')")
+q(db, "SELECT mc_watch('guarded', ARRAY['guarded:{id}'], 'ws')")
+q(db, "SELECT mc_unwatch('bulk', 'wf')")
+q(db, "SELECT mc_set_multi(%s, %s, NULL, NULL, 'ws')", (["guarded:1"], ["v"]))
+q(db, "UPDATE guarded SET v = 'b'")
+try:
+    mcrig.wait_for(lambda: not present(a.port, ["guarded:1"]) and not present(b.port, ["guarded:1"]),
+                   10, interval=0.05, what="guarded:1 gone")
+except TimeoutError:
+    pass
+t.ok(not present(a.port, ["guarded:1"]) and not present(b.port, ["guarded:1"]),
+     "with them in place, a watched write is still invalidated")
+t.is_(q(db, "SELECT count(*), string_agg(DISTINCT who || ': ' || what, ', ') FROM public.ran")[0],
+      (0, None), "neither the worker nor mc_watch, mc_unwatch ran the intruder's function or operators")
 db.close()
 t.done()
