@@ -314,6 +314,14 @@ CREATE TABLE mc_watches (
 SELECT pg_catalog.pg_extension_config_dump('mc_watches', '');
 REVOKE ALL ON mc_watches FROM PUBLIC;
 GRANT SELECT ON mc_watches TO PUBLIC;
+-- tells the worker, at commit, that the watches changed (it reads them
+-- again only then)
+CREATE FUNCTION mc_watches_changed() RETURNS trigger
+AS 'MODULE_PATHNAME', 'mc_watches_changed'
+LANGUAGE C;
+CREATE TRIGGER mc_watches_changed
+  AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON mc_watches
+  FOR EACH STATEMENT EXECUTE FUNCTION mc_watches_changed();
 
 CREATE FUNCTION mc_watch(tbl regclass, templates text[], server name DEFAULT NULL,
                          action text DEFAULT 'delete', on_truncate text DEFAULT 'flush')
@@ -367,6 +375,8 @@ COMMENT ON FUNCTION mc_watch(regclass, text[], name, text, text) IS
   'watches a table: each committed INSERT, UPDATE, DELETE invalidates its keys (old and new) from the write-ahead log; TRUNCATE flushes or is ignored';
 COMMENT ON FUNCTION mc_unwatch(regclass, name) IS
   'stops watching a table (for one server, or all when NULL); changes committed before are still delivered; true if a watch was removed';
+COMMENT ON FUNCTION mc_watches_changed() IS
+  'trigger function: tells the write-ahead log worker at commit that mc_watches changed';
 COMMENT ON FUNCTION mc_wal_status() IS
   'the write-ahead log worker''s counts per watch: keys pending, sent, retried, the last error, the lag in seconds, paused';
 COMMENT ON FUNCTION mc_wal_pause() IS

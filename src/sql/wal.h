@@ -30,7 +30,7 @@ extern char *mc_wal_database;
 /* wal_worker.c */
 extern void McWalWorkerInit(void);
 extern bool McWalWorkerPreloaded(void);
-extern void McWalWorkerWake(void);
+extern void McWalWorkerWatchesChanged(void);
 
 /* wal_decode.c: the oid of mc_watches in the extension's schema, or
  * InvalidOid; the slot's name */

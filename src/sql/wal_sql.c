@@ -1,6 +1,7 @@
 /*
  * wal_sql.c — the watches of invalidation from the write-ahead log, in SQL:
- * mc_watch, mc_unwatch and the event trigger mcfdw_drop_watches.
+ * mc_watch, mc_unwatch, the event trigger mcfdw_drop_watches and the
+ * trigger mc_watches_changed.
  *
  * Owns: checking a watch before it is stored in mc_watches (the table, its
  * key templates against every leaf's columns and replica identity, the
@@ -18,6 +19,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_inherits.h"
 #include "commands/event_trigger.h"
+#include "commands/trigger.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "commands/dbcommands.h"
@@ -38,6 +40,7 @@
 PG_FUNCTION_INFO_V1(mc_watch);
 PG_FUNCTION_INFO_V1(mc_unwatch);
 PG_FUNCTION_INFO_V1(mc_watches_drop);
+PG_FUNCTION_INFO_V1(mc_watches_changed);
 
 /*
  * Refuse a template that does not fit rel, a leaf of root (or root itself):
@@ -288,7 +291,6 @@ mc_watch(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	relation_close(rel, AccessShareLock);
-	McWalWorkerWake();
 	PG_RETURN_VOID();
 }
 
@@ -323,7 +325,6 @@ mc_unwatch(PG_FUNCTION_ARGS)
 		elog(ERROR, "could not remove the watch");
 	n = SPI_processed;
 	SPI_finish();
-	McWalWorkerWake();
 	PG_RETURN_BOOL(n > 0);
 }
 
@@ -356,8 +357,23 @@ mc_watches_drop(PG_FUNCTION_ARGS)
 														MC_WAL_TABLE)),
 					false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not remove the watches of dropped tables");
-	if (SPI_processed > 0)
-		McWalWorkerWake();
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * mc_watches_changed(): the statement trigger mc_watches_changed of
+ * mc_watches, whoever writes it (mc_watch, mc_unwatch, the event trigger,
+ * a restore, a hand-written statement): the worker learns of the change
+ * at commit (McWalWorkerWatchesChanged).
+ */
+Datum
+mc_watches_changed(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("mc_watches_changed was not called by the trigger manager")));
+	McWalWorkerWatchesChanged();
+	return PointerGetDatum(NULL);
 }

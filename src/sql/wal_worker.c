@@ -8,9 +8,10 @@
  * only once every instance acknowledged: at-least-once), that decoding
  * context and when it is kept or dropped, keeping the slot's restart
  * position close to its confirmed one, its backoff, creating a missing
- * slot and dropping it with the last watch or the extension, the names
- * the worker's queries resolve (worker_role), and the counts of
- * mc_wal_watches.  Sends through the batch engine's public
+ * slot and dropping it with the last watch or the extension, whether
+ * there are watches (read again only after a commit that changed them:
+ * McWalWorkerWatchesChanged), the names the worker's queries resolve
+ * (worker_role), and the counts of mc_wal_watches.  Sends through the batch engine's public
  * header only (batch.h: one quiet pipeline per instance per batch).
  *
  * Why a decoding loop in the worker rather than the streaming replication
@@ -101,6 +102,8 @@ typedef struct WalShared
 	TimestampTz oldest_pending; /* commit time of the first undelivered
 								 * transaction of a batch, 0: none */
 	TimestampTz last_delivered; /* commit time of the last delivered one */
+	uint64		watches_gen;	/* bumped by each commit that changed
+								 * mc_watches (McWalWorkerWatchesChanged) */
 	WalStat		stats[MC_WAL_STATS];
 } WalShared;
 
@@ -134,6 +137,8 @@ wal_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+static void wake_worker(void);
+
 /*
  * A commit that wrote at least WAKE_WAL_BYTES of WAL wakes the worker at
  * once rather than at its next poll: the time from such a commit to its
@@ -144,18 +149,51 @@ wal_shmem_startup(void)
  */
 #define WAKE_WAL_BYTES (64 * 1024)
 
+/*
+ * This transaction wrote mc_watches (its statement trigger says so): at
+ * its commit, once the change is visible to new snapshots, the generation
+ * moves and the worker wakes, so the worker reads mc_watches again only
+ * then rather than at every poll.
+ */
+static bool watches_changed = false;
+
+void
+McWalWorkerWatchesChanged(void)
+{
+	watches_changed = true;
+}
+
 static void
-wake_on_large_commit(XactEvent event, void *arg)
+wal_xact_callback(XactEvent event, void *arg)
 {
 	static uint64 at_last_end = 0;
 	uint64		now;
 
-	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT)
+	/*
+	 * COMMIT PREPARED, in whatever session, runs no callback here: the
+	 * worker would not learn of the change.
+	 */
+	if (event == XACT_EVENT_PRE_PREPARE && watches_changed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that changed the watches (%s)", MC_WAL_TABLE)));
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	if (event == XACT_EVENT_COMMIT && watches_changed && wal != NULL)
+	{
+		SpinLockAcquire(&wal->mutex);
+		wal->watches_gen++;
+		SpinLockRelease(&wal->mutex);
+		wake_worker();
+	}
+	watches_changed = false;
+	if (event == XACT_EVENT_PREPARE)
 		return;
 	now = pgWalUsage.wal_bytes;
 	if (event == XACT_EVENT_COMMIT && now >= at_last_end + WAKE_WAL_BYTES &&
 		MyBackendType == B_BACKEND)
-		McWalWorkerWake();
+		wake_worker();
 	at_last_end = now;
 }
 
@@ -188,7 +226,7 @@ McWalWorkerInit(void)
 	shmem_request_hook = wal_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wal_shmem_startup;
-	RegisterXactCallback(wake_on_large_commit, NULL);
+	RegisterXactCallback(wal_xact_callback, NULL);
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -207,9 +245,9 @@ McWalWorkerPreloaded(void)
 	return preloaded && wal != NULL;
 }
 
-/* Wake the worker (a watch was added or removed). */
-void
-McWalWorkerWake(void)
+/* Wake the worker: the watches changed, a large commit, pause or resume. */
+static void
+wake_worker(void)
 {
 	Latch	   *latch = NULL;
 
@@ -578,6 +616,34 @@ count_watches(Oid tab)
 }
 
 /*
+ * Whether there are watches, as of the last commit that changed them: read
+ * again only when mc_watches is another table (the extension was created
+ * again) or the generation moved.  The generation is read before the
+ * count, so a change committed meanwhile is counted now or at the next
+ * poll.  Reset after an error.
+ */
+static Oid	known_tab = InvalidOid;
+static uint64 known_gen = 0;
+static int64 known_watches = -1;
+
+static int64
+watches_known(Oid tab)
+{
+	uint64		gen;
+
+	SpinLockAcquire(&wal->mutex);
+	gen = wal->watches_gen;
+	SpinLockRelease(&wal->mutex);
+	if (known_watches < 0 || tab != known_tab || gen != known_gen)
+	{
+		known_watches = count_watches(tab);
+		known_tab = tab;
+		known_gen = gen;
+	}
+	return known_watches;
+}
+
+/*
  * A decoding context opened afresh (after an idle spell, a failed batch,
  * an error or a restart) decodes from the slot's restart position, which
  * moves only to a running-transactions record decoded before a confirm;
@@ -791,7 +857,7 @@ cycle(void)
 	if (s == NULL)
 	{
 		dec_close(true);
-		if (count_watches(tab) == 0)
+		if (watches_known(tab) == 0)
 			return CYCLE_IDLE;
 		/* watches restored by pg_dump, or a slot dropped by hand */
 		slot_sql("SELECT pg_catalog.pg_create_logical_replication_slot($1, 'mcfdw'::pg_catalog.name)", slot, InvalidXLogRecPtr);
@@ -801,7 +867,7 @@ cycle(void)
 				 errdetail("Changes committed before now to watched tables were not decoded: their keys may be stale.")));
 		return CYCLE_MORE;
 	}
-	if (count_watches(tab) == 0)
+	if (watches_known(tab) == 0)
 	{
 		/*
 		 * The last watch is gone: deliver what was committed before, then
@@ -966,6 +1032,7 @@ run_cycle(MemoryContext cxt)
 				 errmsg("mcfdw: delivery of invalidations failed, retrying: %s", e->message)));
 		dec_close(false);
 		dec_batch = NULL;
+		known_watches = -1;
 		McReplicationSlotCleanup();
 		AbortCurrentTransaction();
 		InvalidateSystemCaches();
@@ -1053,6 +1120,8 @@ McWalWorkerMain(Datum arg)
 		}
 		r = run_cycle(cxt);
 		MemoryContextReset(cxt);
+		/* its scans and WAL in the statistics views (at most every second) */
+		pgstat_report_stat(false);
 		if (r == CYCLE_FAILED)
 		{
 			/* no spin: each failure waits longer, up to BACKOFF_MAX_MS */
@@ -1127,7 +1196,7 @@ set_paused(bool paused)
 	SpinLockAcquire(&wal->mutex);
 	wal->paused = paused;
 	SpinLockRelease(&wal->mutex);
-	McWalWorkerWake();
+	wake_worker();
 }
 
 /* mc_wal_pause(): hold the delivery (the slot keeps every change). */

@@ -301,6 +301,33 @@ except TimeoutError:
 t.is_(holder(), None, "... then the worker lets the slot go again")
 big.close()
 
+# ---- the worker reads mc_watches again only after a change ----------------------------------
+# (its statistics are flushed at most every second; while idle it polls
+# every 50 ms, so 2.5 s are some 50 polls)
+def scans():
+    return q(db, "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables "
+                 "WHERE relid = 'mc_watches'::regclass")[0][0]
+
+
+def commits():
+    return q(db, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")[0][0]
+
+
+q(db, "CREATE TABLE idle_w (id int PRIMARY KEY)")
+q(db, "SELECT mc_watch('idle_w', ARRAY['iw:{id}'], 'ws')")
+time.sleep(1.5)
+# this session's own reads of mc_watches (mc_watch, the view) counted before
+q(db, "SELECT pg_stat_force_next_flush()")
+s1, c1 = scans(), commits()
+time.sleep(2.5)
+q(db, "SELECT pg_stat_force_next_flush()")
+s2, c2 = scans(), commits()
+t.ok(c2 - c1 >= 10, "the worker's statistics are flushed while it polls (%d commits in 2.5 s)"
+     % (c2 - c1))
+t.is_(s2 - s1, 0, "... and while idle it does not read mc_watches at each poll")
+q(db, "SELECT mc_unwatch('idle_w')")
+q(db, "DROP TABLE idle_w")
+
 # ---- the worker runs no one else's code -------------------------------------------------------
 # it runs as the bootstrap superuser; a role that may create objects in
 # public puts there a function and operators its queries (and mc_watch's)
