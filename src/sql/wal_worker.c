@@ -507,6 +507,8 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 	int			nops = 0;
 	int			j = 0;
 	int			failed;
+	TimestampTz start;
+	long		left;
 
 	for (int i = 0; i < g->nkeys; i++)
 	{
@@ -553,8 +555,15 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 			ops[++j] = ops[i];
 	nops = j + 1;
 	McCsSetOp(MC_CS_WAL);
+	start = GetCurrentTimestamp();
 	failed = McBatchWrite(srv, ops, nops, mc_wal_timeout, true, errbuf, errlen);
-	if (failed > 0 && srv->cfg.failover)
+	/*
+	 * The copies for readers who fail over share the delivery's one
+	 * mcfdw.wal_timeout: a hung instance has used it up already, and they
+	 * are sent again with the batch's next attempt.
+	 */
+	left = mc_wal_timeout - TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+	if (failed > 0 && srv->cfg.failover && left > 0)
 	{
 		/* the failed keys again, routed as readers route them now */
 		int			nf = 0;
@@ -566,7 +575,7 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 				ops[nf].home = false;
 				nf++;
 			}
-		(void) McBatchWrite(srv, ops, nf, mc_wal_timeout, true, NULL, 0);
+		(void) McBatchWrite(srv, ops, nf, (int) left, true, NULL, 0);
 	}
 	return failed;
 }

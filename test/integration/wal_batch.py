@@ -328,6 +328,56 @@ t.is_(s2 - s1, 0, "... and while idle it does not read mc_watches at each poll")
 q(db, "SELECT mc_unwatch('idle_w')")
 q(db, "DROP TABLE idle_w")
 
+# ---- failover and a hung instance: one delivery waits one mcfdw.wal_timeout -----------------
+# the call's deadline does not mark the hung instance dead, so the copies
+# for readers who fail over route to it again: they get what is left of
+# the same mcfdw.wal_timeout, not another one
+e = mcrig.start_memcached()
+f = mcrig.start_memcached()
+pf = FaultProxy(f.port).start()
+q(db, "ALTER SYSTEM SET mcfdw.wal_timeout = '2s'")
+q(db, "SELECT pg_reload_conf()")
+mcrig.wait_for(lambda: q(db, "SELECT setting FROM pg_settings WHERE name = 'mcfdw.wal_timeout'")[0][0]
+               == "2000", 5, what="wal_timeout reloaded")
+q(db, "CREATE SERVER wh FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, failover 'true', "
+      "connect_timeout '1000', io_timeout '60000', retry_delay '1')",
+  ("%s,%s" % (e.addr, pf.addr),))
+q(db, "CREATE USER MAPPING FOR PUBLIC SERVER wh")
+q(db, "CREATE TABLE hung (id int PRIMARY KEY, v text)")
+q(db, "INSERT INTO hung SELECT i, 'a' FROM generate_series(1, 50) i")
+q(db, "SELECT mc_watch('hung', ARRAY['hung:{id}'], 'wh')")
+time.sleep(0.5)
+keys = ["hung:%d" % i for i in range(1, 51)]
+q(db, "SELECT mc_set_multi(%s, %s, NULL, NULL, 'wh')", (keys, ["v"] * 50))
+onf = [r[0] for r in q(db, "SELECT key FROM mc_route(%s, 'wh') WHERE port = %s", (keys, pf.port))]
+pf.mode = "hang"
+q(db, "UPDATE hung SET v = 'b'")
+committed = q(db, "SELECT clock_timestamp()")[0][0]
+
+
+def first_error():
+    return q(db, "SELECT last_error_time FROM mc_wal_watches WHERE \"table\" = 'hung'::regclass")[0][0]
+
+
+try:
+    mcrig.wait_for(lambda: first_error() is not None, 15, interval=0.05, what="a failed round")
+except TimeoutError:
+    pass
+err = first_error()
+took = (err - committed).total_seconds() if err is not None else None
+t.ok(len(onf) > 0 and took is not None and took < 3.0,
+     "with failover, a delivery to a hung instance fails within one mcfdw.wal_timeout (2 s), "
+     "the copies for failing-over readers included (%s s, %d keys on it)" % (took, len(onf)))
+pf.mode = "pass"
+try:
+    mcrig.wait_for(lambda: not present(f.port, onf), 30, interval=0.2, what="gone from f")
+except TimeoutError:
+    pass
+t.is_(len(present(f.port, onf)), 0, "once it answers again, its keys are deleted there")
+q(db, "SELECT mc_unwatch('hung')")
+q(db, "ALTER SYSTEM RESET mcfdw.wal_timeout")
+q(db, "SELECT pg_reload_conf()")
+
 # ---- the worker runs no one else's code -------------------------------------------------------
 # it runs as the bootstrap superuser; a role that may create objects in
 # public puts there a function and operators its queries (and mc_watch's)
