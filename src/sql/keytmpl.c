@@ -15,9 +15,12 @@
 #include "access/tupdesc.h"
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
 #include "keytmpl.h"
+#include "pg_compat.h"
 
 /* "id, email, name": the hint of an unknown column. */
 char *
@@ -152,6 +155,43 @@ McKeyTmplOutputs(const McKeyTmpl *t, TupleDesc desc, FmgrInfo *out, MemoryContex
 	}
 }
 
+/*
+ * Append a column's text output.  The common key types are written here
+ * with the same functions their output functions call, rather than
+ * through a call that allocates the text (a key per row changed, for the
+ * write-ahead log's decoder): the bytes are the same.
+ */
+static inline void
+append_value(StringInfo buf, FmgrInfo *out, Datum d)
+{
+	char		num[MAXINT8LEN + 1];
+
+	switch (out->fn_oid)
+	{
+		case F_INT4OUT:
+			appendBinaryStringInfo(buf, num, pg_ltoa(DatumGetInt32(d), num));
+			return;
+		case F_INT8OUT:
+			appendBinaryStringInfo(buf, num, pg_lltoa(DatumGetInt64(d), num));
+			return;
+		case F_INT2OUT:
+			appendBinaryStringInfo(buf, num, pg_itoa(DatumGetInt16(d), num));
+			return;
+		case F_TEXTOUT:
+		case F_VARCHAROUT:
+			/* in line and not compressed: its bytes, whatever the header */
+			if (!VARATT_IS_EXTERNAL(DatumGetPointer(d)) &&
+				!VARATT_IS_COMPRESSED(DatumGetPointer(d)))
+			{
+				appendBinaryStringInfo(buf, VARDATA_ANY(DatumGetPointer(d)),
+									   VARSIZE_ANY_EXHDR(DatumGetPointer(d)));
+				return;
+			}
+			break;
+	}
+	appendStringInfoString(buf, OutputFunctionCall(out, d));
+}
+
 bool
 McKeyTmplBuild(const McKeyTmpl *t, TupleTableSlot *slot, FmgrInfo *out, StringInfo buf)
 {
@@ -170,7 +210,7 @@ McKeyTmplBuild(const McKeyTmpl *t, TupleTableSlot *slot, FmgrInfo *out, StringIn
 		d = slot_getattr(slot, part->attnum, &isnull);
 		if (isnull)
 			return false;
-		appendStringInfoString(buf, OutputFunctionCall(&out[part->attnum - 1], d));
+		append_value(buf, &out[part->attnum - 1], d);
 	}
 	return true;
 }

@@ -57,6 +57,8 @@ typedef struct BoundWatch
 	McKeyTmpl  *tmpl;
 	bool		identity_ok;	/* the old row carries every template column */
 	const char *problem;		/* why no keys can be built, or NULL */
+	char	   *khead;			/* its 'K' records' head (put_head), made once */
+	int			kheadlen;
 } BoundWatch;
 
 typedef struct RelWatches
@@ -73,6 +75,7 @@ typedef struct DecodeState
 	MemoryContext cxt;			/* the current transaction's cache */
 	MemoryContext rowcxt;
 	HTAB	   *rels;
+	RelWatches *last;			/* the entry of the relation changed last */
 	List	   *watches;		/* of WatchRow, read once per transaction */
 	bool		loaded;
 	bool		wrote;			/* this transaction gave records */
@@ -172,6 +175,7 @@ decode_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 
 	MemoryContextReset(st->cxt);
 	st->rels = NULL;
+	st->last = NULL;
 	st->watches = NIL;
 	st->loaded = false;
 	st->wrote = false;
@@ -245,7 +249,9 @@ load_watches(DecodeState *st)
 	MemoryContextSwitchTo(old);
 }
 
-/* Bind watch w to the changed relation rel. */
+static void put_head(StringInfo out, char tag, char action, BoundWatch *b);
+
+/* Bind watch w to the changed relation rel (in the transaction's cache). */
 static void
 bind_watch(BoundWatch *b, WatchRow *w, Relation rel, FmgrInfo *out)
 {
@@ -253,11 +259,16 @@ bind_watch(BoundWatch *b, WatchRow *w, Relation rel, FmgrInfo *out)
 	Bitmapset  *ident = NULL;
 	bool		full = rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL;
 	ListCell   *lc;
+	StringInfoData head;
 
 	b->relid = w->relid;
 	strlcpy(b->server, w->server, NAMEDATALEN);
 	b->action = w->action;
 	b->on_truncate = w->on_truncate;
+	initStringInfo(&head);
+	put_head(&head, 'K', b->action, b);
+	b->khead = head.data;
+	b->kheadlen = head.len;
 	b->tmpl = palloc0(sizeof(McKeyTmpl) * Max(list_length(w->templates), 1));
 	b->identity_ok = true;
 	if (!full)
@@ -298,6 +309,9 @@ rel_watches(DecodeState *st, Relation rel)
 	ListCell   *lc;
 	MemoryContext old;
 
+	/* a transaction's changes come in runs of one relation */
+	if (st->last != NULL && st->last->relid == relid)
+		return st->last;
 	if (!st->loaded)
 		load_watches(st);
 	if (st->watches == NIL)
@@ -314,6 +328,7 @@ rel_watches(DecodeState *st, Relation rel)
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	rw = hash_search(st->rels, &relid, HASH_ENTER, &found);
+	st->last = rw;
 	if (found)
 	{
 		MemoryContextSwitchTo(old);
@@ -361,7 +376,7 @@ write_key(LogicalDecodingContext *ctx, BoundWatch *b, StringInfo key)
 	DecodeState *st = ctx->output_plugin_private;
 
 	OutputPluginPrepareWrite(ctx, true);
-	put_head(ctx->out, 'K', b->action, b);
+	appendBinaryStringInfo(ctx->out, b->khead, b->kheadlen);
 	appendBinaryStringInfo(ctx->out, key->data, key->len);
 	OutputPluginWrite(ctx, true);
 	st->wrote = true;

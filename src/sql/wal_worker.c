@@ -473,15 +473,17 @@ parse_record(Batch *b, const char *p, size_t len)
 	}
 }
 
+/* Order two keys of group arg by their indexes (length, then bytes). */
 static int
-cmp_ops(const void *a, const void *b)
+cmp_keys(const void *a, const void *b, void *arg)
 {
-	const McOp *x = a;
-	const McOp *y = b;
+	const KeyGroup *g = arg;
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
 
-	if (x->keylen != y->keylen)
-		return x->keylen < y->keylen ? -1 : 1;
-	return memcmp(x->key, y->key, x->keylen);
+	if (g->lens[x] != g->lens[y])
+		return g->lens[x] < g->lens[y] ? -1 : 1;
+	return memcmp(g->keys[x], g->keys[y], g->lens[x]);
 }
 
 /*
@@ -504,14 +506,23 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 {
 	McServer   *srv = McServerLookup(g->server);
 	McOp	   *ops = palloc_extended(sizeof(McOp) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
+	int		   *order = palloc_extended(sizeof(int) * Max(g->nkeys, 1), MCXT_ALLOC_HUGE);
 	int			nops = 0;
-	int			j = 0;
 	int			failed;
 	TimestampTz start;
 	long		left;
 
+	/*
+	 * A key changed twice in a batch is sent once: the keys are sorted by
+	 * their indexes (the ops, larger, are not moved), and a key equal to
+	 * the one before it is skipped.
+	 */
 	for (int i = 0; i < g->nkeys; i++)
+		order[i] = i;
+	qsort_arg(order, g->nkeys, sizeof(int), cmp_keys, g);
+	for (int n = 0; n < g->nkeys; n++)
 	{
+		int			i = order[n];
 		char		buf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
 		const char *raw = NULL;
 		size_t		rawlen = 0;
@@ -519,6 +530,8 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 		volatile bool ok = true;
 		MemoryContext cxt = CurrentMemoryContext;
 
+		if (n > 0 && cmp_keys(&order[n - 1], &order[n], g) == 0)
+			continue;
 		PG_TRY();
 		{
 			(void) McKeyRoute(srv, g->keys[i], g->lens[i], buf, &raw, &rawlen, &b64);
@@ -548,12 +561,6 @@ send_keys(Batch *b, KeyGroup *g, bool stale, char *errbuf, size_t errlen)
 	}
 	if (nops == 0)
 		return 0;
-	/* a key changed twice in a batch is sent once */
-	qsort(ops, nops, sizeof(McOp), cmp_ops);
-	for (int i = 1; i < nops; i++)
-		if (cmp_ops(&ops[j], &ops[i]) != 0)
-			ops[++j] = ops[i];
-	nops = j + 1;
 	McCsSetOp(MC_CS_WAL);
 	start = GetCurrentTimestamp();
 	failed = McBatchWrite(srv, ops, nops, mc_wal_timeout, true, errbuf, errlen);
