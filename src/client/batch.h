@@ -8,11 +8,11 @@
  * already converted (ttl as memcached reads it), so nothing here touches
  * the catalog or SQL types.
  *
- * batch.c puts them on the wire (through the request engine, engine.h)
+ * batch.c hands them to the runner (run.h), which puts them on the wire
  * as one quiet pipeline per instance
  * ("md <key> O<pos> q", "ms <key> <len> ... O<pos> q", "mg <key> T<ttl>
- * O<pos> q" for a touch, "md <key> I O<pos> q" to mark stale, then "mn"), written to all instances before any
- * reply is read.  Callers: xact.c (writes at commit), batch_sql.c
+ * O<pos> q" for a touch, "md <key> I O<pos> q" to mark stale, then "mn"),
+ * written to all instances before any reply is read.  Callers: xact.c (writes at commit), batch_sql.c
  * (mc_set_multi, mc_delete_multi, mc_touch_multi), wal_worker.c (the WAL
  * worker's deletes and marks) and fdw_modify.c (a foreign table's INSERT,
  * COPY and DELETE).

@@ -3,7 +3,7 @@
  * above it (sql/, fdw/): the headers every one of their files needs (the
  * server entry, its options, health, ttl and value rules).  It declares
  * nothing itself.  A file above that runs requests also includes the
- * engine's header it uses by name (engine.h, keys.h, multi_get.h, batch.h,
+ * engine's header it uses by name (engine.h, keys.h, run.h, batch.h,
  * counters.h, rowlayout.h), so its includes say which engine it drives;
  * pipeline.h is the engine's own (engine_layer.py checks no file above
  * calls it).  Files inside client/ include the module headers they need.

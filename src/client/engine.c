@@ -12,28 +12,28 @@
  * answered as misses, the instance counted degraded), and reporting every
  * outcome to health.c.  Building any operation's meta command (mg, ms,
  * md, ma) from its kind, key and fields (McEngineOpEncode: a run of one's
- * and batch.c's alike).  The run of one (McEngineSendOp): the opaque token
- * sequence (a plain get takes the short encoder the multi-get uses), one
- * request and one reply on the instance's own
+ * and the runner's, run.c, alike).  The run of one (McEngineSendOp): the
+ * opaque token sequence (a plain get takes the short encoder the
+ * multi-get uses), one request and one reply on the instance's own
  * connection (conn.c's McConnRoundtrip: its retry of a pooled socket
  * closed while idle, never for a request that must not run twice);
  * flush_all, one text command to every instance in turn; a stats command
  * on one instance (McEngineStatLines: the views' and the planner's), and
- * which of its failures count against the instance's health.  Runs of many:
- * each instance's part of a run (McEngInst) and its state machine —
+ * which of its failures count against the instance's health.  Runs of
+ * many: each instance's part of a run (McEngInst) and its state machine —
  * started on a probed pooled socket or a connect finished on the shared
  * wait (pipeline.c), requests queued by the client as the socket takes
- * them, replies read without waiting and handed to the client, restarted
- * once on a fresh socket when the pooled one turns out closed while idle
- * before any reply came, marked at most once when the client's requests
- * must not run twice, failed on io_timeout, the call's deadline (a
- * connect it starts bounded by what is left of it) or a bad reply, given
- * up on a terminate or cancel held after commit, ended (its health reset)
- * when its last reply came; the key dumps of a full scan (McEngineDump),
- * read a line at a time; McEngineCatch, the error trap of the callers that
- * run after commit; McKeyArena, where the clients keep the keys of
- * a run.  Clients (multi_get.c, batch.c) own their requests, the meaning
- * of replies and what a failure does to their requests; single-key
+ * them, replies read without waiting and handed to the client (or, for a
+ * run whose replies are lines, a full scan's key dumps, read a line at a
+ * time), restarted once on a fresh socket when the pooled one turns out
+ * closed while idle before any reply came, marked at most once when the
+ * client's requests must not run twice, failed on io_timeout, the call's
+ * deadline (a connect it starts bounded by what is left of it) or a bad
+ * reply, given up on a terminate or cancel held after commit, ended (its
+ * health reset) when its last reply came; McEngineCatch, the error trap of
+ * the callers that run after commit; McKeyArena, where a run keeps its
+ * keys.  Its one client, the runner (run.c), owns its requests, the
+ * meaning of their replies and what a failure does to them; single-key
  * callers (reads.c, writes.c, fdw_modify.c) what a reply means.  Must not:
  * apply key rules (keys.c did, once, before), parse replies, change an
  * instance's health record (health.c does, told of every outcome), or
@@ -56,6 +56,7 @@ static const char *const op_command[] = {
 	[MC_OP_STORE] = "ms",
 	[MC_OP_DELETE] = "md",
 	[MC_OP_ARITH] = "ma",
+	[MC_OP_DUMP] = NULL,		/* a text command, queued as it is (run.c) */
 };
 
 /* The opaque token sequence (McOpNextOpaque): never 0 once used. */
@@ -97,6 +98,7 @@ McEngineOpEncode(const McOp *op, const char *opaque, size_t opaque_len,
 			wkey = wire;
 		}
 	}
+	Assert(op->kind != MC_OP_DUMP);
 	if (op->opts != NULL)
 		o = *op->opts;
 	o.want = op->want;
@@ -774,77 +776,4 @@ McEngineKeyArenaKeep(McKeyArena *a, const char *raw, size_t len)
 	a->next += len;
 	a->left -= len;
 	return p;
-}
-
-/* The dumps of a full scan (McEngineDump). */
-typedef struct EngDump
-{
-	McEngine	e;
-	const char *(*cmd) (void *arg, int s);
-	McDumpLineFn line;
-	void	   *arg;
-	bool		queued[MC_MAX_ENDPOINTS];
-} EngDump;
-
-static void
-dump_start(void *arg, int s)
-{
-	((EngDump *) arg)->queued[s] = false;
-}
-
-/* The dump's one command, queued once the connection is ready. */
-static void
-dump_fill(void *arg, int s, McConn *conn)
-{
-	EngDump    *d = arg;
-
-	if (d->queued[s])
-		return;
-	McConnLinesQueue(conn, d->cmd(d->arg, s));
-	d->queued[s] = true;
-}
-
-static const char *
-dump_cmd(void *arg, int s)
-{
-	EngDump    *d = arg;
-
-	return d->cmd(d->arg, s);
-}
-
-static McLineVerdict
-dump_line(void *arg, int s, const char *line, size_t len)
-{
-	EngDump    *d = arg;
-
-	return d->line(d->arg, s, line, len);
-}
-
-void
-McEngineDump(McServer *srv, const bool *todo,
-			 const char *(*cmd) (void *arg, int s),
-			 McDumpLineFn line, size_t line_max, void *arg)
-{
-	EngDump    *d = palloc0(sizeof(EngDump));
-
-	McEngineInit(&d->e, srv, d);
-	d->cmd = cmd;
-	d->line = line;
-	d->arg = arg;
-	/*
-	 * An instance's dump fails softly only under on_failure 'miss': an
-	 * unreachable instance lists nothing (degraded); otherwise its failure
-	 * is raised.
-	 */
-	d->e.soft = d->e.degrade = srv->cfg.on_failure_miss;
-	d->e.start = dump_start;
-	d->e.fill = dump_fill;
-	d->e.line_cmd = dump_cmd;
-	d->e.line = dump_line;
-	d->e.line_max = line_max;
-	for (int s = 0; s < srv->cfg.nendpoints; s++)
-		d->e.inst[s].work = todo[s] ? 1 : 0;
-	McEngineRun(&d->e);
-	pfree(d->e.inst);
-	pfree(d);
 }

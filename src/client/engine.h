@@ -1,29 +1,34 @@
 /*
- * engine.h — the request engine (engine.c): the one runner of requests.
+ * engine.h — the request engine (engine.c): operations, the run of one,
+ * and the pipelined runs the runner (run.h) drives.
  *
  * An operation (McOp) is one request on one key, the one type describing
- * a request whether it runs alone or in a batch: what to do (its kind),
- * to which key (checked and routed by keys.c), which fields the reply is
- * to carry (want), what else is sent with it (a value, ttl, flags, mode;
- * rarer options in McReqOpts), whether it must not run twice and whether
- * it is bound to its key's own instance.  A single-key call is
- * a run of one (McEngineRunOp, its scratch in an McOpRun): routed to its key's instance, failed over,
+ * a request whether it runs alone or in a run of many: what to do (its
+ * kind), to which key (checked and routed by keys.c), which fields the
+ * reply is to carry (want), what else is sent with it (a value, ttl,
+ * flags, mode; rarer options in McReqOpts), whether it must not run twice
+ * and whether it is bound to its key's own instance; a key dump is one on
+ * an instance instead.  A single-key call is a run of one (McEngineRunOp,
+ * its scratch in an McOpRun): routed to its key's instance, failed over,
  * degraded under on_failure 'miss' and kept at most once by the engine's
  * rules (engine.c), sent as one meta command with a fresh opaque token,
- * its one reply read into the operation's result; the caller reads what it
- * needs, then ends it with McOpEnd (or McEngineOpReplyError when the reply does
- * not fit).
+ * its one reply read into the operation's result; the caller reads what
+ * it needs, then ends it with McOpEnd (or McEngineOpReplyError when the
+ * reply does not fit).  The run of one stays inline here rather than a run of the
+ * runner (run.h) of length one: every single-key call takes it, and the
+ * runner's routing rounds, per-instance state and pipeline cost more
+ * instructions than a whole mc_get; it shares the engine's rules (routing
+ * by health, failover, at most once: eng_in_doubt) with the runner's runs.
  *
  * Text commands go through here too: flush_all on every instance, and a
  * stats command on one (the views', the planner's item count).
  *
  * Runs of many requests of one server go out many at a time, one pipeline
- * per instance.  A client of the engine (multi_get.c's reads, batch.c's
- * writes, and the key dumps run here for fdw_fullscan.c) says which
- * instances have work, queues its requests on an instance's connection
- * when asked (fill), and reads its replies (read): it owns its requests,
- * the meaning of their replies and what an instance's failure does to
- * them (dropped).  The engine owns everything else: each instance's start
+ * per instance.  The engine's one client, the runner (run.c: reads,
+ * writes and key dumps), says which instances have work, queues its
+ * requests on an instance's connection when asked (fill), and reads its
+ * replies (read): it owns its requests, the meaning of their replies and
+ * what an instance's failure does to them (dropped).  The engine owns everything else: each instance's start
  * (its pooled socket probed, or a connect finished on the shared wait),
  * sending and reading without waiting, the one restart of an instance
  * whose pooled socket the server closed while idle (never once a reply
@@ -49,10 +54,13 @@ typedef enum McOpKind
 	MC_OP_GET,					/* mg: read, touch (T), lease (N, R), metadata */
 	MC_OP_STORE,				/* ms: set, or the mode's add, replace, append, prepend */
 	MC_OP_DELETE,				/* md: delete, or mark stale (invalidate) */
-	MC_OP_ARITH					/* ma: mode I or D */
+	MC_OP_ARITH,				/* ma: mode I or D */
+	MC_OP_DUMP					/* a text command to one instance (key: the
+								 * command, instance: which), its reply
+								 * lines (a full scan's key dump, run.h) */
 } McOpKind;
 
-/* What became of an operation of a run of many (McBatchWrite, batch.h). */
+/* What became of an operation of a run of many (McRunExec, run.h). */
 typedef enum McOpResult
 {
 	MC_OP_FAILED = 0,			/* not delivered (or no reply): counted */
@@ -63,7 +71,7 @@ typedef enum McOpResult
 
 /*
  * One operation on one key: the one description of a request, whether it
- * runs alone (McEngineRunOp) or in a run of many (McBatchWrite).  What a
+ * runs alone (McEngineRunOp) or in a run of many (McRunExec, run.h).  What a
  * batch carries per key is here (a run holds tens of thousands): the key,
  * the value, ttl, flags, mode; the rarer options of a single-key call go
  * in opts.  McOpInit sets nothing wanted, sent, once or home.
@@ -93,6 +101,7 @@ typedef struct McOp
 								 * instance whatever the health map, never
 								 * failed over; fails when that instance
 								 * does (the WAL worker's proof of delivery) */
+	int16		instance;		/* DUMP: the instance it goes to */
 	McOpResult	result;			/* a run of many's outcome */
 	const McReqOpts *opts;		/* the rest (cas, delta, initial, lease
 								 * ttls, no_bump; its want, opaque and the
@@ -254,6 +263,11 @@ typedef struct McEngInst
 	TimestampTz last_progress;
 } McEngInst;
 
+/*
+ * A pipelined run of one server, as the runner (run.c, its one client:
+ * engine_layer.py checks) sets it up: its rules, and the callbacks that
+ * fill and read an instance's pipeline.
+ */
 typedef struct McEngine
 {
 	McServer   *srv;
@@ -298,17 +312,6 @@ typedef struct McEngine
 extern void McEngineInit(McEngine *e, McServer *srv, void *arg);
 extern void McEngineRun(McEngine *e);
 extern const char *McEngineHeldInterrupt(void);
-
-/*
- * The key dumps of a full scan: for each instance with todo[s] set, cmd is
- * sent and its reply read a line at a time to line, every instance's dump
- * running on one wait.  An instance that fails is, under on_failure 'miss',
- * passed over (its call counted degraded); otherwise its failure is raised.
- */
-typedef McLineVerdict (*McDumpLineFn) (void *arg, int s, const char *line, size_t len);
-extern void McEngineDump(McServer *srv, const bool *todo,
-						 const char *(*cmd) (void *arg, int s),
-						 McDumpLineFn line, size_t line_max, void *arg);
 
 /*
  * Keys a run keeps when they lie in a buffer that is reused (a prefixed or

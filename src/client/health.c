@@ -12,8 +12,8 @@
  * instance for a key, with failover.  Must not: send requests or touch
  * sockets (the engine and the conn_*.c files do), decide where a request
  * goes after a failure or whether it may be sent again (engine.c's rules),
- * build requests or know what commands mean (engine.c, multi_get.c,
- * batch.c do).
+ * build requests or know what commands mean (engine.c, run.c
+ * do).
  */
 #include "postgres.h"
 

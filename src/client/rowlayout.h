@@ -1,6 +1,6 @@
 /*
  * rowlayout.h — the multi-get's hand-laid rows (rowlayout.c), for
- * multi_get.c and for the foreign-table scan's rows of the same shape
+ * mc_get_multi (multi_get.c) and for the foreign-table scan's rows of the same shape
  * (fdw_scan.c).
  */
 #ifndef MCFDW_ROWLAYOUT_H

@@ -14,7 +14,7 @@
  * callbacks that close connections an error or a cancel left out of step.
  * Must not: touch sockets (the net/ files do; an entry's
  * McNet is theirs), judge health or route keys (health.c does), or know what
- * commands mean (writes.c, reads.c, multi_get.c do).
+ * commands mean (writes.c, reads.c, run.c do).
  *
  * Lifetime: everything here lives in "mcfdw pool", a child of
  * TopMemoryContext, for the life of the backend.  Server entries are marked

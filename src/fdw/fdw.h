@@ -13,7 +13,7 @@
 #define MCFDW_FDW_H
 
 #include "client.h"
-#include "multi_get.h"
+#include "run.h"
 
 #include "foreign/fdwapi.h"
 #include "utils/rel.h"
@@ -127,12 +127,12 @@ extern bool McAnalyzeForeignTable(Relation rel, AcquireSampleRowsFunc *func,
 typedef struct McFullScan McFullScan;
 extern McFullScan *McFullScanBegin(const McTable *t);
 extern bool McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
-						   McHitFn fn, void *arg);
+						   McRunHitFn fn, void *arg);
 extern void McFullScanRewind(McFullScan *fs);
 extern void McFullScanEnd(McFullScan *fs);
 extern void McFullScanExplain(McFullScan *fs, struct ExplainState *es);
 extern double McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
-							   McHitFn fn, void *arg, int *nsampled);
+							   McRunHitFn fn, void *arg, int *nsampled);
 extern double McFullScanItems(Oid serverid);
 
 /* fdw_modify.c: the modification callbacks */

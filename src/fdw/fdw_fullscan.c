@@ -5,18 +5,18 @@
  *
  * Owns: listing the keys of every live instance of the server with
  * "lru_crawler metadump hash" ("all" on a memcached without the hash walk),
- * every instance's dump at once (the request engine's McEngineDump), each
+ * every instance's dump at once (a run of dump ops, run.h), each
  * line parsed (metadump.c), keeping those under
  * the server's key prefix followed by the table's, in a tuplestore (which
  * spills to disk past work_mem, so memory stays bounded whatever the size
  * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
- * to the pipelined multi-get (McMultiGetRun), whose hits fdw_scan.c turns
+ * to the pipelined multi-get (McRunGets), whose hits fdw_scan.c turns
  * into rows.  The keys are all listed before the first is fetched: a dump
  * holds its instance's connection until its END.  ANALYZE's sample is a
  * bounded random choice among the listed keys, fetched the same way.  Also
  * owns the per-server item counts ("curr_items" of the stats command),
  * asked with a short bound and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
- * paths (fdw.c), or touch a connection (the engine runs the dumps).
+ * paths (fdw.c), or touch a connection (the runner runs the dumps).
  *
  * What a full scan cannot list: items whose key cannot be a key of the
  * table — a NUL byte or bytes invalid in the database encoding (the key
@@ -46,7 +46,7 @@
 #include "fdw.h"
 #include "metadump.h"
 #include "engine.h"
-#include "multi_get.h"
+#include "run.h"
 
 /* Keys per pipelined multi-get of a full scan. */
 #define MC_FULLSCAN_BATCH	1000
@@ -151,7 +151,7 @@ keep_key(McFullScan *fs, const char *key, size_t len)
 	fs->kept++;
 }
 
-/* One line of instance s's dump (McEngineDump's line). */
+/* One line of instance s's dump (the run's line). */
 static McLineVerdict
 dump_line(void *arg, int s, const char *line, size_t len)
 {
@@ -247,7 +247,7 @@ dump_refusals(McFullScan *fs)
 
 /*
  * List the keys of every instance, their dumps running together
- * (McEngineDump): a round sends every dump still to do and reads them to
+ * (a run of dump ops, run.h): a round sends every dump still to do and reads them to
  * their ends; an instance that refused is sent its dump again in the next
  * round.  An instance marked dead is passed over only with failover on,
  * where its keys are routed to the others as for any read; otherwise it
@@ -263,6 +263,9 @@ dump_all(McFullScan *fs, McServer *srv)
 	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
 	TupleDesc	desc = CreateTemplateTupleDesc(1);
 	bool		todo[MC_MAX_ENDPOINTS];
+	McOp		ops[MC_MAX_ENDPOINTS];
+	McRun		run = {.ops = ops,.line = dump_line,
+	.line_max = MC_METADUMP_LINE_MAX,.arg = fs};
 	bool		any;
 
 	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);
@@ -292,7 +295,20 @@ dump_all(McFullScan *fs, McServer *srv)
 			d->refusal = MC_MD_ITEM;
 			d->lines = 0;
 		}
-		McEngineDump(srv, todo, dump_cmd, dump_line, MC_METADUMP_LINE_MAX, fs);
+		run.nops = 0;
+		for (int i = 0; i < srv->cfg.nendpoints; i++)
+		{
+			McOp	   *op = &ops[run.nops];
+
+			if (!todo[i])
+				continue;
+			McOpInit(op, MC_OP_DUMP, NULL);
+			op->key = dump_cmd(fs, i);
+			op->keylen = strlen(op->key);
+			op->instance = (int16) i;
+			run.nops++;
+		}
+		McRunExec(srv, &run);
 		if (dump_refusals(fs))
 		{
 			/* a crawl a cancelled scan left running ends when memcached next writes */
@@ -318,7 +334,7 @@ dump_all(McFullScan *fs, McServer *srv)
  */
 bool
 McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
-			   McHitFn fn, void *arg)
+			   McRunHitFn fn, void *arg)
 {
 	MemoryContext old;
 	int			n = 0;
@@ -350,7 +366,7 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 		return false;
 	fs->fetched += n;
 	McCsSetOp(MC_CS_FULL_SCAN);
-	McMultiGetRun(srv, fs->batch, NULL, n, want, 0, fn, arg);
+	McRunGets(srv, fs->batch, NULL, n, want, 0, fn, arg);
 	return true;
 }
 
@@ -363,7 +379,7 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
  */
 double
 McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
-				 McHitFn fn, void *arg, int *nsampled)
+				 McRunHitFn fn, void *arg, int *nsampled)
 {
 	MemoryContext old;
 	Datum	   *sample;
@@ -401,7 +417,7 @@ McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
 	MemoryContextSwitchTo(old);
 	McCsSetOp(MC_CS_FULL_SCAN);
 	for (int i = 0; i < kept; i += MC_FULLSCAN_BATCH)
-		McMultiGetRun(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, 0, fn, arg);
+		McRunGets(srv, sample + i, NULL, Min(MC_FULLSCAN_BATCH, kept - i), want, 0, fn, arg);
 	fs->fetched += kept;
 	*nsampled = kept;
 	return (double) fs->kept;

@@ -6,11 +6,11 @@
  * of them while a batch's memory stays under work_mem, each row copied
  * into the batch's memory), evaluating the key expression per outer
  * row, one pipelined multi-get per batch for the batch's distinct keys
- * (multi_get.c's McMultiGetRun, asking only for the fields the query
+ * (run.c's McRunGets, asking only for the fields the query
  * reads), and emitting the joined rows in the outer rows' order: for each
  * outer row its item, if any, when the match clauses accept the pair; else
  * nothing (INNER, SEMI) or the row extended with NULLs (LEFT).  Must not:
- * plan, or touch connections other than through McMultiGetRun.
+ * plan, or touch connections other than through McRunGets.
  *
  * Memory: a batch's outer rows, keys and items live in batch_cxt, which is
  * reset only when the next batch is gathered, inside a later call of the
@@ -35,7 +35,7 @@
 #include "utils/ruleutils.h"
 
 #include "fdw.h"
-#include "multi_get.h"
+#include "run.h"
 
 typedef struct McJoinState
 {
@@ -346,7 +346,7 @@ fill_batch(McJoinState *s)
 
 		s->srv = McServerGet(s->t.serverid);
 		McCsSetOp(MC_CS_JOIN);
-		McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
+		McRunGets(s->srv, s->keys, NULL, s->nkeys,
 					  McTableColumnFields(s->srv, &s->vio, s->want), 0, join_hit, s);
 		MemoryContextSwitchTo(old);
 	}

@@ -35,7 +35,7 @@
  * their output function writes them (fdw_table.c).  ttl: the ttl column's
  * value (seconds, > 0), else the table's ttl option (0 = no expiry).
  * Must not: plan, or touch sockets other than through the request engine
- * (engine.h: UPDATE's one replace, a run of one) and batch.c.
+ * (engine.h: UPDATE's one replace, a run of one) and batch.h's McBatchWrite (a write run of run.c).
  */
 #include "postgres.h"
 

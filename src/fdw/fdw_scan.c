@@ -4,14 +4,14 @@
  * Owns: evaluating the key expressions the plan pushed down (when the scan
  * starts, and again on a rescan whose parameters changed: generic plans'
  * parameters and a join's outer values arrive this way), one pipelined
- * multi-get for all the keys (multi_get.c's McMultiGetRun, asking only for
+ * multi-get for all the keys (run.c's McRunGets, asking only for
  * the fields the query reads), and turning each hit into a row of the
  * table, kept in a tuplestore (which spills past work_mem) until the
  * executor takes it.  Misses give no row.  A scan without a key
  * condition takes its keys batch by batch from fdw_fullscan.c instead, and
  * keeps one batch's rows at a time.  Also owns ANALYZE's sample (rows of a
  * full scan's random keys, only where full scans are allowed).  Must not:
- * plan, or touch connections other than through McMultiGetRun.
+ * plan, or touch connections other than through McRunGets.
  *
  * The per-key path allocates nothing of its own: prefixed keys are packed
  * into blocks with the key as given stored just before each (so a hit
@@ -41,7 +41,7 @@
 
 #include "fdw.h"
 #include "keys.h"
-#include "multi_get.h"
+#include "run.h"
 #include "rowlayout.h"
 
 typedef struct McScan
@@ -310,7 +310,7 @@ fetch(ForeignScanState *node)
 	{
 		s->srv = McServerGet(s->t.serverid);
 		McCsSetOp(MC_CS_SCAN);
-		s->ndistinct = McMultiGetRun(s->srv, s->keys, NULL, s->nkeys,
+		s->ndistinct = McRunGets(s->srv, s->keys, NULL, s->nkeys,
 									 McTableColumnFields(s->srv, &s->vio, s->want), 0,
 									 scan_hit, s);
 	}

@@ -224,7 +224,7 @@ load_table(Relation rel, McTable *t)
 }
 
 /*
- * One hit of a multi-get (multi_get.h) as a row of the table: every
+ * One hit of a multi-get (run.h) as a row of the table: every
  * attribute's value and null flag (natts of each), the fields the reply
  * lacks and columns holding no field NULL.  given is the key column's
  * value (the key without the table's prefix, McTableKeyWithoutPrefix, which

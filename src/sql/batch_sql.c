@@ -7,7 +7,7 @@
  * ops' results into the count returned.  Keys are checked and routed here
  * (keys.c) before anything is sent, so a bad key fails the whole call with
  * nothing written.  Must not: touch sockets or route to instances
- * (batch.c does, behind batch.h).
+ * (the runner does, behind batch.h).
  *
  * Rules (README): a NULL key array gives NULL; arrays must be
  * one-dimensional (2202E); mc_set_multi's arrays must have equal lengths

@@ -40,7 +40,7 @@ typedef struct McPfGroup
 	uint64		writes;			/* McServerWritesStarted when the keys were read */
 	McPfEntry **slots;			/* hash table of the keys */
 	uint32		mask;
-	Datum	   *keys;			/* the distinct keys, for McMultiGetRun */
+	Datum	   *keys;			/* the distinct keys, for McRunGets */
 	int			nkeys;
 } McPfGroup;
 

@@ -9,7 +9,7 @@
  * batch's answers are not used.
  * Memory: the keys and values of one batch, in its context, within its
  * budget: a value past it is left to its call.  Must not: read memcached
- * (prefetch_exec.c does, through multi_get.h) or decode values (reads.c).
+ * (prefetch_exec.c does, through run.h) or decode values (reads.c).
  */
 #include "postgres.h"
 
@@ -30,7 +30,7 @@ struct McPfEntry
 	uint32		flags;
 	char	   *value;
 	size_t		vlen;
-	/* the key as a text datum (4-byte header), for McMultiGetRun */
+	/* the key as a text datum (4-byte header), for McRunGets */
 	char		key[FLEXIBLE_ARRAY_MEMBER];
 };
 
@@ -96,7 +96,7 @@ McPrefetchBatchAdd(McPfAnswers *a, McPfGroup *g, Datum d)
 	a->used += offsetof(McPfEntry, key) + VARHDRSZ + len;
 }
 
-/* McMultiGetRun's hit (arg: the McPfAnswers): the value as the reply has it. */
+/* McRunGets' hit (arg: the McPfAnswers): the value as the reply has it. */
 void
 McPrefetchBatchOnHit(void *arg, Datum key, char *base, const McReply *r)
 {

@@ -4,14 +4,14 @@
  * Owns: the prefetching node's batches (rows of the node below, read ahead,
  * batches growing from 16 rows to mcfdw.prefetch_batch_size, never past a
  * LIMIT right above), their keys computed as the calls will compute them
- * and read in one strict McMultiGetRun per server (in a subtransaction,
+ * and read in one strict McRunGets per server (in a subtransaction,
  * without failover or on_failure 'miss': see run_softly), the
  * row projected with its batch current (McPrefetchCurrent), rescans and
  * EXPLAIN.  A batch's answers (prefetch_batch.c) are used only when every
  * instance answered; otherwise the calls make their own round trips,
  * failing over, degrading or raising as they would.  Memory: the rows,
  * keys and values of one batch, within work_mem.  Must not: decode values
- * (reads.c, values.c), route keys (multi_get.c) or plan (prefetch.c).
+ * (reads.c, values.c), route keys (run.c) or plan (prefetch.c).
  */
 #include "postgres.h"
 
@@ -26,7 +26,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-#include "multi_get.h"
+#include "run.h"
 #include "prefetch.h"
 
 /* The first batch: a few rows, so a query that stops early reads little. */
@@ -169,8 +169,8 @@ group_server(McPfGroup *g)
 }
 
 /*
- * McMultiGetRun for a group ("v" as mc_get asks, and "f" when the flags say
- * how to decode), strict (MC_MG_STRICT: as a server without failover and
+ * McRunGets for a group ("v" as mc_get asks, and "f" when the flags say
+ * how to decode), strict (MC_RUN_STRICT: as a server without failover and
  * with on_failure 'error' would run it; the server's settings are not
  * touched), in a subtransaction.  A failing instance then raises, and
  * nothing else: no key is failed over, no call counted degraded or warned
@@ -192,7 +192,7 @@ run_softly(PfState *s, McPfGroup *g, unsigned want)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		McMultiGetRun(g->srv, g->keys, NULL, g->nkeys, want, MC_MG_STRICT,
+		McRunGets(g->srv, g->keys, NULL, g->nkeys, want, MC_RUN_STRICT,
 					  McPrefetchBatchOnHit, &s->answers);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);

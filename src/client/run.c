@@ -1,0 +1,1179 @@
+/*
+ * run.c — the runner: n operations of one server, routed, one pipeline
+ * per instance, every pipeline in flight at once (McRunExec).
+ *
+ * Owns: the one client of the engine's pipelined runs (engine.c's
+ * McEngineRun): which ops go to which instance, their requests queued on an
+ * instance's connection as it takes them (fill), its replies read and
+ * matched to their ops (read), and what an instance's failure does to its
+ * ops (dropped).  Reads: keys checked and routed once each (keys.c),
+ * de-duplicated, given their instance (health.c) and asked as
+ * "mg <key> v f O<pos> q" (or the fields wanted), hits handed to the
+ * caller parsed in place; a failing instance's keys are misses when the run
+ * may fail softly (as Dalli and libmemcached treat keys of a failing server
+ * in a multi-get).  Writes: ops routed (a home op to its own instance) and
+ * sent quiet, so only exceptions come back (NS, NF, errors for ms/md; HD
+ * for a touch, whose misses are the quiet ones) and what "mn" closes
+ * without a word took the default outcome; an instance that failed has its
+ * unanswered ops failed over in another round, unless they may have run
+ * (the engine's at-most-once rule) or are bound home; over TLS a batch
+ * with sets goes in segments (RUN_TLS_SEGMENT).  Dumps: one command per
+ * instance, its reply read a line at a time.  Every request is encoded by
+ * the engine's encoders (McEngineOpEncode, and the short get encoders of
+ * core/request.c for the plain gets of a multi-get), in slices, so memory
+ * stays bounded however many ops a run has; no allocation per op or reply.
+ *
+ * Why O and not k: memcached echoes k as the key was stored, and an item a
+ * binary-protocol client (Dalli) stored under a key with spaces comes back
+ * as "k<key with spaces>", which no parser can split.  The opaque token is
+ * ours, always parseable, and shorter on the wire than most keys.
+ *
+ * A run's memory is its own context, freed when it returns.  Must not:
+ * open, read or write sockets, wait, or restart or time out an
+ * instance (the engine does), touch the catalog or SQL types beyond a
+ * key's text datum, or keep state between runs.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "engine.h"
+#include "health.h"
+#include "keys.h"
+#include "run.h"
+#include "server.h"
+
+/* Keep at most this much encoded request text (values included) queued per instance. */
+#define RUN_WRITE_SLICE		(32 * 1024)
+
+/*
+ * memcached 1.6.18 over TLS stops reading once a set's value runs past the
+ * 16 kB its buffer reads at a time: whatever follows the value sits
+ * decrypted inside its OpenSSL buffer, where its event loop never looks,
+ * and the batch times out (plain TCP, deletes and touches are not
+ * affected).  Over TLS a batch with sets is therefore sent in segments of
+ * at most this many bytes, each closed by "mn" and answered before the
+ * next is sent, so no value crosses the server's buffer; a larger set goes
+ * alone, not quiet, with nothing after it until its reply is in.
+ */
+#define RUN_TLS_SEGMENT		(8 * 1024)
+
+/*
+ * One distinct key of a read, routed once (McKeyRoute): what its wire form
+ * is made from, and its instance.  Kept small (the work memory per key is
+ * budgeted): the key as given is read back from datum when a message
+ * needs it.
+ */
+typedef struct RunKey
+{
+	Datum		datum;			/* the caller's text datum, passed back */
+	const char *src;			/* McKeyWire's src: the key's bytes, or its digest */
+	uint32		len;			/* length of src */
+	uint16		instance;		/* instance index (< MC_MAX_ENDPOINTS) */
+	uint8		form;			/* McKeyForm */
+	bool		b64;			/* must go base64 */
+} RunKey;
+
+/*
+ * One instance's share of a round: its ops and the replies matched so far
+ * (its connection and progress are the engine's, engine.c).
+ */
+typedef struct RunInst
+{
+	int		   *items;			/* indexes into the keys or ops, request order */
+	int			nitems;
+	int			next_send;		/* items encoded so far */
+	int			next_match;		/* replies come in order: positions below are passed */
+	bool		mn_queued;		/* the last "mn" (a dump: its command) is queued */
+	bool		segmented;		/* TLS with sets: see RUN_TLS_SEGMENT */
+	int			seg_end;		/* items before this are in sent segments */
+	bool		seg_waiting;	/* the segment sent is not answered yet */
+	bool		seg_single;		/* ... and it is one large set, not quiet */
+} RunInst;
+
+typedef enum RunKind
+{
+	RUN_READS,
+	RUN_WRITES,
+	RUN_DUMPS
+} RunKind;
+
+typedef struct RunState
+{
+	McServer   *srv;
+	McRun	   *spec;
+	RunKind		kind;
+	bool		soft;			/* reads: the instance's failure is not raised;
+								 * writes: the caller's MC_RUN_SOFT */
+	bool		failover;		/* the run's, not read from srv (MC_RUN_STRICT) */
+	bool		miss;			/* on_failure 'miss' for the run, likewise */
+	RunInst    *inst;			/* one per configured instance */
+	/* reads */
+	RunKey	   *keys;
+	int			nkeys;
+	unsigned	want;			/* MC_F_* asked for; 0: v and f */
+	McKeyArena	digests;		/* digested keys' routed forms, so the fill
+								 * need not digest them again (rare:
+								 * long_keys 'dalli' and a key over 250 bytes) */
+	/* writes and dumps */
+	McOp	   *ops;
+	int			nops;
+	bool	   *excluded;		/* instances that failed in this call */
+	int		   *slots;
+	bool		reroute;		/* a failed instance left ops to fail over */
+	bool	   *degraded;		/* under miss: instances whose ops failed */
+	bool		segmented;		/* TLS and some sets: see RUN_TLS_SEGMENT */
+	McRunHitFn	hit;			/* the caller's, from spec */
+	void	   *arg;
+	McEngine	engine;			/* runs the instances' pipelines */
+} RunState;
+
+/* ---- routing ------------------------------------------------------------- */
+
+/* The key as given, for messages and de-duplication. */
+static inline const char *
+key_data(const RunKey *k)
+{
+	return k->form == MC_KEY_DIGESTED ? VARDATA_ANY(DatumGetPointer(k->datum)) : k->src;
+}
+
+static inline size_t
+key_len(const RunKey *k)
+{
+	return k->form == MC_KEY_DIGESTED ? VARSIZE_ANY_EXHDR(DatumGetPointer(k->datum)) : k->len;
+}
+
+/*
+ * Open-addressing set of key indexes, to ask each distinct key once.  Sized
+ * once for the run; no allocation per key.
+ */
+typedef struct KeySet
+{
+	int		   *slots;			/* -1 = empty */
+	uint32		mask;
+} KeySet;
+
+/*
+ * Insert key i (not yet routed: src is the key as given) unless an equal
+ * key is already there; true if inserted.  h is the key's ring hash
+ * (McServerKeyHash of its routed form), which equal keys share: the key is
+ * hashed once, for both.
+ */
+static bool
+keyset_add(KeySet *set, RunKey *keys, int i, uint32 h)
+{
+	const char *data = keys[i].src;
+	size_t		len = keys[i].len;
+
+	for (uint32 pos = h & set->mask;; pos = (pos + 1) & set->mask)
+	{
+		int			j = set->slots[pos];
+
+		if (j < 0)
+		{
+			set->slots[pos] = i;
+			return true;
+		}
+		if (key_len(&keys[j]) == len && memcmp(key_data(&keys[j]), data, len) == 0)
+			return false;
+	}
+}
+
+/* Lay the instances' item lists out in slots, by their counts (nitems). */
+static void
+layout_slots(RunState *r, int *slots)
+{
+	for (int s = 0, off = 0; s < r->srv->cfg.nendpoints; s++)
+	{
+		r->inst[s].items = slots + off;
+		off += r->inst[s].nitems;
+		r->inst[s].nitems = 0;
+	}
+}
+
+/*
+ * Group the n items by instance (inst_of[i], -1 for none), a counting sort
+ * that keeps their order, into slots.  Returns how many were grouped.
+ */
+static int
+group_items(RunState *r, const int *inst_of, int n, int *slots)
+{
+	int			grouped = 0;
+
+	memset(r->inst, 0, sizeof(RunInst) * r->srv->cfg.nendpoints);
+	for (int i = 0; i < n; i++)
+		if (inst_of[i] >= 0)
+			r->inst[inst_of[i]].nitems++;
+	layout_slots(r, slots);
+	for (int i = 0; i < n; i++)
+	{
+		RunInst    *ri;
+
+		if (inst_of[i] < 0)
+			continue;
+		ri = &r->inst[inst_of[i]];
+		ri->items[ri->nitems++] = i;
+		grouped++;
+	}
+	return grouped;
+}
+
+/*
+ * A read's keys: skip NULLs, check and route (once per key), de-duplicate,
+ * choose the instance, then group them by instance.
+ */
+static void
+route_reads(RunState *r, const Datum *elems, const bool *nulls, int n)
+{
+	McServer   *srv = r->srv;
+	KeySet		set;
+	uint32		cap = 16;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
+	bool		any_alive = false;
+	RunInst    *inst = r->inst;
+	RunKey	   *keys;
+	int			nkeys = 0;
+	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
+
+	/* on_failure 'miss' with every instance dead: route as if all were up */
+	for (int s = 0; alive && s < srv->cfg.nendpoints; s++)
+		any_alive |= alive[s];
+	if (alive && !any_alive && r->miss)
+		alive = NULL;
+	while (cap < (uint32) n * 2)
+		cap <<= 1;
+	set.slots = palloc(sizeof(int) * cap);
+	memset(set.slots, -1, sizeof(int) * cap);
+	set.mask = cap - 1;
+	keys = palloc(sizeof(RunKey) * Max(n, 1));
+	memset(inst, 0, sizeof(RunInst) * srv->cfg.nendpoints);
+
+	for (int i = 0; i < n; i++)
+	{
+		RunKey	   *k = &keys[nkeys];
+		const char *raw;
+		size_t		rawlen;
+		McKeyForm	form;
+		uint32		h;
+
+		if (nulls && nulls[i])
+			continue;
+		k->datum = elems[i];
+		k->src = VARDATA_ANY(DatumGetPointer(elems[i]));
+		k->len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
+		/* checked here, so a bad key fails the call before anything is sent */
+		form = McKeyRoute(srv, k->src, k->len, rawbuf, &raw, &rawlen, &k->b64);
+		h = McServerKeyHash(srv, raw, rawlen);
+		if (!keyset_add(&set, keys, nkeys, h))
+			continue;
+		k->form = (uint8) form;
+		if (unlikely(form == MC_KEY_DIGESTED))
+		{
+			k->src = McEngineKeyArenaKeep(&r->digests, raw, rawlen);
+			k->len = rawlen;
+		}
+		k->instance = (uint16) McInstancePickHashed(srv, h, raw, rawlen, alive, r->failover);
+		inst[k->instance].nitems++;
+		nkeys++;
+	}
+
+	/* group by instance: each instance's keys become a slice of one array */
+	layout_slots(r, palloc(sizeof(int) * Max(nkeys, 1)));
+	for (int i = 0; i < nkeys; i++)
+	{
+		RunInst    *ri = &inst[keys[i].instance];
+
+		ri->items[ri->nitems++] = i;
+	}
+	r->keys = keys;
+	r->nkeys = nkeys;
+}
+
+/*
+ * Route a write's unanswered ops to their instances (skipping those that
+ * failed in this call) and group them per instance.  False when none is
+ * pending.
+ */
+static bool
+route_writes(RunState *r)
+{
+	McServer   *srv = r->srv;
+	int			n = srv->cfg.nendpoints;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
+	int		   *inst_of = r->slots + r->nops;	/* second half of slots */
+
+	if (r->reroute)
+	{
+		if (alive == NULL)
+			for (int s = 0; s < n; s++)
+				alivebuf[s] = true;
+		for (int s = 0; s < n; s++)
+			if (r->excluded[s])
+				alivebuf[s] = false;
+		alive = alivebuf;
+	}
+	if (r->miss && alive != NULL)
+	{
+		bool		any = false;
+
+		for (int s = 0; s < n; s++)
+			any |= alive[s];
+		if (!any && r->reroute)
+		{
+			/* failed over to the last instance: what is left fails */
+			for (int i = 0; i < r->nops; i++)
+				if (r->ops[i].result == MC_OP_PENDING)
+					r->ops[i].result = MC_OP_FAILED;
+			for (int s = 0; s < n; s++)
+				r->degraded[s] |= r->excluded[s];
+			r->reroute = false;
+			return false;
+		}
+		if (!any)
+			alive = NULL;		/* all dead: each op meets its own dead instance */
+	}
+	r->reroute = false;
+	for (int i = 0; i < r->nops; i++)
+	{
+		McOp	   *op = &r->ops[i];
+
+		/* raises once no instance is left (failover) or all are dead */
+		inst_of[i] = op->result != MC_OP_PENDING ? -1 :
+			(n == 1 && alive == NULL) ? 0 :
+			McInstancePickWith(srv, op->key, op->keylen, op->home ? NULL : alive);
+	}
+	return group_items(r, inst_of, r->nops, r->slots) > 0;
+}
+
+/* A dump's ops go to the instances they name. */
+static void
+route_dumps(RunState *r)
+{
+	int		   *inst_of = palloc(sizeof(int) * r->nops);
+
+	for (int i = 0; i < r->nops; i++)
+	{
+		Assert(r->ops[i].kind == MC_OP_DUMP);
+		inst_of[i] = r->ops[i].instance;
+	}
+	group_items(r, inst_of, r->nops, palloc(sizeof(int) * r->nops));
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+/*
+ * The request of a read that asks for other fields than v and f (the
+ * foreign-table scan asks only for what its query reads): the engine's
+ * encoder, out of mc_get_multi's way.
+ */
+static pg_noinline size_t
+encode_wanted(RunState *r, const RunKey *k, uint32 pos, char *dst)
+{
+	McOp		op;
+	McKey		wk;
+	char		digits[10];
+	int			nd = sizeof(digits);
+
+	wk.raw = k->src;
+	wk.raw_len = k->len;
+	wk.wire_len = McKeyWire(r->srv, k->src, k->len, k->form, k->b64, wk.wirebuf, &wk.wire);
+	wk.b64 = k->b64;
+	McOpInit(&op, MC_OP_GET, &wk);
+	op.want = r->want;
+	do
+	{
+		digits[--nd] = (char) ('0' + pos % 10);
+		pos /= 10;
+	} while (pos);
+	return McEngineOpEncode(&op, digits + nd, sizeof(digits) - nd, true, dst);
+}
+
+/*
+ * Queue more of a read's requests, up to one slice of unsent text: room is
+ * taken once for the slice (and for the one request that may overshoot
+ * it), so a key costs its encoding alone.
+ */
+static void
+fill_reads(RunState *r, RunInst *ri, McConn *conn)
+{
+	size_t		unsent = McConnUnsent(conn);
+	char	   *start;
+	char	   *dst;
+	char		wirebuf[MC_KEY_MAX];
+
+	if (ri->next_send >= ri->nitems || unsent >= RUN_WRITE_SLICE)
+		return;
+	start = dst = McConnWriteSpace(conn, RUN_WRITE_SLICE - unsent + MC_REQ_HEADER_MAX);
+	while (ri->next_send < ri->nitems && unsent + (dst - start) < RUN_WRITE_SLICE)
+	{
+		RunKey	   *k = &r->keys[ri->items[ri->next_send]];
+		size_t		n;
+
+		/*
+		 * A key routed as given goes out as it is; others as route_reads
+		 * routed them.  "v f" (want 0) and "v" alone have their own
+		 * encoder; other fields the generic one.
+		 */
+		if (unlikely(r->want != 0 && r->want != MC_F_VALUE))
+			n = encode_wanted(r, k, (uint32) ri->next_send, dst);
+		else if (k->form == MC_KEY_GIVEN && !k->b64)
+			n = mc_encode_get_opaque(dst, k->src, k->len, false, r->want == 0,
+									 (uint32) ri->next_send);
+		else
+		{
+			const char *wire;
+			size_t		wlen = McKeyWire(r->srv, k->src, k->len, k->form,
+										 k->b64, wirebuf, &wire);
+
+			n = mc_encode_get_opaque(dst, wire, wlen, k->b64, r->want == 0,
+									 (uint32) ri->next_send);
+		}
+		/* route_reads checked every key: a refusal here is a bug, not a miss */
+		if (n == 0)
+			elog(ERROR, "could not encode a get request for a checked key");
+		dst += n;
+		ri->next_send++;
+	}
+	McConnWritten(conn, dst - start);
+}
+
+/* The room encode_op needs for op: its header, and a store's value. */
+static inline size_t
+op_room(const McOp *op)
+{
+	return MC_REQ_HEADER_MAX + (op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
+}
+
+/* Encode one write op at dst; returns its length (header, and data for a set). */
+static size_t
+encode_op(const McOp *op, int pos, bool quiet, char *dst)
+{
+	char		opaque[12];
+	size_t		olen = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+	size_t		n = McEngineOpEncode(op, opaque, olen, quiet, dst);
+
+	/* the caller routed and checked the key: it fits */
+	if (n == 0)
+		elog(ERROR, "could not encode a write request for a checked key of %zu bytes",
+			 op->keylen);
+	if (op->kind != MC_OP_STORE)
+		return n;
+	memcpy(dst + n, op->data, op->datalen);
+	n += op->datalen;
+	dst[n++] = '\r';
+	dst[n++] = '\n';
+	return n;
+}
+
+/* Queue one write op at the end of conn's unsent requests. */
+static void
+queue_op(RunState *r, RunInst *ri, McConn *conn, bool quiet)
+{
+	McOp	   *op = &r->ops[ri->items[ri->next_send]];
+
+	McConnWritten(conn, encode_op(op, ri->next_send, quiet,
+								  McConnWriteSpace(conn, op_room(op))));
+	ri->next_send++;
+}
+
+/* Encode the next segment of a segmented pipeline, closed by "mn". */
+static void
+fill_segment(RunState *r, RunInst *ri, McConn *conn)
+{
+	size_t		bytes = 0;
+	int			first = ri->next_send;
+
+	if (ri->seg_waiting || ri->mn_queued)
+		return;
+	if (ri->next_send < ri->nitems &&
+		op_room(&r->ops[ri->items[ri->next_send]]) > RUN_TLS_SEGMENT)
+	{
+		queue_op(r, ri, conn, false);
+		McConnPipelined(conn, 1);
+		ri->seg_end = ri->next_send;
+		ri->seg_waiting = true;
+		ri->seg_single = true;
+		return;
+	}
+	while (ri->next_send < ri->nitems)
+	{
+		size_t		room = op_room(&r->ops[ri->items[ri->next_send]]);
+		size_t		before = McConnUnsent(conn);
+
+		if (room > RUN_TLS_SEGMENT ||
+			(ri->next_send > first && bytes + room > RUN_TLS_SEGMENT))
+			break;
+		queue_op(r, ri, conn, true);
+		bytes += McConnUnsent(conn) - before;
+	}
+	McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+	McConnPipelined(conn, ri->next_send - first);
+	ri->seg_end = ri->next_send;
+	ri->seg_waiting = true;
+	ri->mn_queued = (ri->next_send == ri->nitems);
+}
+
+/*
+ * Queue more requests for an instance (the engine's fill), up to one slice
+ * of unsent bytes (a large value may overshoot it by itself), and "mn"
+ * once all are queued; a dump's one command once.
+ */
+static void
+run_fill(void *arg, int s, McConn *conn)
+{
+	RunState   *r = arg;
+	RunInst    *ri = &r->inst[s];
+
+	if (likely(r->kind == RUN_READS))
+		fill_reads(r, ri, conn);
+	else if (r->kind == RUN_DUMPS)
+	{
+		if (!ri->mn_queued)
+			McConnLinesQueue(conn, r->ops[ri->items[0]].key);
+		ri->mn_queued = true;
+		return;
+	}
+	else if (ri->segmented)
+	{
+		fill_segment(r, ri, conn);
+		return;
+	}
+	else
+		while (ri->next_send < ri->nitems && McConnUnsent(conn) < RUN_WRITE_SLICE)
+			queue_op(r, ri, conn, true);
+	if (ri->next_send == ri->nitems && !ri->mn_queued)
+	{
+		McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+		ri->mn_queued = true;
+		McConnPipelined(conn, ri->nitems);
+	}
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+/* Keep the first failure's message for a soft caller. */
+static void
+note_error(RunState *r, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+note_error(RunState *r, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (r->spec->errlen == 0 || r->spec->errbuf[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(r->spec->errbuf, r->spec->errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Settle every unanswered op of an instance with result res. */
+static void
+settle_rest(RunState *r, RunInst *ri, McOpResult res)
+{
+	for (int i = 0; i < ri->nitems; i++)
+	{
+		McOp	   *op = &r->ops[ri->items[i]];
+
+		if (op->result == MC_OP_PENDING)
+			op->result = res;
+	}
+}
+
+/*
+ * A set of the instance's pipeline was over the server's item size limit.
+ * The error carries no opaque, and the sets that went through said
+ * nothing, so the refused one is any unanswered set; but the limit is on
+ * the item's size, so the largest of them (key and value) is over it too:
+ * that one is named.  The key is the routed one, printable bytes only.
+ */
+static void
+too_large(RunState *r, RunInst *ri, int s, McConn *conn, const char *line)
+{
+	const McOp *big = NULL;
+	char		key[MC_KEY_MAX + 1];
+	size_t		n;
+
+	for (int i = ri->next_match; i < ri->next_send; i++)
+	{
+		const McOp *op = &r->ops[ri->items[i]];
+
+		if (op->kind == MC_OP_STORE &&
+			(big == NULL || op->keylen + op->datalen > big->keylen + big->datalen))
+			big = op;
+	}
+	if (big == NULL)
+		return;
+	n = Min(big->keylen, MC_KEY_MAX);
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char ch = (unsigned char) big->key[i];
+
+		key[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char) ch;
+	}
+	key[n] = '\0';
+	McConnClose(conn);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("value of key \"%s\" is too large for memcached server \"%s\"",
+					key, r->srv->name),
+			 errdetail_internal("Instance %s replied: %s (the value is %zu bytes).",
+								McInstanceName(&r->srv->net, s), line, big->datalen),
+			 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
+}
+
+/*
+ * An error reply to a write ends the instance's part: the failing op
+ * cannot be told (errors carry no opaque), so every unanswered op of it
+ * fails.  The server did answer: nothing is failed over, and only a soft
+ * caller goes on (the engine closes the socket).
+ */
+static McEngRead
+error_reply(RunState *r, RunInst *ri, int s, McConn *conn, const char *base,
+			const McReply *rep)
+{
+	size_t		len = rep->header_len >= 2 ? Min(rep->header_len - 2, 200) : 0;
+	char		line[201];
+
+	memcpy(line, base, len);
+	line[len] = '\0';
+	for (char *p = line; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			*p = '?';
+	if (!r->soft && rep->type == MC_REPLY_SERVER_ERROR &&
+		strstr(line, "object too large") != NULL)
+		too_large(r, ri, s, conn, line);
+	if (!r->soft)
+		McConnReplyError(conn, base, rep);
+	note_error(r, "instance %s replied: %s", McInstanceName(&r->srv->net, s), line);
+	settle_rest(r, ri, MC_OP_FAILED);
+	return MC_ENG_CLOSE;
+}
+
+/* What no reply named took the quiet outcome: ops first to before end. */
+static void
+settle_quiet(RunState *r, RunInst *ri, int first, int end, uint32 *done, uint32 *missed)
+{
+	for (int i = first; i < end; i++)
+	{
+		McOp	   *op = &r->ops[ri->items[i]];
+
+		if (op->result == MC_OP_PENDING)
+			op->result = (op->kind == MC_OP_GET ? MC_OP_MISS : MC_OP_DONE);
+		*done += (op->result == MC_OP_DONE);
+		*missed += (op->result == MC_OP_MISS);
+	}
+}
+
+/*
+ * One reply to a write (not NEED_MORE, not an error reply): its op's
+ * outcome, or the end of the instance's part ("MN").  MC_ENG_MORE to go
+ * on, else what the part came to; *ended when "MN" closed it.
+ */
+static McEngRead
+write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
+			const McReply *rep, bool *ended)
+{
+	RunInst    *ri = &r->inst[s];
+	uint32		done = 0,
+				missed = 0;
+	int			j;
+
+	if (t == MC_REPLY_MN)
+	{
+		if (ri->segmented && ri->seg_end < ri->nitems)
+		{
+			/* a segment is done: its unnamed ops took the quiet outcome */
+			settle_quiet(r, ri, ri->next_match, ri->seg_end, &done, &missed);
+			ri->next_match = ri->seg_end;
+			ri->seg_waiting = false;
+			return MC_ENG_MORE;
+		}
+		settle_quiet(r, ri, 0, ri->nitems, &done, &missed);
+		r->engine.inst[s].hits += done;
+		/* the client statistics' hits and misses (a store's are not shown) */
+		McConnFound(conn, done, missed);
+		ri->next_match = ri->nitems;
+		*ended = true;
+		return MC_ENG_DONE;
+	}
+	j = mc_reply_position(base, rep, (uint32) ri->next_match, (uint32) ri->next_send);
+	if (j < 0)
+	{
+		McInstanceMisbehaved(r->srv, conn, r->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
+							 "read from", "a reply does not match any outstanding request");
+		return MC_ENG_FAILED;
+	}
+	r->ops[ri->items[j]].result = (t == MC_REPLY_HD ? MC_OP_DONE : MC_OP_MISS);
+	ri->next_match = j + 1;
+	if (ri->seg_single && j == ri->seg_end - 1)
+		ri->seg_single = ri->seg_waiting = false;
+	return MC_ENG_MORE;
+}
+
+/*
+ * One reply to a read that is not a hit or "MN": a stray miss, a foreign
+ * or invalid reply, or an error reply.  MC_ENG_MORE when the run goes on
+ * past it (a soft run whose instance could not be failed: never), else
+ * MC_ENG_FAILED.
+ */
+static pg_noinline McEngRead
+read_odd_reply(RunState *r, McConn *conn, char *base, size_t avail,
+			   McReplyType t, const McReply *rep)
+{
+	if (t == MC_REPLY_EN)
+	{
+		/* q suppresses EN: one that arrives answers nothing we asked */
+		if (!McInstanceMisbehaved(r->srv, conn, r->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								  "a miss reply does not match any outstanding request"))
+			return MC_ENG_FAILED;
+	}
+	else if ((t == MC_REPLY_BAD || t == MC_REPLY_ERROR || t == MC_REPLY_CLIENT_ERROR) &&
+			 McConnForeignReply(conn, base, t == MC_REPLY_BAD ? avail : rep->header_len,
+								MC_FOREIGN_META | MC_FOREIGN_UNPARSED))
+	{
+		/* a server that needs a login, knows no meta command, or is not memcached */
+		if (!McInstanceCountFailure(r->srv, conn, r->soft))
+			return MC_ENG_FAILED;
+	}
+	else if (t == MC_REPLY_BAD || t == MC_REPLY_HD)
+	{
+		/* an HD where a value was asked for would be a row without its value */
+		if (!McInstanceMisbehaved(r->srv, conn, r->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+								  t == MC_REPLY_HD ? "a hit carries no value although one was asked for" :
+								  "the reply is not valid meta protocol"))
+			return MC_ENG_FAILED;
+	}
+	else
+	{
+		/* on_failure 'miss' hides unavailability, not error replies */
+		if (r->soft && !r->miss)
+		{
+			McInstanceMisbehaved(r->srv, conn, true, ERRCODE_FDW_ERROR, "read from",
+								 "unexpected reply");
+			return MC_ENG_FAILED;
+		}
+		McConnReplyError(conn, base, rep);
+	}
+	return MC_ENG_MORE;
+}
+
+/*
+ * A read's replies: hits to the caller (counted once per buffer), "MN"
+ * ends the part, anything else read_odd_reply.
+ */
+static inline McEngRead
+read_gets(RunState *r, int s, McConn *conn, char *buf, size_t len,
+		  size_t *consumed, size_t *need)
+{
+	RunInst    *ri = &r->inst[s];
+	const RunKey *keys = r->keys;
+	McRunHitFn	hit = r->hit;
+	void	   *arg = r->arg;
+	unsigned	want = r->want;
+	size_t		off = 0;		/* bytes of buf handled, consumed at the end */
+	int			hits = 0;
+	McEngRead	res = MC_ENG_MORE;
+
+	for (;;)
+	{
+		char	   *base = buf + off;
+		McReply		rep;
+		McReplyType t = mc_parse_reply_z(base, len - off, &rep);
+
+		if (t == MC_REPLY_NEED_MORE)
+		{
+			*need = rep.need;
+			break;
+		}
+		/* HD is a hit only for a caller that asked for no value (existence) */
+		if (t == MC_REPLY_VA ||
+			(t == MC_REPLY_HD && want != 0 && !(want & MC_F_VALUE)))
+		{
+			int			j = mc_reply_position(base, &rep, (uint32) ri->next_match,
+											  (uint32) ri->nitems);
+
+			if (j < 0)
+			{
+				if (!McInstanceMisbehaved(r->srv, conn, r->soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+										  "a reply does not match any outstanding request"))
+				{
+					res = MC_ENG_FAILED;
+					break;
+				}
+			}
+			/* a lease's empty placeholder is a miss (McReplyIsPlaceholder) */
+			if (!McReplyIsPlaceholder(&rep))
+			{
+				hit(arg, keys[ri->items[j]].datum, base, &rep);
+				hits++;
+			}
+			McConnHit(conn, &rep);
+			ri->next_match = j + 1;
+		}
+		else if (t == MC_REPLY_MN)
+		{
+			ri->next_match = ri->nitems;
+			off += rep.consumed;
+			res = MC_ENG_DONE;
+			break;
+		}
+		else if (read_odd_reply(r, conn, base, len - off, t, &rep) != MC_ENG_MORE)
+		{
+			res = MC_ENG_FAILED;
+			break;
+		}
+		off += rep.consumed;
+	}
+	r->engine.inst[s].hits += hits;
+	if (res != MC_ENG_FAILED)
+		*consumed = off;
+	return res;
+}
+
+/*
+ * A write's replies: each op's outcome, "MN" ends the part (or a TLS
+ * segment, letting the next be queued), an error reply ends it too.
+ */
+static McEngRead
+read_writes(RunState *r, int s, McConn *conn, char *buf, size_t len,
+			size_t *consumed, size_t *need)
+{
+	RunInst    *ri = &r->inst[s];
+	size_t		off = 0;
+
+	for (;;)
+	{
+		char	   *base = buf + off;
+		McReply		rep;
+		McReplyType t = mc_parse_reply_z(base, len - off, &rep);
+		McEngRead	res;
+		bool		ended = false;
+
+		if (t == MC_REPLY_NEED_MORE)
+		{
+			*need = rep.need;
+			break;
+		}
+		switch (t)
+		{
+			case MC_REPLY_HD:
+			case MC_REPLY_NS:
+			case MC_REPLY_NF:
+			case MC_REPLY_EN:
+			case MC_REPLY_EX:
+			case MC_REPLY_MN:
+				res = write_reply(r, s, conn, base, t, &rep, &ended);
+				if (ended)
+					*consumed = off + rep.consumed;
+				if (res != MC_ENG_MORE)
+					return res;
+				break;
+			case MC_REPLY_ERROR:
+			case MC_REPLY_CLIENT_ERROR:
+				/* a server that needs a login, or knows no meta command */
+				if (McConnForeignReply(conn, base, rep.header_len, MC_FOREIGN_META))
+				{
+					McInstanceCountFailure(r->srv, conn, r->engine.soft);
+					return MC_ENG_FAILED;
+				}
+				/* FALLTHROUGH */
+			case MC_REPLY_SERVER_ERROR:
+				*consumed = off;
+				return error_reply(r, ri, s, conn, base, &rep);
+			default:
+				if (McConnForeignReply(conn, base, len - off, MC_FOREIGN_UNPARSED))
+				{
+					McInstanceCountFailure(r->srv, conn, r->engine.soft);
+					return MC_ENG_FAILED;
+				}
+				McInstanceMisbehaved(r->srv, conn, r->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
+									 "read from", "the reply is not valid meta protocol");
+				return MC_ENG_FAILED;
+		}
+		off += rep.consumed;
+	}
+	*consumed = off;
+	return (ri->segmented && !ri->seg_waiting) ? MC_ENG_REFILL : MC_ENG_MORE;
+}
+
+/*
+ * Parse and handle every complete reply buffered for an instance (the
+ * engine's read), each matched to its op by the echoed opaque token (its
+ * position in the instance's pipeline; replies come in request order, so
+ * positions only grow and a read's keys passed over were misses).
+ */
+static McEngRead
+run_read(void *arg, int s, McConn *conn, char *buf, size_t len,
+		 size_t *consumed, size_t *need)
+{
+	RunState   *r = arg;
+
+	if (likely(r->kind == RUN_READS))
+		return read_gets(r, s, conn, buf, len, consumed, need);
+	return read_writes(r, s, conn, buf, len, consumed, need);
+}
+
+/* A dump's command for instance s, and its lines to the caller. */
+static const char *
+run_line_cmd(void *arg, int s)
+{
+	RunState   *r = arg;
+
+	return r->ops[r->inst[s].items[0]].key;
+}
+
+static McLineVerdict
+run_line(void *arg, int s, const char *line, size_t len)
+{
+	RunState   *r = arg;
+
+	return r->spec->line(r->spec->arg, s, line, len);
+}
+
+/* ---- an instance's part -------------------------------------------------- */
+
+/*
+ * The instance starts (again, after a restart on a fresh socket: never for
+ * an at-most-once run) from its first op.
+ */
+static void
+run_start(void *arg, int s)
+{
+	RunState   *r = arg;
+	RunInst    *ri = &r->inst[s];
+
+	ri->next_send = 0;
+	ri->mn_queued = false;
+	ri->segmented = r->segmented;
+	ri->seg_end = 0;
+	ri->seg_waiting = ri->seg_single = false;
+}
+
+/*
+ * The instance failed (counted already by health.c; the engine's
+ * dropped).  A read's unanswered keys are misses (the engine counts the
+ * instance degraded under 'miss').  A write's unanswered ops go to another
+ * instance with failover, unless no time is left or they may have run there
+ * and must not run twice (the engine's at-most-once rule says so in
+ * may_reroute, or raised the failure); else they fail.
+ */
+static void
+run_dropped(void *arg, int s, McConn *conn, bool may_reroute)
+{
+	RunState   *r = arg;
+	RunInst    *ri = &r->inst[s];
+
+	if (r->kind == RUN_READS)
+		return;
+	note_error(r, "instance %s: %s", McInstanceName(&r->srv->net, s),
+			   McInstanceHealthOf(r->srv, s)->last_error);
+	if (r->kind == RUN_WRITES && may_reroute && r->srv->cfg.failover)
+	{
+		/* an op bound to its own instance fails with it */
+		for (int i = 0; i < ri->nitems; i++)
+		{
+			McOp	   *op = &r->ops[ri->items[i]];
+
+			if (op->home && op->result == MC_OP_PENDING)
+				op->result = MC_OP_FAILED;
+		}
+		r->excluded[s] = true;
+		r->reroute = true;
+	}
+	else
+	{
+		settle_rest(r, ri, MC_OP_FAILED);
+		if (r->kind == RUN_WRITES && r->miss)
+			r->degraded[s] = true;
+	}
+}
+
+/*
+ * A soft run gave the instance up on a held interrupt: its unanswered
+ * ops fail (nothing is counted against its health).
+ */
+static void
+run_gave_up(void *arg, int s, const char *why)
+{
+	RunState   *r = arg;
+
+	note_error(r, "instance %s: the send was given up: %s",
+			   McInstanceName(&r->srv->net, s), why);
+	settle_rest(r, &r->inst[s], MC_OP_FAILED);
+}
+
+/* One round of the engine over the instances with work. */
+static void
+run_round(RunState *r)
+{
+	for (int s = 0; s < r->srv->cfg.nendpoints; s++)
+		r->engine.inst[s].work = r->inst[s].nitems;
+	McEngineRun(&r->engine);
+}
+
+/* Write rounds until every op is settled: the first, then one per failover. */
+static void
+run_writes(void *arg)
+{
+	RunState   *r = arg;
+	int			n = r->srv->cfg.nendpoints;
+
+	r->excluded = palloc0(sizeof(bool) * n);
+	r->degraded = palloc0(sizeof(bool) * n);
+	r->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * 2 * (Size) r->nops);
+	while (route_writes(r))
+	{
+		run_round(r);
+		if (!r->reroute)
+			break;
+	}
+}
+
+/*
+ * A write run: at most once when a SQL caller's deletes or once sets are
+ * among its ops, bounded by timeout_ms, soft as the caller says (an error
+ * no instance reported, no instance left to route to or out of memory,
+ * fails what is unsettled instead of raising: McEngineCatch; a cancel is
+ * raised on).
+ */
+static int
+exec_writes(RunState *r)
+{
+	McServer   *srv = r->srv;
+	McRun	   *spec = r->spec;
+	int			failed = 0;
+
+	for (int i = 0; i < r->nops; i++)
+	{
+		r->ops[i].result = MC_OP_PENDING;
+		r->segmented |= (r->ops[i].kind == MC_OP_STORE && srv->cfg.tls != MC_TLS_DISABLE);
+		/*
+		 * a second send of a delete answers NF for what the first one
+		 * deleted; a set marked once (an INSERT's row) may have been
+		 * overwritten by another client in between
+		 */
+		r->engine.at_most_once |= ((r->ops[i].kind == MC_OP_DELETE || r->ops[i].once) &&
+								   !r->soft);
+	}
+	r->engine.soft = r->soft || srv->cfg.failover || r->miss;
+	r->engine.give_up_held = r->soft;
+	r->engine.timeout_ms = spec->timeout_ms;
+	r->engine.deadline = spec->timeout_ms > 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), spec->timeout_ms) : 0;
+	r->engine.dropped = run_dropped;
+	r->engine.gave_up = run_gave_up;
+	if (r->soft)
+	{
+		ErrorData  *ed = McEngineCatch(run_writes, r, false);
+
+		if (ed != NULL)
+		{
+			note_error(r, "%s%s%s", ed->message,
+					   ed->detail ? ": " : "", ed->detail ? ed->detail : "");
+			FreeErrorData(ed);
+		}
+	}
+	else
+		run_writes(r);
+	/*
+	 * A SQL caller's degraded instances are counted and warned about as the
+	 * single-key functions' are; a soft caller (the commit) reports its
+	 * failures itself.
+	 */
+	for (int s = 0; !r->soft && s < srv->cfg.nendpoints; s++)
+		if (r->degraded[s])
+			McInstanceDegraded(srv, s);
+	for (int i = 0; i < r->nops; i++)
+	{
+		if (r->ops[i].result == MC_OP_PENDING)
+			r->ops[i].result = MC_OP_FAILED;
+		if (r->ops[i].result == MC_OP_FAILED)
+			failed++;
+	}
+	return failed;
+}
+
+int
+McRunExec(McServer *srv, McRun *spec)
+{
+	RunState	r;
+	int			ret = 0;
+	MemoryContext work;
+	MemoryContext old;
+
+	memset(&r, 0, sizeof(r));
+	r.srv = srv;
+	r.spec = spec;
+	r.ops = spec->ops;
+	r.nops = spec->nops;
+	r.hit = spec->hit;
+	r.arg = spec->arg;
+	r.kind = spec->hit != NULL ? RUN_READS :
+		spec->line != NULL ? RUN_DUMPS : RUN_WRITES;
+	r.failover = !(spec->flags & MC_RUN_STRICT) && srv->cfg.failover;
+	r.miss = !(spec->flags & MC_RUN_STRICT) && srv->cfg.on_failure_miss;
+	if (spec->errlen > 0)
+		spec->errbuf[0] = '\0';
+	spec->mem_used = 0;
+	if (r.kind != RUN_READS && r.nops <= 0)
+		return 0;
+	/* the run's work memory, freed at the end (or with the query on error) */
+	work = AllocSetContextCreate(CurrentMemoryContext, "mcfdw run",
+								 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+	McEngineInit(&r.engine, srv, &r);
+	r.engine.start = run_start;
+	r.engine.fill = run_fill;
+	r.engine.read = run_read;
+	r.inst = palloc(sizeof(RunInst) * srv->cfg.nendpoints);
+	switch (r.kind)
+	{
+		case RUN_READS:
+			/*
+			 * "v f" takes mc_get_multi's short encoder; nothing wanted asks
+			 * for the key's existence as "O" alone.
+			 */
+			r.want = spec->want == (MC_F_VALUE | MC_F_FLAGS) ? 0 :
+				spec->want != 0 ? spec->want : MC_F_OPAQUE;
+			r.soft = r.failover || r.miss;
+			r.engine.soft = r.soft;
+			r.engine.degrade = r.miss;
+			route_reads(&r, spec->keys, spec->nulls, spec->nkeys);
+			if (r.nkeys > 0)
+				run_round(&r);
+			ret = r.nkeys;
+			break;
+		case RUN_WRITES:
+			r.soft = (spec->flags & MC_RUN_SOFT) != 0;
+			ret = exec_writes(&r);
+			break;
+		case RUN_DUMPS:
+			/*
+			 * An instance's dump fails softly only under on_failure 'miss':
+			 * an unreachable instance lists nothing (degraded); otherwise
+			 * its failure is raised.
+			 */
+			r.engine.soft = r.engine.degrade = srv->cfg.on_failure_miss;
+			r.engine.dropped = run_dropped;
+			r.engine.line_cmd = run_line_cmd;
+			r.engine.line = run_line;
+			r.engine.line_max = spec->line_max;
+			for (int i = 0; i < r.nops; i++)
+				r.ops[i].result = MC_OP_PENDING;
+			route_dumps(&r);
+			run_round(&r);
+			for (int i = 0; i < r.nops; i++)
+				if (r.ops[i].result == MC_OP_PENDING)
+					r.ops[i].result = MC_OP_DONE;
+			break;
+	}
+	MemoryContextSwitchTo(old);
+	spec->mem_used = MemoryContextMemAllocated(work, true);
+	MemoryContextDelete(work);
+	return ret;
+}

@@ -1,0 +1,95 @@
+/*
+ * run.h — the runner (run.c): n operations of one server, pipelined.
+ *
+ * Owns: the interface of the one runner of many requests.  A run is given
+ * the ops of one server and what to do with their outcomes: writes (the
+ * engine's McOp: store, delete or mark stale, touch), each settled with a
+ * result code; reads (get with wanted fields), each hit handed to a
+ * callback with the reply parsed in place; key dumps (MC_OP_DUMP, one per
+ * instance), each line handed to a callback.  Reads come as the keys
+ * themselves (text datums), not as McOps: a multi-get holds tens of
+ * thousands, and the runner keeps a 24-byte record per distinct key
+ * where an McOp is 80.  The runner routes them (health, failover, a
+ * write's home instance), asks each distinct key of a read once, encodes
+ * every request with the engine's encoders, pipelines them per instance in
+ * slices, matches replies by their opaque token, and leaves the rules of
+ * an instance's part (its start, restart, at most once, timeouts,
+ * interrupts, health) to the engine (engine.h).  A single-key call is
+ * the engine's inline run of one (McEngineRunOp), which shares those rules.
+ */
+#ifndef MCFDW_RUN_H
+#define MCFDW_RUN_H
+
+#include "engine.h"
+#include "server.h"
+
+/*
+ * One hit of a read: key is the caller's datum for the key, base and r the
+ * reply parsed in place (VA with the value at base + r->value_off, or HD
+ * when no value was asked); valid only during the call, and the bytes
+ * before the value (its reply header) may be overwritten.
+ */
+typedef void (*McRunHitFn) (void *arg, Datum key, char *base, const McReply *r);
+
+/* One line of instance s's dump. */
+typedef McLineVerdict (*McRunLineFn) (void *arg, int s, const char *line, size_t len);
+
+/* McRun's flags. */
+#define MC_RUN_STRICT		0x01	/* reads: no failover, no on_failure 'miss':
+									 * a failing instance raises whatever the
+									 * server's settings */
+#define MC_RUN_SOFT			0x02	/* writes: nothing but a cancel raises; a
+									 * held terminate or cancel gives the run
+									 * up; errbuf gets the first failure */
+
+/* A run: one kind of op at a time, as below. */
+typedef struct McRun
+{
+	/* writes and dumps: the ops, each one's result set by the run */
+	McOp	   *ops;
+	int			nops;
+	/* reads: n text datums (NULLs skipped, duplicates asked once) */
+	const Datum *keys;
+	const bool *nulls;
+	int			nkeys;
+	unsigned	want;			/* reads: MC_F_* the hits carry; 0: existence */
+	McRunHitFn	hit;			/* reads: each hit */
+	McRunLineFn line;			/* dumps: each line of a reply */
+	size_t		line_max;		/* dumps: the longest line read */
+	void	   *arg;			/* passed to hit and line */
+	unsigned	flags;			/* MC_RUN_* */
+	int			timeout_ms;		/* writes: > 0 bounds the whole run */
+	char	   *errbuf;			/* MC_RUN_SOFT: the first failure's message */
+	size_t		errlen;
+	size_t		mem_used;		/* out: the run's work memory, in bytes */
+} McRun;
+
+/*
+ * Run it on srv, in a memory context of its own (hits and lines are handed
+ * over there: what must outlive the run goes elsewhere).  Reads return
+ * the number of distinct keys asked, writes the number of ops that failed
+ * (McBatchWrite, batch.h, says what each outcome means), dumps 0.  What an
+ * instance's failure does: a read's keys there are misses when the server
+ * fails over or has on_failure 'miss' (the instance counted degraded under
+ * 'miss'), else it raises; a write's unanswered ops fail over unless they
+ * may have run there or are bound home; a dump raises unless on_failure
+ * 'miss' (no lines, counted degraded).
+ */
+extern int	McRunExec(McServer *srv, McRun *run);
+
+/*
+ * A read of n keys, each hit to fn: the number of distinct keys asked.
+ * want is the fields the hits carry (MC_F_VALUE, MC_F_FLAGS, MC_F_CAS,
+ * MC_F_TTL; none: existence only), flags MC_RUN_STRICT or 0.
+ */
+static inline int
+McRunGets(McServer *srv, const Datum *keys, const bool *nulls, int n,
+		  unsigned want, unsigned flags, McRunHitFn fn, void *arg)
+{
+	McRun		run = {.keys = keys,.nulls = nulls,.nkeys = n,.want = want,
+	.hit = fn,.arg = arg,.flags = flags};
+
+	return McRunExec(srv, &run);
+}
+
+#endif							/* MCFDW_RUN_H */
