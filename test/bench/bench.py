@@ -355,16 +355,6 @@ def w1_single_get():
         base_added(w, "mcfdw: mc_get", lat, "mcfdw", "floor")
 
 
-def base_added(w, what, lat, k, floor, unit="us"):
-    """The rows this build / baseline of contender k (lat: per-round
-    figures, BASE + k the baseline's): the whole figure and, when floor is
-    given, the figure added over the floor of the same round."""
-    base_row(w, what, lat[k], lat[BASE + k], unit)
-    if floor:
-        base_row(w, what + ", added over floor", [a - f for a, f in zip(lat[k], lat[floor])],
-                 [a - f for a, f in zip(lat[BASE + k], lat[floor])], unit)
-
-
 # ---- workloads 2, 3 and 5: multi-get vs the raw client -----------------------
 def multi_scripts(n):
     arr = "(SELECT array_agg('k' || g) FROM generate_series(:off, :off + %d) g)" % (n - 1)
@@ -954,9 +944,20 @@ def base_row(workload, what, mine, base, unit, higher=False, note=""):
                              status=status))
 
 
+def base_added(w, what, lat, k, floor, unit="us"):
+    """The rows this build / baseline of contender k (lat: per-round
+    figures, BASE + k the baseline's): the whole figure and, when floor is
+    given, the figure added over the floor of the same round."""
+    base_row(w, what, lat[k], lat[BASE + k], unit)
+    if floor:
+        base_row(w, what + ", added over floor", [a - f for a, f in zip(lat[k], lat[floor])],
+                 [a - f for a, f in zip(lat[BASE + k], lat[floor])], unit)
+
+
 def per_round(xs, n):
     """The median of each run of n consecutive figures: one per round."""
     return [med(xs[i:i + n]) for i in range(0, len(xs), n)]
+
 
 _single_user = []
 
