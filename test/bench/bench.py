@@ -28,9 +28,15 @@ Statements of a few hundred microseconds (workload 2's 100 keys, workload
 13's 10 rows) are measured closer still: their contenders share one pgbench
 session, a statement at a time in random order (pgbench_mix), over many
 short rounds, and each round's ratio is taken before the median.
-BENCH_BASELINE (another build's mcfdw.so) runs those rounds with that build
-too, swapped in for its own sessions (BaselineSwap), for before and after
-in one run.
+BENCH_BASELINE (another build's mcfdw.so) makes that build one more
+contender in the rounds of every workload that runs mcfdw, swapped in for
+its own sessions (BaselineSwap, with_baseline, run_as): each round's ratio,
+this build / baseline, is taken before the median and checked against
+BENCH_BASELINE_BOUND (base_row), and the report ends with all of them in
+one table.  Not workload 6 (the parser, built from src/ into a program of
+its own) nor 14 (its cluster preloads mcfdw: the postmaster and every
+backend and worker it forks keep the build it started with, so a baseline
+would need a second cluster, not a second contender in the same rounds).
 
 Workload 10 starts four private TLS memcacheds (certificates made with the
 openssl command) and compares mcfdw over TLS with mcfdw over plain TCP on
@@ -136,10 +142,12 @@ def ratio(a, b):
 
 
 def row(workload, contender, median, unit, vs_pgm=None, vs_floor=None,
-        target="", status="", note=""):
+        target="", status="", note="", base=False):
+    """base: a comparison with the baseline build (base_row), counted apart
+    from the targets."""
     ROWS.append(dict(workload=workload, contender=contender, median=median, unit=unit,
                      vs_pgm=vs_pgm, vs_floor=vs_floor, target=target, status=status,
-                     note=note))
+                     note=note, base=base))
 
 
 def check(value_, op, limit):
@@ -325,12 +333,14 @@ def w1_single_get():
         "mcfdw": "\\set k random(0, %d)\nSELECT mc_get('k' || :k);\n" % (KEYS - 1),
         "pgmemcache": "\\set k random(0, %d)\nSELECT memcache_get('k' || :k);\n" % (KEYS - 1),
     }
+    scripts = with_baseline(scripts, ["mcfdw"])
     lat = {k: [] for k in scripts}
     for r in range(ROUNDS):
         for k, s in rotated(scripts.items(), r):
-            lat[k].append(pgbench(s)[1])
-        say("   round %d: floor %.1f us, mc_get %.1f us, memcache_get %.1f us"
-            % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1]))
+            lat[k].append(run_as(k, lambda: pgbench(s)[1]))
+        say("   round %d: floor %.1f us, mc_get %.1f us, memcache_get %.1f us%s"
+            % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1],
+               ", baseline build's mc_get %.1f us" % lat[BASE + "mcfdw"][-1] if SWAP.active else ""))
     fl, mc, pg = med(lat["floor"]), med(lat["mcfdw"]), med(lat["pgmemcache"])
     add_mc = med([m - f for m, f in zip(lat["mcfdw"], lat["floor"])])
     add_pg = med([p - f for p, f in zip(lat["pgmemcache"], lat["floor"])])
@@ -341,6 +351,8 @@ def w1_single_get():
     r = ratio(add_mc, add_pg)
     row(w, "mcfdw: added over floor", add_mc, "us", r, None, "<= 1.0 x pgm", check(r, "<=", 1.0))
     row(w, "pgmemcache: added over floor", add_pg, "us")
+    if SWAP.active:
+        base_added(w, "mcfdw: mc_get", lat, "mcfdw", "floor")
 
 
 # ---- workloads 2, 3 and 5: multi-get vs the raw client -----------------------
@@ -370,13 +382,14 @@ def w_multi(num, n, target_raw):
         "mc_get_multi, memcache_get_multi, raw C client)"
         % (num, format(n, ","), len(PORTS), ROUNDS, SECONDS))
     verify_multi(n)
-    scripts = multi_scripts(n)
-    lat = {k: [] for k in list(scripts) + ["raw"]}
+    scripts = with_baseline(dict(multi_scripts(n), raw=None), ["mcfdw"])
+    lat = {k: [] for k in scripts}
     for r in range(ROUNDS):
-        for k, s in rotated(list(scripts.items()) + [("raw", None)], r):
-            lat[k].append(rawclient(n) if k == "raw" else pgbench(s)[1])
-        say("   round %d: floor %.0f us, mc_get_multi %.0f us, memcache_get_multi %.0f us, raw %.0f us"
-            % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1], lat["raw"][-1]))
+        for k, s in rotated(list(scripts.items()), r):
+            lat[k].append(rawclient(n) if k == "raw" else run_as(k, lambda: pgbench(s)[1]))
+        say("   round %d: floor %.0f us, mc_get_multi %.0f us, memcache_get_multi %.0f us, raw %.0f us%s"
+            % (r + 1, lat["floor"][-1], lat["mcfdw"][-1], lat["pgmemcache"][-1], lat["raw"][-1],
+               ", baseline build's mc_get_multi %.0f us" % lat[BASE + "mcfdw"][-1] if SWAP.active else ""))
     fl, mc, pg, raw = (med(lat[k]) for k in ("floor", "mcfdw", "pgmemcache", "raw"))
     add_mc = med([m - f for m, f in zip(lat["mcfdw"], lat["floor"])])
     add_pg = med([p - f for p, f in zip(lat["pgmemcache"], lat["floor"])])
@@ -389,6 +402,8 @@ def w_multi(num, n, target_raw):
     row(w, "mcfdw: added over floor", add_mc, "us", ratio(add_mc, add_pg), r_raw,
         "<= %s x raw" % target_raw, check(r_raw, "<=", target_raw))
     row(w, "pgmemcache: added over floor", add_pg, "us", None, ratio(add_pg, raw))
+    if SWAP.active:
+        base_added(w, "mcfdw: mc_get_multi", lat, "mcfdw", "floor")
 
 
 # ---- workload 2: the 100-key multi-get, statement by statement --------------
@@ -444,7 +459,7 @@ def w2_small_multi(target_raw=1.25):
     scripts = multi_scripts(n)
     weights = {"floor": 40, "mcfdw": 40, "pgmemcache": 40, "raw": 1}
     per = {k: [] for k in ("floor", "mcfdw", "pgmemcache", "raw", "add_mc", "add_pg",
-                           "ratio", "b_add", "b_ratio")}
+                           "ratio", "b_mcfdw", "b_add", "b_ratio")}
     for r in range(MIX_ROUNDS):
         got = {}
         for step in rotated(["mix", "base"] if SWAP.active else ["mix"], r):
@@ -470,6 +485,7 @@ def w2_small_multi(target_raw=1.25):
                    per["ratio"][-1]))
         if SWAP.active:
             b = got["base"]
+            per["b_mcfdw"].append(b["mcfdw"])
             per["b_add"].append(b["mcfdw"] - b["floor"])
             per["b_ratio"].append(per["b_add"][-1] / b["raw"])
             line += "; baseline build: added %.0f us, raw %.0f us, %.2f" % (
@@ -497,6 +513,9 @@ def w2_small_multi(target_raw=1.25):
         row(w, "mcfdw, baseline build: added over floor", med(per["b_add"]), "us", None, b_ratio,
             note="%s; quartiles %.2f-%.2f; this build's ratio lower in %d of %d rounds"
             % (SWAP.path, q1, q3, better, len(per["b_ratio"])))
+        base_row(w, "mcfdw: mc_get_multi", per["mcfdw"], per["b_mcfdw"], "us",
+                 note="each build's statements in a pgbench mix of their own")
+        base_row(w, "mcfdw: mc_get_multi, added over floor", per["add_mc"], per["b_add"], "us")
 
 
 def w2_callgrind():
@@ -539,6 +558,7 @@ def w2_callgrind():
         b_add = res["base"][0] - fl if res["base"][0] is not None and fl is not None else None
         row(w, "mcfdw, baseline build: instructions per call over floor (callgrind)", b_add, "instr",
             None, ratio(b_add, raw_per), note=res["base"][1] or SWAP.path)
+        base_row(w, "mcfdw: instructions per 100-key call over floor (callgrind)", add, b_add, "instr")
     row(w, "raw C client: instructions per 100-key batch (callgrind)", raw_per, "instr",
         note="" if raw_per is not None else "rawclient under valgrind failed")
 
@@ -615,10 +635,13 @@ def raw_singles(off):
 def w4_loop():
     say("4. %s single gets in one statement: %d rounds x %d statements per contender; "
         "CPU from /proc/<pid>/stat" % (format(LOOP, ","), ROUNDS, CPU_REPEAT))
-    conns = {k: connect() for k in LOOP_SQL}
+    # the baseline's session loads its build in its warm-up (run_as) and
+    # keeps it for the statements after
+    sql = with_baseline(LOOP_SQL, ["mcfdw"])
+    conns = {k: connect() for k in sql}
     pids = {k: backend_pid(c) for k, c in conns.items()}
     for k, c in conns.items():       # warm: library loaded, connections open
-        n = value(c, LOOP_SQL[k], (1, LOOP))
+        n = run_as(k, lambda: value(c, sql[k], (1, LOOP)))
         if n != LOOP:
             raise RuntimeError("%s loop found %s of %d keys" % (k, n, LOOP))
     contenders = list(conns) + ["raw"]     # raw: rawclient -s, its own process
@@ -640,21 +663,28 @@ def w4_loop():
                     continue
                 u0, s0 = proc_cpu(pids[k])
                 t0 = time.perf_counter()
-                conns[k].cursor().execute(LOOP_SQL[k], (off, off + LOOP - 1))
+                conns[k].cursor().execute(sql[k], (off, off + LOOP - 1))
                 t = time.perf_counter() - t0
                 u1, s1 = proc_cpu(pids[k])
                 wall[k].append(t * 1e3)
                 user[k].append(u1 - u0)
                 syst[k].append(s1 - s0)
         n = CPU_REPEAT
+        shown = ["floor", "mcfdw", "pgmemcache", "raw"]
         say("   round %d: wall ms/statement floor %.1f, mcfdw %.1f, pgmemcache %.1f, raw %.1f; "
-            "user us/call %.2f, %.2f, %.2f, %.2f"
-            % ((r + 1,) + tuple(med(wall[k][-n:]) for k in contenders)
-               + tuple(sum(user[k][-n:]) / (n * LOOP) * 1e6 for k in contenders)))
+            "user us/call %.2f, %.2f, %.2f, %.2f%s"
+            % ((r + 1,) + tuple(med(wall[k][-n:]) for k in shown)
+               + tuple(sum(user[k][-n:]) / (n * LOOP) * 1e6 for k in shown)
+               + ("; baseline build's mcfdw %.1f ms, %.2f us" % (
+                   med(wall[BASE + "mcfdw"][-n:]), sum(user[BASE + "mcfdw"][-n:]) / (n * LOOP) * 1e6)
+                  if SWAP.active else "",)))
 
     # syscalls: separate passes, after the timing
     sc = {k: count_syscalls_perf(conns[k], pids[k], LOOP_SQL[k]) for k in LOOP_SQL}
     st = {k: count_syscalls_strace(conns[k], pids[k], LOOP_SQL[k]) for k in LOOP_SQL}
+    bsc = None
+    if SWAP.active and sc["mcfdw"]:
+        bsc = count_syscalls_perf(conns[BASE + "mcfdw"], pids[BASE + "mcfdw"], LOOP_SQL["mcfdw"])
     for c in conns.values():
         c.close()
 
@@ -714,6 +744,12 @@ def w4_loop():
         row(w, "mcfdw: syscalls per call (strace -c)", st["mcfdw"] / LOOP, "calls",
             ratio(st["mcfdw"], st["pgmemcache"]), note="ptrace slows the backend")
         row(w, "pgmemcache: syscalls per call (strace -c)", st["pgmemcache"] / LOOP, "calls")
+    if SWAP.active:
+        lat = {k: per_round(wall[k], CPU_REPEAT) for k in ("floor", "mcfdw", BASE + "mcfdw")}
+        base_added(w, "mcfdw: wall per statement", lat, "mcfdw", None, "ms")
+        if bsc:
+            base_row(w, "mcfdw: syscalls per call (perf stat)", sc["mcfdw"][0] / LOOP, bsc[0] / LOOP,
+                     "calls")
 
 
 # ---- user-mode instructions, callgrind on a single-user backend ------------
@@ -839,6 +875,90 @@ class BaselineSwap:
 
 SWAP = None
 
+# Issue 21's bound on any row of a refactor: this build / the baseline
+# build at most this (at least its inverse for throughput).
+BASE_BOUND = float(os.environ.get("BENCH_BASELINE_BOUND") or 1.03)
+BASE = "baseline "              # the prefix of a contender run under the baseline build
+BASE_SUMMARY = []               # the comparisons, for the table at the end of the report
+
+
+def with_baseline(contenders, keys):
+    """The contenders ({name: what}) and, with BENCH_BASELINE, a copy of
+    each of keys under the name BASE + key, run under the baseline build
+    (run_as): one more contender in the same rounds and the same rotation.
+    Without BENCH_BASELINE, the contenders as they are."""
+    out = dict(contenders)
+    if SWAP.active:
+        for k in keys:
+            out[BASE + k] = contenders[k]
+    return out
+
+
+def run_as(name, fn):
+    """fn() under the build the contender name stands for: the baseline's
+    for BASE + ..., in place for the sessions fn starts; else this one."""
+    if name.startswith(BASE):
+        with SWAP.baseline():
+            return fn()
+    return fn()
+
+
+def base_row(workload, what, mine, base, unit, higher=False, note=""):
+    """this build / the baseline for one mcfdw row: mine and base are the
+    figures of the two builds, one per round (paired: base[i] ran in the
+    round of mine[i]), or single counts (callgrind's instructions, the same
+    each run).  Each round's ratio is taken before the median; the row
+    carries the quartiles of the rounds' ratios and the check against
+    BASE_BOUND (higher: a throughput, which may fall to 1 / BASE_BOUND)."""
+    if not isinstance(mine, list):
+        mine, base = [mine], [base]
+    # equal counts (0 connections each) are a ratio of 1
+    rs = [1.0 if a == b and a is not None else ratio(a, b) for a, b in zip(mine, base)]
+    rs = [x for x in rs if x is not None]
+    r = med(rs) if rs else None
+    q1, q3 = quartiles(rs) if len(rs) > 1 else (None, None)
+    limit = 1 / BASE_BOUND if higher else BASE_BOUND
+    op = ">=" if higher else "<="
+    status = check(r, op, limit)
+    good = sum(1 for x in rs if check(x, op, limit) == "met")
+    m = med([x for x in mine if x is not None]) if any(x is not None for x in mine) else None
+    b = med([x for x in base if x is not None]) if any(x is not None for x in base) else None
+    # McGill, Tukey and Larsen's notch: the median +- 1.57 IQR / sqrt(n)
+    # is about a 95 % interval, so resolving the bound's margin needs
+    # n >= (1.57 IQR / margin)^2 rounds
+    notch = need = None
+    if q1 is not None:
+        notch = 1.57 * (q3 - q1) / len(rs) ** 0.5
+        need = max(len(rs), int(-(-(1.57 * (q3 - q1) / (BASE_BOUND - 1)) ** 2 // 1)))
+    spread = ("the median of %d rounds' ratios, quartiles %s-%s (+-%.3f at 95 %%: %d rounds for "
+              "+-%.3f), %d of %d rounds %s %.3f"
+              % (len(rs), fmt_ratio3(q1), fmt_ratio3(q3), notch, need, BASE_BOUND - 1, good, len(rs),
+                 op, limit)
+              if q1 is not None else "one count each")
+    row(workload, "%s: this build / baseline" % what, r, "x", target="%s %.3f x baseline" % (op, limit),
+        status=status, note="this build %s %s, baseline %s %s; %s%s"
+        % (fmt_num(m, unit), unit, fmt_num(b, unit), unit, spread, "; " + note if note else ""),
+        base=True)
+    BASE_SUMMARY.append(dict(row="%s / %s" % (workload, what), mine=m, base=b, unit=unit, ratio=r,
+                             q1=q1, q3=q3, notch=notch, need=need, bound="%s %.3f" % (op, limit),
+                             status=status))
+
+
+def base_added(w, what, lat, k, floor, unit="us"):
+    """The rows this build / baseline of contender k (lat: per-round
+    figures, BASE + k the baseline's): the whole figure and, when floor is
+    given, the figure added over the floor of the same round."""
+    base_row(w, what, lat[k], lat[BASE + k], unit)
+    if floor:
+        base_row(w, what + ", added over floor", [a - f for a, f in zip(lat[k], lat[floor])],
+                 [a - f for a, f in zip(lat[BASE + k], lat[floor])], unit)
+
+
+def per_round(xs, n):
+    """The median of each run of n consecutive figures: one per round."""
+    return [med(xs[i:i + n]) for i in range(0, len(xs), n)]
+
+
 _single_user = []
 
 
@@ -883,6 +1003,12 @@ def callgrind_rows(workload, what, unit, sqls, expect, target=None, wno=None):
         ("single-user backend: " + errs["mcfdw"]) if errs["mcfdw"] else "")
     row(workload, "pgmemcache: %s over floor (callgrind)" % what, add["pgmemcache"], unit,
         note=("single-user backend: " + errs["pgmemcache"]) if errs["pgmemcache"] else "")
+    if SWAP.active:
+        with SWAP.baseline():
+            b, err = su.instructions(sqls["mcfdw"], expect)
+        base_row(workload, "mcfdw: %s over floor (callgrind)" % what, add["mcfdw"],
+                 b - fl if b is not None and fl is not None else None, unit,
+                 note=("baseline's single-user backend: " + err) if err else "")
     if wno is None:
         return
     off, err = su.instructions(sqls["mcfdw"], expect, pre=["SET mcfdw.client_stats = off"])
@@ -985,31 +1111,38 @@ def rss_kb(pid):
     return out
 
 
+def pool_run(stats, get, multi):
+    """Connections opened by 10,000 calls after the first and the RSS
+    growth over POOL_CALLS, in a session of its own."""
+    conn = connect()
+    pid = backend_pid(conn)
+    cur = conn.cursor()
+    # first calls: every server is reached once
+    cur.execute("SELECT count(*) FROM %s((SELECT array_agg('k' || g) FROM generate_series(0, 99) g))" % multi)
+    cur.execute("SELECT %s('k1')" % get)
+    before = stats.total("total_connections")
+    for i in range(100):            # 10,000 calls in 100 statements
+        cur.execute("SELECT count(%s('k' || g)) FROM generate_series(%%s, %%s) g" % get,
+                    (i * 100, i * 100 + 99))
+    conns_per_10k = stats.total("total_connections") - before
+    rss0 = rss_kb(pid)
+    stmt = "SELECT count(%s('k' || mod(g, %d))) FROM generate_series(%%s, %%s) g" % (get, KEYS)
+    for i in range(POOL_CALLS // LOOP):
+        cur.execute(stmt, (i * LOOP, (i + 1) * LOOP - 1))
+    rss1 = rss_kb(pid)
+    conn.close()
+    return (conns_per_10k, rss1["VmRSS"] - rss0["VmRSS"], rss1.get("RssAnon", 0) - rss0.get("RssAnon", 0),
+            rss0["VmRSS"])
+
+
 def w7_pool():
     say("7. pool: connections opened per 10,000 calls; backend RSS over %s calls" % format(POOL_CALLS, ","))
     stats = Stats(PORTS)
-    fns = {"mcfdw": ("mc_get", "mc_get_multi"), "pgmemcache": ("memcache_get", "memcache_get_multi")}
+    fns = with_baseline({"mcfdw": ("mc_get", "mc_get_multi"),
+                         "pgmemcache": ("memcache_get", "memcache_get_multi")}, ["mcfdw"])
     res = {}
     for k, (get, multi) in fns.items():
-        conn = connect()
-        pid = backend_pid(conn)
-        cur = conn.cursor()
-        # first calls: every server is reached once
-        cur.execute("SELECT count(*) FROM %s((SELECT array_agg('k' || g) FROM generate_series(0, 99) g))" % multi)
-        cur.execute("SELECT %s('k1')" % get)
-        before = stats.total("total_connections")
-        for i in range(100):            # 10,000 calls in 100 statements
-            cur.execute("SELECT count(%s('k' || g)) FROM generate_series(%%s, %%s) g" % get,
-                        (i * 100, i * 100 + 99))
-        conns_per_10k = stats.total("total_connections") - before
-        rss0 = rss_kb(pid)
-        stmt = "SELECT count(%s('k' || mod(g, %d))) FROM generate_series(%%s, %%s) g" % (get, KEYS)
-        for i in range(POOL_CALLS // LOOP):
-            cur.execute(stmt, (i * LOOP, (i + 1) * LOOP - 1))
-        rss1 = rss_kb(pid)
-        res[k] = (conns_per_10k, rss1["VmRSS"] - rss0["VmRSS"], rss1.get("RssAnon", 0) - rss0.get("RssAnon", 0),
-                  rss0["VmRSS"])
-        conn.close()
+        res[k] = run_as(k, lambda: pool_run(stats, get, multi))
     stats.close()
     w = "7 pool"
     row(w, "mcfdw: connections opened per 10,000 calls", res["mcfdw"][0], "conns", None, None,
@@ -1020,6 +1153,13 @@ def w7_pool():
         "VmRSS %d kB before; RssAnon %+d kB" % (res["mcfdw"][3], res["mcfdw"][2]))
     row(w, "pgmemcache: RSS growth over %s calls" % format(POOL_CALLS, ","), res["pgmemcache"][1], "kB",
         note="VmRSS %d kB before; RssAnon %+d kB" % (res["pgmemcache"][3], res["pgmemcache"][2]))
+    if SWAP.active:
+        b = res[BASE + "mcfdw"]
+        base_row(w, "mcfdw: connections opened per 10,000 calls", res["mcfdw"][0], b[0], "conns")
+        row(w, "mcfdw, baseline build: RSS growth over %s calls" % format(POOL_CALLS, ","), b[1], "kB",
+            note="VmRSS %d kB before; RssAnon %+d kB; one run each and no ratio: the growth is a few "
+            "pages or none"
+            % (b[3], b[2]))
 
 
 # ---- workload 8: seed 004 under concurrency ---------------------------------
@@ -1053,6 +1193,19 @@ def seed_scripts():
 
 
 # ---- workload 11: the foreign table (issue 14) -------------------------------
+def pgbench_rounds(scripts, mine):
+    """ROUNDS rounds of one pgbench run per script ({name: text}), in
+    rotated order; with BENCH_BASELINE, the scripts named in mine (those
+    that call mcfdw) once more each under the baseline build (BASE + name).
+    Returns {name: [median latency per round]}."""
+    scripts = with_baseline(scripts, mine)
+    lat = {k: [] for k in scripts}
+    for r in range(ROUNDS):
+        for k, sc in rotated(list(scripts.items()), r):
+            lat[k].append(run_as(k, lambda: pgbench(sc)[1]))
+    return lat
+
+
 FT_JOIN_ROWS = 10000
 FT_INSERT_ROWS = 10000
 
@@ -1102,10 +1255,7 @@ def w11_ft_scan(n):
         "ft": head + "SELECT count(value), count(flags) FROM (SELECT * FROM bench_ft "
                      "WHERE key = ANY(%s::text[])) t;\n" % arr,
     }
-    lat = {k: [] for k in scripts}
-    for r in range(ROUNDS):
-        for k, sc in rotated(list(scripts.items()), r):
-            lat[k].append(pgbench(sc)[1])
+    lat = pgbench_rounds(scripts, ["multi", "ft"])
     add_multi = med([m - f for m, f in zip(lat["multi"], lat["floor"])])
     add_ft = med([t - f for t, f in zip(lat["ft"], lat["floor"])])
     w = "11 foreign table, %s keys" % format(n, ",")
@@ -1114,6 +1264,9 @@ def w11_ft_scan(n):
     row(w, "key = ANY($1): added over floor", add_ft, "us", None, None,
         "<= 1.2 x mc_get_multi", check(r, "<=", 1.2),
         "ratio to mc_get_multi %.2f" % r if r is not None else "")
+    if SWAP.active:
+        base_added(w, "mc_get_multi", lat, "multi", "floor")
+        base_added(w, "key = ANY($1)", lat, "ft", "floor")
 
 
 def w11_ft_join():
@@ -1137,10 +1290,7 @@ def w11_ft_join():
         "per_row": "SET mcfdw.enable_batched_join = off;\n" + join +
                    "RESET mcfdw.enable_batched_join;\n",
     }
-    lat = {k: [] for k in scripts}
-    for r in range(ROUNDS):
-        for k, sc in rotated(list(scripts.items()), r):
-            lat[k].append(pgbench(sc)[1])
+    lat = pgbench_rounds(scripts, ["multi", "join", "per_row"])
     add_multi = med([m - f for m, f in zip(lat["multi"], lat["floor"])])
     add_join = med([j - f for j, f in zip(lat["join"], lat["join_floor"])])
     add_per_row = med([j - f for j, f in zip(lat["per_row"], lat["join_floor"])])
@@ -1164,6 +1314,10 @@ def w11_ft_join():
     row(w, "batched join off (a round trip per row): added", add_per_row, "us", None, None,
         ">= 20 x the batched join", check(speed, ">=", 20.0),
         "per-row / batched %.2f" % speed if speed is not None else "")
+    if SWAP.active:
+        base_added(w, "mc_get_multi of the keys", lat, "multi", "floor")
+        base_added(w, "batched join", lat, "join", "join_floor")
+        base_added(w, "batched join off (a round trip per row)", lat, "per_row", "join_floor")
 
 
 def w11_ft_insert():
@@ -1176,10 +1330,7 @@ def w11_ft_insert():
         "single": "\\set k random(1, %d)\nINSERT INTO bench_ft_w VALUES (:k, lpad(:k::text, 100, 'v'));\n"
                   % FT_INSERT_ROWS,
     }
-    lat = {k: [] for k in scripts}
-    for r in range(ROUNDS):
-        for k, sc in rotated(list(scripts.items()), r):
-            lat[k].append(pgbench(sc)[1])
+    lat = pgbench_rounds(scripts, ["batch", "single"])
     batch = med(lat["batch"])
     singles = med(lat["single"]) * FT_INSERT_ROWS
     w = "11 foreign-table INSERT, %s rows" % format(FT_INSERT_ROWS, ",")
@@ -1187,6 +1338,9 @@ def w11_ft_insert():
     row(w, "INSERT ... SELECT", batch, "us", None, None, ">= 20 x faster than singles",
         check(speed, ">=", 20.0), "singles / batch %.2f" % speed if speed is not None else "")
     row(w, "10,000 single-row INSERTs", singles, "us")
+    if SWAP.active:
+        base_added(w, "INSERT ... SELECT", lat, "batch", None)
+        base_added(w, "a single-row INSERT", lat, "single", None)
 
 
 FT_FULL_ROWS = 10000
@@ -1219,10 +1373,7 @@ def w11_ft_fullscan():
         "multi": "SELECT count(*) FROM mc_get_multi(%s);\n" % keys,
         "full": "SELECT count(*) FROM (SELECT * FROM bench_ft_full) t;\n",
     }
-    lat = {k: [] for k in scripts}
-    for r in range(ROUNDS):
-        for k, sc in rotated(list(scripts.items()), r):
-            lat[k].append(pgbench(sc)[1])
+    lat = pgbench_rounds(scripts, ["multi", "full"])
     add_multi = med([m - f for m, f in zip(lat["multi"], lat["floor"])])
     full = med(lat["full"])
     w = "11 foreign-table full scan, %s items" % format(FT_FULL_ROWS, ",")
@@ -1230,6 +1381,9 @@ def w11_ft_fullscan():
     row(w, "mc_get_multi of the keys: added over floor", add_multi, "us")
     row(w, "full scan (metadump of the whole cache)", full, "us", None, None,
         "informational", "", "ratio to mc_get_multi %.2f" % r if r is not None else "")
+    if SWAP.active:
+        base_added(w, "mc_get_multi of the keys", lat, "multi", "floor")
+        base_added(w, "full scan", lat, "full", None)
 
 
 def w11_ft_callgrind():
@@ -1265,6 +1419,13 @@ def w11_ft_callgrind():
         note=errs["multi"] or "")
     row(w, "key = ANY($1): %s over floor (callgrind)" % what, add["ft"], "instr",
         note=errs["ft"] or ("ratio to mc_get_multi %.2f" % r if r is not None else ""))
+    if SWAP.active:
+        for k, label in (("multi", "mc_get_multi"), ("ft", "key = ANY($1)")):
+            with SWAP.baseline():
+                b, e = su.instructions(sqls[k], lambda n: n)
+            base_row(w, "%s: %s over floor (callgrind)" % (label, what), add[k],
+                     b - fl if b is not None and fl is not None else None, "instr",
+                     note=("baseline's single-user backend: " + e) if e else "")
 
 
 def w11_foreign_table():
@@ -1323,10 +1484,7 @@ def w13_prefetch():
         raise RuntimeError("prefetch: the statement is not prefetched:\n" + plan)
     if n != FT_JOIN_ROWS:
         raise RuntimeError("prefetch: found %s of %d keys" % (n, FT_JOIN_ROWS))
-    lat = {k: [] for k in scripts}
-    for r in range(ROUNDS):
-        for k, sc in rotated(list(scripts.items()), r):
-            lat[k].append(pgbench(sc)[1])
+    lat = pgbench_rounds(scripts, ["join", "prefetch", "per_row"])
     added = {k: med([a - f for a, f in zip(lat[k], lat["floor"])])
              for k in ("join", "prefetch", "per_row")}
     w = "13 %s mc_get in one statement" % format(FT_JOIN_ROWS, ",")
@@ -1338,9 +1496,14 @@ def w13_prefetch():
     rp = ratio(added["per_row"], added["join"])
     row(w, "mc_get per row, mcfdw.prefetch off: added over floor", added["per_row"], "us",
         note="ratio to the batched join %.2f" % rp if rp is not None else "")
+    if SWAP.active:
+        base_added(w, "batched join over the same keys", lat, "join", "floor")
+        base_added(w, "mc_get per row, prefetched", lat, "prefetch", "floor")
+        base_added(w, "mc_get per row, mcfdw.prefetch off", lat, "per_row", "floor")
     say("   10 rows: %d rounds of a %ds pgbench mix (floor, prefetched, prefetch off)"
         % (MIX_ROUNDS, MIX_SECONDS))
-    per = {"prefetch10": [], "per_row10": [], "ratio": [], "b_prefetch10": [], "b_ratio": []}
+    per = {"prefetch10": [], "per_row10": [], "ratio": [], "b_prefetch10": [], "b_ratio": [],
+           "b_per_row10": []}
     for r in range(MIX_ROUNDS):
         got = {}
         for step in rotated(["mix", "base"] if SWAP.active else ["mix"], r):
@@ -1359,6 +1522,7 @@ def w13_prefetch():
         if SWAP.active:
             b = got["base"]
             per["b_prefetch10"].append(b["prefetch10"] - b["floor10"])
+            per["b_per_row10"].append(b["per_row10"] - b["floor10"])
             per["b_ratio"].append(ratio(per["b_prefetch10"][-1], b["per_row10"] - b["floor10"]))
             line += "; baseline build: prefetched added %.0f, %s" % (per["b_prefetch10"][-1],
                                                                    fmt_ratio(per["b_ratio"][-1]))
@@ -1376,6 +1540,11 @@ def w13_prefetch():
             note="ratio to prefetch off %s, the median of %d rounds'; %s"
             % (fmt_ratio(med(bs) if bs else None), len(bs), SWAP.path))
     row(w, "10 rows, mcfdw.prefetch off: added over floor", med(per["per_row10"]), "us")
+    if SWAP.active:
+        base_row(w, "10 rows, prefetched, added over floor", per["prefetch10"], per["b_prefetch10"], "us",
+                 note="each build's statements in a pgbench mix of their own")
+        base_row(w, "10 rows, mcfdw.prefetch off, added over floor", per["per_row10"], per["b_per_row10"],
+                 "us")
 
 
 def w8_seed():
@@ -1384,19 +1553,23 @@ def w8_seed():
     conn = connect()
     targets = {"SET": 1.0, "GET": 1.0, "MULTI_GET(5)": 1.3, "DELETE": 1.0}
     for op, scripts in seed_scripts().items():
+        scripts = with_baseline(scripts, ["mcfdw"])
         tps = {k: [] for k in scripts}
         for r in range(ROUNDS):
             for k, s in rotated(scripts.items(), r):
                 seed_populate(conn)
-                tps[k].append(pgbench(s, clients=CLIENTS, log=False)[0])
-            say("   %s round %d: mcfdw %.0f tps, pgmemcache %.0f tps"
-                % (op, r + 1, tps["mcfdw"][-1], tps["pgmemcache"][-1]))
+                tps[k].append(run_as(k, lambda: pgbench(s, clients=CLIENTS, log=False)[0]))
+            say("   %s round %d: mcfdw %.0f tps, pgmemcache %.0f tps%s"
+                % (op, r + 1, tps["mcfdw"][-1], tps["pgmemcache"][-1],
+                   ", baseline build's mcfdw %.0f tps" % tps[BASE + "mcfdw"][-1] if SWAP.active else ""))
         m, p = med(tps["mcfdw"]), med(tps["pgmemcache"])
         rr = ratio(m, p)
         w = "8 seed 004, %d clients" % CLIENTS
         row(w, "mcfdw: %s" % op, m, "tps", rr, None, ">= %.1f x pgm" % targets[op],
             check(rr, ">=", targets[op]))
         row(w, "pgmemcache: %s" % op, p, "tps")
+        if SWAP.active:
+            base_row(w, "mcfdw: %s" % op, tps["mcfdw"], tps[BASE + "mcfdw"], "tps", higher=True)
     conn.close()
 
 
@@ -1437,22 +1610,32 @@ def w9_batch_writes():
     n = value(conn, BATCH_SQL["mc_delete_multi"])
     if n != BATCH:
         raise RuntimeError("mc_delete_multi deleted %s of %d keys" % (n, BATCH))
-    wall = {k: [] for k in BATCH_SQL}      # ms per statement
+    writers = ["mc_get_multi", "mc_set_multi", "mc_delete_multi", "mc_set loop"]
+    sql = with_baseline(BATCH_SQL, writers)
+    curs = {k: conn.cursor() for k in BATCH_SQL}
+    bconn = None
+    if SWAP.active:             # a session of the baseline build's, loaded now
+        bconn = connect()
+        run_as(BASE, lambda: value(bconn, BATCH_SQL["mc_get_multi"]))
+        curs.update({BASE + k: bconn.cursor() for k in writers})
+    wall = {k: [] for k in sql}      # ms per statement
     cur = conn.cursor()
     for r in range(ROUNDS):
         for i in range(BATCH_REPEAT):
-            for k in rotated(BATCH_SQL, r * BATCH_REPEAT + i):
-                if k == "mc_delete_multi":
+            for k in rotated(sql, r * BATCH_REPEAT + i):
+                if k.endswith("mc_delete_multi"):
                     cur.execute(BATCH_REFILL)
                 t0 = time.perf_counter()
-                cur.execute(BATCH_SQL[k])
+                curs[k].execute(sql[k])
                 wall[k].append((time.perf_counter() - t0) * 1e3)
-                if k == "mc_delete_multi" and cur.fetchone()[0] != BATCH:
+                if k.endswith("mc_delete_multi") and curs[k].fetchone()[0] != BATCH:
                     raise RuntimeError("mc_delete_multi did not delete all %d keys" % BATCH)
         n = BATCH_REPEAT
         say("   round %d: ms/statement %s"
-            % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in BATCH_SQL)))
+            % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in sql)))
     conn.close()
+    if bconn:
+        bconn.close()
     m = {k: med(v) for k, v in wall.items()}
 
     def added(k, floor):
@@ -1479,6 +1662,10 @@ def w9_batch_writes():
     speed = ratio(m["mc_set loop"], m["mc_delete_multi"])
     row(w, "mcfdw: mc_delete_multi speed-up over the mc_set loop", speed, "x", None, None,
         ">= 30 x", check(speed, ">=", 30.0), "wall of the loop / wall of mc_delete_multi")
+    if SWAP.active:
+        lat = {k: per_round(v, BATCH_REPEAT) for k, v in wall.items()}
+        for k in writers:
+            base_row(w, "mcfdw: " + k, lat[k], lat[BASE + k], "ms")
 
 
 # ---- workload 12: a multi-get of compressed values ----------------------------
@@ -1530,8 +1717,15 @@ def w12_compressed():
         raise RuntimeError("workload 12: %d stored, %d compressed values read" % (stored, len(blobs)))
     inflated = sum(len(zlib.decompress(b)) for b in blobs)
     stored_bytes = sum(len(b) for b in blobs)
-    sql = dict(ZSQL, **ZWSQL)
-    wall = {k: [] for k in list(sql) + ["inflate"]}
+    mine = ["plain", "compressed", "write plain", "write compressed"]
+    sql = with_baseline(dict(ZSQL, **ZWSQL, inflate=None), mine)
+    curs = {k: cur for k in sql}
+    bconn = None
+    if SWAP.active:             # a session of the baseline build's, loaded now
+        bconn = connect()
+        run_as(BASE, lambda: value(bconn, ZSQL["plain"]))
+        curs.update({BASE + k: bconn.cursor() for k in mine})
+    wall = {k: [] for k in sql}
     for r in range(ROUNDS):
         for i in range(BATCH_REPEAT):
             for k in rotated(list(wall), r * BATCH_REPEAT + i):
@@ -1540,13 +1734,15 @@ def w12_compressed():
                     for b in blobs:
                         zlib.decompress(b)
                 else:
-                    cur.execute(sql[k])
-                    if "floor" not in k and cur.fetchone()[0] != ZKEYS:
+                    curs[k].execute(sql[k])
+                    if "floor" not in k and curs[k].fetchone()[0] != ZKEYS:
                         raise RuntimeError("workload 12: %s did not find or store every key" % k)
                 wall[k].append((time.perf_counter() - t0) * 1e3)
         n = BATCH_REPEAT
         say("   round %d: ms/statement %s"
             % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in wall)))
+    if bconn:
+        bconn.close()
     cur.execute("DROP SERVER mcz")
     cur.execute("DROP TABLE bench_zvalues")
     conn.close()
@@ -1581,6 +1777,13 @@ def w12_compressed():
     row(w, "mcfdw: compressed, added over floor", add_wz, "ms", None, r_write,
         "<= 2.0 x plain", check(r_write, "<=", 2.0),
         "what deflating adds per value: %.1f us" % ((add_wz - add_wp) * 1e3 / ZKEYS))
+    if SWAP.active:
+        lat = {k: per_round(v, BATCH_REPEAT) for k, v in wall.items()}
+        for k in mine:
+            base_row("12 10,000-key get_multi and set_multi, 8 KB values", "mcfdw: mc_%s" % {
+                "plain": "get_multi, plain", "compressed": "get_multi, compressed",
+                "write plain": "set_multi, plain", "write compressed": "set_multi, compressed"}[k],
+                lat[k], lat[BASE + k], "ms")
 
 
 # ---- workload 14: invalidation from the write-ahead log (issue 23) ------------
@@ -1893,6 +2096,10 @@ def fmt_ratio(v):
     return "-" if v is None or v != v else "%.2f" % v
 
 
+def fmt_ratio3(v):
+    return "-" if v is None or v != v else "%.3f" % v
+
+
 def report(info, elapsed):
     lines = []
     lines.append("mcfdw benchmark — %s, %s mode, %d rounds x %gs, %.0f s in all"
@@ -1924,14 +2131,48 @@ def report(info, elapsed):
         lines.append("notes:")
         for w, c, n in notes:
             lines.append("  %s / %s: %s" % (w, c, n))
-    met = sum(1 for r in ROWS if r["status"] == "met")
-    missed = [r for r in ROWS if r["status"] == "missed"]
+    targets = [r for r in ROWS if not r["base"]]
+    met = sum(1 for r in targets if r["status"] == "met")
+    missed = [r for r in targets if r["status"] == "missed"]
     lines.append("")
-    na = sum(1 for r in ROWS if r["status"] == "n/a")
+    na = sum(1 for r in targets if r["status"] == "n/a")
     lines.append("targets: %d met, %d missed, %d not measured%s" % (met, len(missed), na,
                  "" if not missed else " (" + "; ".join("%s: %s" % (r["workload"], r["contender"])
                                                           for r in missed) + ")"))
+    if BASE_SUMMARY:
+        lines += baseline_summary()
     return "\n".join(lines) + "\n"
+
+
+def baseline_summary():
+    """The comparisons with BENCH_BASELINE in one table (base_row): each
+    row's medians for both builds, the median of the per-round ratios, their
+    quartiles, the bound and whether it was met."""
+    lines = ["", "this build against the baseline (%s), bound %.3f (BENCH_BASELINE_BOUND); this build "
+             "and baseline: medians over rounds; ratio: the median of the rounds' ratios; +-95%%: "
+             "1.57 x (q3 - q1) / sqrt(rounds), about a 95 %% interval of that median; rounds: how "
+             "many would make it +-%.3f:" % (SWAP.path, BASE_BOUND, BASE_BOUND - 1)]
+    head = ("row", "this build", "baseline", "unit", "ratio", "q1-q3", "+-95%", "rounds", "bound", "met")
+    table = [head]
+    for b in BASE_SUMMARY:
+        spread = b["q1"] is not None
+        table.append((b["row"], fmt_num(b["mine"], b["unit"]), fmt_num(b["base"], b["unit"]), b["unit"],
+                      fmt_ratio3(b["ratio"]),
+                      "%s-%s" % (fmt_ratio3(b["q1"]), fmt_ratio3(b["q3"])) if spread else "-",
+                      fmt_ratio3(b["notch"]) if spread else "-", str(b["need"]) if spread else "-",
+                      b["bound"], b["status"]))
+    widths = [max(len(t[i]) for t in table) for i in range(len(head))]
+    right = {1, 2, 4, 5, 6, 7}
+    for i, t in enumerate(table):
+        lines.append("  ".join(t[c].rjust(widths[c]) if c in right else t[c].ljust(widths[c])
+                               for c in range(len(t))).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    missed = [b for b in BASE_SUMMARY if b["status"] == "missed"]
+    lines.append("baseline: %d met, %d missed, %d not measured"
+                 % (sum(1 for b in BASE_SUMMARY if b["status"] == "met"), len(missed),
+                    sum(1 for b in BASE_SUMMARY if b["status"] == "n/a")))
+    return lines
 
 
 # ---- workload 9: TLS against plain TCP ------------------------------------
@@ -2227,6 +2468,13 @@ def w10_callgrind(w, plain_ports, ports, ca):
         ratio(add_mc, add_raw), note="/floor|raw is mcfdw's / the raw client's")
     row(w, "raw C client: instructions per round trip, plain TCP (callgrind)", raw["plain"], "instr")
     row(w, "raw C client: instructions TLS adds per round trip (callgrind)", add_raw, "instr")
+    if SWAP.active:
+        for k, extra, label in (("plain", ", server => 'bench_plain'", "plain TCP"),
+                                ("tls", ", server => 'bench_tls'", "TLS")):
+            with SWAP.baseline():
+                b, e = su.instructions(lambda n: sql % (extra, n), lambda n: n)
+            base_row(w, "mcfdw: instructions per get, %s (callgrind)" % label, mc[k], b, "instr",
+                     note=("baseline's single-user backend: " + e) if e else "")
 
 
 def w10_cold(w):
@@ -2236,19 +2484,25 @@ def w10_cold(w):
     instance it reads from; the two alternate, in turn first."""
     keys = ["k%d" % i for i in range(10)]
     calls = 10 if QUICK else 40
-    ms = {"bench_plain": [], "bench_tls": []}
+    servers = ["bench_plain", "bench_tls"]
+    ms = {k: [] for k in with_baseline(dict.fromkeys(servers), servers)}
     conns = {}
+
+    def cold(k):
+        srv = k[len(BASE):] if k.startswith(BASE) else k
+        c = connect()
+        value(c, "SELECT count(*) FROM mc_servers WHERE server = %s", (srv,))
+        t0 = time.perf_counter()
+        got = value(c, "SELECT count(*) FROM mc_get_multi(%s::text[], %s)", (keys, srv))
+        t = (time.perf_counter() - t0) * 1000
+        conns[k] = value(c, "SELECT sum(connections) FROM mc_servers WHERE server = %s", (srv,))
+        c.close()
+        if got != len(keys):
+            raise RuntimeError("a cold 10-key multi-get on %s found %s" % (srv, got))
+        return t
     for i in range(calls):
-        for srv in rotated(ms, i):
-            c = connect()
-            value(c, "SELECT count(*) FROM mc_servers WHERE server = %s", (srv,))
-            t0 = time.perf_counter()
-            got = value(c, "SELECT count(*) FROM mc_get_multi(%s::text[], %s)", (keys, srv))
-            ms[srv].append((time.perf_counter() - t0) * 1000)
-            conns[srv] = value(c, "SELECT sum(connections) FROM mc_servers WHERE server = %s", (srv,))
-            c.close()
-            if got != len(keys):
-                raise RuntimeError("a cold 10-key multi-get on %s found %s" % (srv, got))
+        for k in rotated(ms, i):
+            ms[k].append(run_as(k, lambda: cold(k)))
     plain, tls = med(ms["bench_plain"]), med(ms["bench_tls"])
     say("   cold 10-key mc_get_multi: plain %.2f ms, TLS %.2f ms (median of %d, a new session each)"
         % (plain, tls, calls))
@@ -2257,6 +2511,10 @@ def w10_cold(w):
     row(w, "mcfdw: cold 10-key mc_get_multi over 4 instances, TLS (new session each call)",
         tls, "ms", None, ratio(tls, plain),
         note="/floor|raw is TLS / plain TCP here; %s handshakes per call" % conns["bench_tls"])
+    if SWAP.active:
+        # one call is one sample: the calls pair up in the order they ran
+        for srv, what in (("bench_plain", "plain TCP"), ("bench_tls", "TLS")):
+            base_row(w, "mcfdw: cold 10-key mc_get_multi, %s" % what, ms[srv], ms[BASE + srv], "ms")
 
 
 def w10_tls():
@@ -2309,22 +2567,39 @@ def w10_tls():
             "tls": "SELECT count(*) FROM mc_get_multi(%s, 'bench_tls');\n" % arr,
         }
         for what, scripts, target in (("single get", single, 1.3), ("10,000-key mc_get_multi", multi, 2.0)):
+            scripts = with_baseline(scripts, [k for k in scripts if k in ("plain", "tls", "loop plain",
+                                                                          "loop TLS")])
             lat = {k: [] for k in scripts}
             lconn = connect()
+            blconn = None
+            if SWAP.active and "loop plain" in scripts:     # the baseline build's session, loaded now
+                blconn = connect()
+                run_as(BASE, lambda: value(blconn, "SELECT count(*) FROM mc_get_multi(ARRAY['k1'], "
+                                                   "'bench_plain')"))
             for r in range(ROUNDS):
                 for k, s in rotated(scripts.items(), r):
-                    if k.startswith("raw"):
+                    kind = k[len(BASE):] if k.startswith(BASE) else k
+                    if kind.startswith("raw"):
                         lat[k].append(raw_round_trip(*s))
-                    elif k.startswith("loop"):
-                        lat[k].append(loop_round_trip(lconn, s))
+                    elif kind.startswith("loop"):
+                        lat[k].append(loop_round_trip(blconn if k.startswith(BASE) else lconn, s))
                     else:
-                        lat[k].append(pgbench(s)[1])
+                        lat[k].append(run_as(k, lambda: pgbench(s)[1]))
                 say("   %s round %d: floor %.1f us, plain %.1f us, TLS %.1f us%s"
                     % (what, r + 1, lat["floor"][-1], lat["plain"][-1], lat["tls"][-1],
                        "; in one statement %.1f us plain, %.1f us TLS; raw client %.1f us plain, %.1f us TLS"
                        % (lat["loop plain"][-1], lat["loop TLS"][-1], lat["raw plain"][-1], lat["raw TLS"][-1])
                        if "raw TLS" in lat else ""))
             lconn.close()
+            if blconn:
+                blconn.close()
+            if SWAP.active:
+                for k, label in (("plain", "plain TCP"), ("tls", "TLS")):
+                    base_added(w, "mcfdw: %s, %s" % (what, label), lat, k, "floor")
+                for k, label in (("loop plain", "plain TCP"), ("loop TLS", "TLS")):
+                    if k in lat:
+                        base_added(w, "mcfdw: %s gets in one statement, per get, %s"
+                                   % (format(LOOP, ","), label), lat, k, None)
             add_plain = med([p - f for p, f in zip(lat["plain"], lat["floor"])])
             add_tls = med([t - f for t, f in zip(lat["tls"], lat["floor"])])
             rt = ratio(add_tls, add_plain)

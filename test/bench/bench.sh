@@ -14,8 +14,9 @@
 # BENCH_SECONDS, BENCH_MIX_ROUNDS (rounds of workload 2 and of workload
 # 13's 10-row statements), BENCH_ONLY=1,3,8 (some workloads),
 # BENCH_BASELINE=path/to/mcfdw.so (another build measured in the same rounds
-# of workload 2 and 13's 10-row rows), MCFDW_KEEP=1 (the rig stays up
-# afterwards, as with `make test`).
+# of every workload but 6 and 14, each row of mcfdw's then compared, this
+# build / baseline, against BENCH_BASELINE_BOUND, default 1.03),
+# MCFDW_KEEP=1 (the rig stays up afterwards, as with `make test`).
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/../rig/lib.sh"
