@@ -10,17 +10,17 @@
  * have run on a failing instance is neither resent nor failed over:
  * eng_in_doubt), on_failure 'miss' (an unreachable instance's requests
  * answered as misses, the instance counted degraded), and reporting every
- * outcome to health.c.  Building any operation's meta command (mg, ms,
- * md, ma) from its kind, key and fields (McEngineOpEncode: a run of one's
- * and the runner's, run.c, alike).  The run of one (McEngineSendOp): the
- * opaque token sequence (a plain get takes the short encoder the
- * multi-get uses), one request and one reply on the instance's own
- * connection (conn.c's McConnRoundtrip: its retry of a pooled socket
- * closed while idle, never for a request that must not run twice);
- * flush_all, one text command to every instance in turn; a stats command
- * on one instance (McEngineStatLines: the views' and the planner's), and
- * which of its failures count against the instance's health.  Runs of
- * many: each instance's part of a run (McEngInst) and its state machine —
+ * outcome to health.c.  Building any operation's command from its kind,
+ * key and fields (McEngineOpEncode: a run of one's and the runner's,
+ * run.c, alike): the meta commands (mg, ms, md, ma), and the text
+ * commands that are operations too, "stats <group>" and "flush_all".
+ * The run of one (McEngineSendOp): the opaque token sequence (a plain get
+ * takes the short encoder the multi-get uses), one request and one reply
+ * on the instance's own connection (conn.c's McConnRoundtrip: its retry
+ * of a pooled socket closed while idle, never for a request that must
+ * not run twice); a stats operation on its instance (McEngineStatLines:
+ * the views' and the planner's), and which of its failures count against
+ * the instance's health.  Runs of many: each instance's part of a run (McEngInst) and its state machine —
  * started on a probed pooled socket or a connect finished on the shared
  * wait (pipeline.c), requests queued by the client as the socket takes
  * them, replies read without waiting and handed to the client (or, for a
@@ -57,7 +57,41 @@ static const char *const op_command[] = {
 	[MC_OP_DELETE] = "md",
 	[MC_OP_ARITH] = "ma",
 	[MC_OP_DUMP] = NULL,		/* a text command, queued as it is (run.c) */
+	[MC_OP_STATS] = NULL,		/* text commands: eng_text_encode */
+	[MC_OP_FLUSH] = NULL,
 };
+
+/*
+ * A text command's request at dst (capacity MC_REQ_HEADER_MAX): "stats",
+ * "stats <group>" or "flush_all".  Text replies carry no opaque token and
+ * a text command has no quiet mode.  0 when the group does not fit.
+ */
+static size_t
+eng_text_encode(const McOp *op, char *dst)
+{
+	static const char flush[] = "flush_all\r\n";
+	static const char stats[] = "stats";
+	size_t		n = sizeof(stats) - 1;
+
+	if (op->kind == MC_OP_FLUSH)
+	{
+		memcpy(dst, flush, sizeof(flush) - 1);
+		return sizeof(flush) - 1;
+	}
+	Assert(op->kind == MC_OP_STATS);
+	if (op->keylen + n + 3 > MC_REQ_HEADER_MAX)
+		return 0;
+	memcpy(dst, stats, n);
+	if (op->keylen > 0)
+	{
+		dst[n++] = ' ';
+		memcpy(dst + n, op->key, op->keylen);
+		n += op->keylen;
+	}
+	dst[n++] = '\r';
+	dst[n++] = '\n';
+	return n;
+}
 
 /* The opaque token sequence (McOpNextOpaque): never 0 once used. */
 uint32		mc_op_seq = 0;
@@ -79,6 +113,8 @@ McEngineOpEncode(const McOp *op, const char *opaque, size_t opaque_len,
 	size_t		wlen;
 	bool		b64;
 
+	if (op->kind == MC_OP_STATS || op->kind == MC_OP_FLUSH)
+		return eng_text_encode(op, dst);
 	if (op->prepared != NULL)
 	{
 		wkey = op->prepared->wire;
@@ -268,38 +304,13 @@ McEngineSendOp(McServer *srv, McOpRun *run)
 }
 
 /*
- * Invalidate every item on every instance of srv (mc_flush_all); returns
- * the number of instances flushed.  The text command: the meta protocol
- * has no flush.  An instance that fails is raised, as every write's is.
- */
-int
-McEngineFlushAll(McServer *srv)
-{
-	static const char cmd[] = "flush_all\r\n";
-
-	/* a text command: its reply has no opaque; flushing twice is harmless */
-	static const McRequest req = {cmd, sizeof(cmd) - 1, NULL, 0, 0, true};
-	int			n = 0;
-
-	for (int i = 0; i < srv->cfg.nendpoints; i++)
-	{
-		McConn	   *conn;
-		McReply		r;
-		const char *base;
-
-		base = eng_roundtrip(srv, i, &req, &r, &conn, false);
-		if (r.type != MC_REPLY_HD)
-			McConnReplyError(conn, base, &r);
-		McConnConsume(conn, r.consumed);
-		McInstanceEnd(srv, conn);
-		n++;
-	}
-	return n;
-}
-
-/*
- * A stats command on instance index, softly: false when the instance is
- * dead (not contacted) or failed (counted); see McConnStatLines.  A
+ * A stats operation on its instance, softly: false when the instance is
+ * dead (not contacted) or failed (counted); see McConnStatLines.  It runs
+ * alone, not in a run of the runner (run.c): its bounds are its own (the
+ * caller's limit covering connect and reply and told apart from the
+ * instance's failure, io_timeout over the whole reply rather than each
+ * wait, a cap on the reply's size), where a pipelined run's are one
+ * deadline that is the instance's failure and io_timeout per wait.  A
  * rejected login is not counted, and not raised either: the views show it
  * as they show any failing instance (its cause, never the password, in
  * last_error), so one server's wrong password cannot break a dashboard.
@@ -311,11 +322,17 @@ McEngineFlushAll(McServer *srv)
  * must not be marked dead for it.  Then nothing is recorded at all.
  */
 bool
-McEngineStatLines(McServer *srv, int index, const char *cmd,
+McEngineStatLines(McServer *srv, const McOp *op,
 				  int limit_ms, bool limit_counts, McStatLineFn cb, void *arg)
 {
+	int			index = op->instance;
 	McConn	   *conn = McNetConn(&srv->net, index);
+	char		cmd[MC_REQ_HEADER_MAX + 1];
+	size_t		len = McEngineOpEncode(op, NULL, 0, false, cmd);
 
+	if (len == 0)
+		elog(ERROR, "could not encode a stats command");
+	cmd[len] = '\0';
 	McCsSetOp(MC_CS_STATS);
 	if (!McInstanceUsable(srv, index, true))
 		return false;

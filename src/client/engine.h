@@ -20,8 +20,10 @@
  * instructions than a whole mc_get; it shares the engine's rules (routing
  * by health, failover, at most once: eng_in_doubt) with the runner's runs.
  *
- * Text commands go through here too: flush_all on every instance, and a
- * stats command on one (the views', the planner's item count).
+ * Text commands are operations too, encoded here alone: a key dump
+ * (MC_OP_DUMP) and flush_all (MC_OP_FLUSH) are runs of the runner; a
+ * stats command (MC_OP_STATS) runs alone on its instance
+ * (McEngineStatLines), under bounds of its own no pipelined run has.
  *
  * Runs of many requests of one server go out many at a time, one pipeline
  * per instance.  The engine's one client, the runner (run.c: reads,
@@ -55,9 +57,15 @@ typedef enum McOpKind
 	MC_OP_STORE,				/* ms: set, or the mode's add, replace, append, prepend */
 	MC_OP_DELETE,				/* md: delete, or mark stale (invalidate) */
 	MC_OP_ARITH,				/* ma: mode I or D */
-	MC_OP_DUMP					/* a text command to one instance (key: the
+	MC_OP_DUMP,					/* a text command to one instance (key: the
 								 * command, instance: which), its reply
 								 * lines (a full scan's key dump, run.h) */
+	MC_OP_STATS,				/* "stats <group>" to one instance (key: the
+								 * group, NULL for plain "stats"; instance:
+								 * which), its STAT lines until END to a
+								 * line callback (McEngineStatLines) */
+	MC_OP_FLUSH					/* "flush_all" to one instance (instance:
+								 * which), answered OK (a run, run.h) */
 } McOpKind;
 
 /* What became of an operation of a run of many (McRunExec, run.h). */
@@ -215,15 +223,22 @@ McEngineOpReplyError(McOpRun *run)
 	McConnReplyError(run->conn, run->base, &run->reply);
 }
 
-/* flush_all on every instance of srv: the number flushed. */
-extern int	McEngineFlushAll(McServer *srv);
+/* An operation of a text command (MC_OP_STATS, MC_OP_FLUSH) on an instance. */
+static inline void
+McOpText(McOp *op, McOpKind kind, int instance, const char *group)
+{
+	McOpInit(op, kind, NULL);
+	op->instance = (int16) instance;
+	op->key = group;
+	op->keylen = group != NULL ? strlen(group) : 0;
+}
 
 /*
- * A stats command on instance index, softly, its "STAT" lines to cb:
- * false when the instance is dead or failed (engine.c says which failures
- * count against its health).
+ * A stats operation (MC_OP_STATS) on its instance, softly, its "STAT"
+ * lines to cb: false when the instance is dead or failed (engine.c says
+ * which failures count against its health).
  */
-extern bool McEngineStatLines(McServer *srv, int index, const char *cmd,
+extern bool McEngineStatLines(McServer *srv, const McOp *op,
 							  int limit_ms, bool limit_counts,
 							  McStatLineFn cb, void *arg);
 

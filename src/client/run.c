@@ -18,7 +18,9 @@
  * unanswered ops failed over in another round, unless they may have run
  * (the engine's at-most-once rule) or are bound home; over TLS a batch
  * with sets goes in segments (RUN_TLS_SEGMENT).  Dumps: one command per
- * instance, its reply read a line at a time.  Every request is encoded by
+ * instance, its reply read a line at a time.  Flushes: flush_all on the
+ * instances their ops name, each answered OK; any failure or error reply
+ * is raised.  Every request is encoded by
  * the engine's encoders (McEngineOpEncode, and the short get encoders of
  * core/request.c for the plain gets of a multi-get), in slices, so memory
  * stays bounded however many ops a run has; no allocation per op or reply.
@@ -97,7 +99,8 @@ typedef enum RunKind
 {
 	RUN_READS,
 	RUN_WRITES,
-	RUN_DUMPS
+	RUN_DUMPS,
+	RUN_FLUSHES
 } RunKind;
 
 typedef struct RunState
@@ -349,15 +352,15 @@ route_writes(RunState *r)
 	return group_items(r, inst_of, r->nops, r->slots) > 0;
 }
 
-/* A dump's ops go to the instances they name. */
+/* A dump's or a flush's ops go to the instances they name. */
 static void
-route_dumps(RunState *r)
+route_instances(RunState *r)
 {
 	int		   *inst_of = palloc(sizeof(int) * r->nops);
 
 	for (int i = 0; i < r->nops; i++)
 	{
-		Assert(r->ops[i].kind == MC_OP_DUMP);
+		Assert(r->ops[i].kind == (r->kind == RUN_DUMPS ? MC_OP_DUMP : MC_OP_FLUSH));
 		inst_of[i] = r->ops[i].instance;
 	}
 	group_items(r, inst_of, r->nops, palloc(sizeof(int) * r->nops));
@@ -520,7 +523,7 @@ fill_segment(RunState *r, RunInst *ri, McConn *conn)
 /*
  * Queue more requests for an instance (the engine's fill), up to one slice
  * of unsent bytes (a large value may overshoot it by itself), and "mn"
- * once all are queued; a dump's one command once.
+ * once all are queued; a dump's or a flush's one command once.
  */
 static void
 run_fill(void *arg, int s, McConn *conn)
@@ -534,6 +537,17 @@ run_fill(void *arg, int s, McConn *conn)
 	{
 		if (!ri->mn_queued)
 			McConnLinesQueue(conn, r->ops[ri->items[0]].key);
+		ri->mn_queued = true;
+		return;
+	}
+	else if (r->kind == RUN_FLUSHES)
+	{
+		/* a text command: no opaque, no "mn"; its one reply ends the part */
+		if (!ri->mn_queued)
+		{
+			queue_op(r, ri, conn, false);
+			McConnPipelined(conn, 1);
+		}
 		ri->mn_queued = true;
 		return;
 	}
@@ -902,6 +916,51 @@ read_writes(RunState *r, int s, McConn *conn, char *buf, size_t len,
 }
 
 /*
+ * A flush's reply: OK (parsed as HD) settles its op and ends the part.
+ * Anything else is raised, as a single-key call's would be: a server that
+ * needs a login or is not memcached as the instance's failure (counted),
+ * an error reply as the server's (the socket closed, nothing counted).
+ */
+static McEngRead
+read_flush(RunState *r, int s, McConn *conn, char *buf, size_t len,
+		   size_t *consumed, size_t *need)
+{
+	RunInst    *ri = &r->inst[s];
+	McReply		rep;
+	McReplyType t = mc_parse_reply_z(buf, len, &rep);
+
+	if (t == MC_REPLY_NEED_MORE)
+	{
+		*need = rep.need;
+		*consumed = 0;
+		return MC_ENG_MORE;
+	}
+	if (t == MC_REPLY_HD)
+	{
+		r->ops[ri->items[0]].result = MC_OP_DONE;
+		r->engine.inst[s].hits++;
+		McConnFound(conn, 1, 0);
+		*consumed = rep.consumed;
+		return MC_ENG_DONE;
+	}
+	/* memcached at its connection limit (-c) greets a new socket so, and closes it */
+	if (t == MC_REPLY_ERROR && rep.msg_len > 0 &&
+		memmem(buf + rep.msg_off, rep.msg_len, "Too many open connections", 25))
+	{
+		McInstanceMisbehaved(r->srv, conn, false, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							 "connect to", "the server refused the connection: too many open connections");
+		return MC_ENG_FAILED;
+	}
+	if (McConnForeignReply(conn, buf, t == MC_REPLY_BAD ? len : rep.header_len,
+						   t == MC_REPLY_BAD ? MC_FOREIGN_UNPARSED : MC_FOREIGN_META))
+	{
+		McInstanceCountFailure(r->srv, conn, false);
+		return MC_ENG_FAILED;
+	}
+	McConnReplyError(conn, buf, &rep);
+}
+
+/*
  * Parse and handle every complete reply buffered for an instance (the
  * engine's read), each matched to its op by the echoed opaque token (its
  * position in the instance's pipeline; replies come in request order, so
@@ -915,6 +974,8 @@ run_read(void *arg, int s, McConn *conn, char *buf, size_t len,
 
 	if (likely(r->kind == RUN_READS))
 		return read_gets(r, s, conn, buf, len, consumed, need);
+	if (r->kind == RUN_FLUSHES)
+		return read_flush(r, s, conn, buf, len, consumed, need);
 	return read_writes(r, s, conn, buf, len, consumed, need);
 }
 
@@ -1114,7 +1175,8 @@ McRunExec(McServer *srv, McRun *spec)
 	r.hit = spec->hit;
 	r.arg = spec->arg;
 	r.kind = spec->hit != NULL ? RUN_READS :
-		spec->line != NULL ? RUN_DUMPS : RUN_WRITES;
+		spec->line != NULL ? RUN_DUMPS :
+		(spec->nops > 0 && spec->ops[0].kind == MC_OP_FLUSH) ? RUN_FLUSHES : RUN_WRITES;
 	r.failover = !(spec->flags & MC_RUN_STRICT) && srv->cfg.failover;
 	r.miss = !(spec->flags & MC_RUN_STRICT) && srv->cfg.on_failure_miss;
 	if (spec->errlen > 0)
@@ -1165,11 +1227,26 @@ McRunExec(McServer *srv, McRun *spec)
 			r.engine.line_max = spec->line_max;
 			for (int i = 0; i < r.nops; i++)
 				r.ops[i].result = MC_OP_PENDING;
-			route_dumps(&r);
+			route_instances(&r);
 			run_round(&r);
 			for (int i = 0; i < r.nops; i++)
 				if (r.ops[i].result == MC_OP_PENDING)
 					r.ops[i].result = MC_OP_DONE;
+			break;
+		case RUN_FLUSHES:
+
+			/*
+			 * Every instance named is flushed, or the run raises: a dead or
+			 * failing instance whatever failover and on_failure say (a
+			 * flush cannot go elsewhere, nor pass for a miss).  Flushing
+			 * twice is harmless: a pooled socket found closed is retried.
+			 */
+			for (int i = 0; i < r.nops; i++)
+				r.ops[i].result = MC_OP_PENDING;
+			route_instances(&r);
+			run_round(&r);
+			for (int i = 0; i < r.nops; i++)
+				ret += (r.ops[i].result == MC_OP_DONE);
 			break;
 	}
 	MemoryContextSwitchTo(old);

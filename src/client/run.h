@@ -6,7 +6,8 @@
  * engine's McOp: store, delete or mark stale, touch), each settled with a
  * result code; reads (get with wanted fields), each hit handed to a
  * callback with the reply parsed in place; key dumps (MC_OP_DUMP, one per
- * instance), each line handed to a callback.  Reads come as the keys
+ * instance), each line handed to a callback; flushes (MC_OP_FLUSH, one per
+ * instance), each answered OK.  Reads come as the keys
  * themselves (text datums), not as McOps: a multi-get holds tens of
  * thousands, and the runner keeps a 24-byte record per distinct key
  * where an McOp is 80.  The runner routes them (health, failover, a
@@ -45,7 +46,7 @@ typedef McLineVerdict (*McRunLineFn) (void *arg, int s, const char *line, size_t
 /* A run: one kind of op at a time, as below. */
 typedef struct McRun
 {
-	/* writes and dumps: the ops, each one's result set by the run */
+	/* writes, dumps and flushes: the ops, each one's result set by the run */
 	McOp	   *ops;
 	int			nops;
 	/* reads: n text datums (NULLs skipped, duplicates asked once) */
@@ -68,7 +69,9 @@ typedef struct McRun
  * Run it on srv, in a memory context of its own (hits and lines are handed
  * over there: what must outlive the run goes elsewhere).  Reads return
  * the number of distinct keys asked, writes the number of ops that failed
- * (McBatchWrite, batch.h, says what each outcome means), dumps 0.  What an
+ * (McBatchWrite, batch.h, says what each outcome means), dumps 0, flushes
+ * the number of instances flushed (a flush's failure, or an error reply,
+ * is raised whatever the server's failover and on_failure).  What an
  * instance's failure does: a read's keys there are misses when the server
  * fails over or has on_failure 'miss' (the instance counted degraded under
  * 'miss'), else it raises; a write's unanswered ops fail over unless they

@@ -526,11 +526,12 @@ McFullScanItems(Oid serverid)
 	{
 		double		items = 0;
 		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
+		McOp		op;
 
 		if ((alive != NULL && !alive[i]) || left <= 0)
 			continue;
-		if (McEngineStatLines(srv, i, "stats\r\n", (int) left, false,
-								count_line, &items))
+		McOpText(&op, MC_OP_STATS, i, NULL);
+		if (McEngineStatLines(srv, &op, (int) left, false, count_line, &items))
 		{
 			total += items;
 			any = true;

@@ -251,16 +251,16 @@ collect_slabs(McServer *srv, int index, int need)
 	char	   *err;
 
 	if ((need & NEED_GENERAL) &&
-		!McStatLines(srv, index, "stats\r\n", general_line, s, &err))
+		!McStatLines(srv, index, NULL, general_line, s, &err))
 		return NULL;
 	if ((need & NEED_SLABS) &&
-		!McStatLines(srv, index, "stats slabs\r\n", slabs_line, s, &err))
+		!McStatLines(srv, index, "slabs", slabs_line, s, &err))
 		return NULL;
 	if ((need & NEED_ITEMS) &&
-		!McStatLines(srv, index, "stats items\r\n", items_line, s, &err))
+		!McStatLines(srv, index, "items", items_line, s, &err))
 		return NULL;
 	if ((need & NEED_SETTINGS) &&
-		!McStatLines(srv, index, "stats settings\r\n", settings_line, s, &err))
+		!McStatLines(srv, index, "settings", settings_line, s, &err))
 		return NULL;
 	return s;
 }

@@ -92,21 +92,23 @@ target_servers(FunctionCallInfo fcinfo)
 }
 
 /*
- * Send one stats command softly, bounded by mcfdw.stats_timeout (see
- * McConnStatLines).  On failure *err says why, in words a dashboard can
+ * Send one stats command ("stats <group>", NULL for plain "stats")
+ * softly, bounded by mcfdw.stats_timeout (see McConnStatLines).  On failure *err says why, in words a dashboard can
  * show: an instance already marked dead is not contacted at all
  * (McEngineStatLines returns at once), so its last recorded error is
  * given with that fact; otherwise the failure just recorded.
  */
 bool
-McStatLines(McServer *srv, int index, const char *cmd, McStatLineFn cb,
+McStatLines(McServer *srv, int index, const char *group, McStatLineFn cb,
 		   void *arg, char **err)
 {
+	McOp		op;
 	const McInstanceHealth *h = McInstanceHealthOf(srv, index);
 	bool		was_dead = h->dead_until != 0 &&
 		GetCurrentTimestamp() < h->dead_until;
 
-	if (McEngineStatLines(srv, index, cmd, mc_stats_timeout, true, cb, arg))
+	McOpText(&op, MC_OP_STATS, index, group);
+	if (McEngineStatLines(srv, &op, mc_stats_timeout, true, cb, arg))
 		return true;
 	if (was_dead)
 		*err = psprintf("instance is marked dead after %d failures in a row, most recently: %s",
@@ -224,13 +226,13 @@ stats_instance(StatsCall *call, McServer *srv, int index)
 Datum
 mc_stats(PG_FUNCTION_ARGS)
 {
-	const char *cmd = "stats\r\n";
+	const char *group = NULL;
 
 	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
 	{
-		char	   *group = text_to_cstring(PG_GETARG_TEXT_PP(1));
 		bool		known = false;
 
+		group = text_to_cstring(PG_GETARG_TEXT_PP(1));
 		for (int i = 0; i < (int) lengthof(stats_groups); i++)
 			known |= strcmp(group, stats_groups[i]) == 0;
 		if (!known)
@@ -238,9 +240,8 @@ mc_stats(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unsupported stats group \"%s\"", group),
 					 errhint("Use NULL for plain \"stats\", or one of \"slabs\", \"items\", \"settings\", \"sizes\", \"conns\".")));
-		cmd = psprintf("stats %s\r\n", group);
 	}
-	McStatForEachInstance(fcinfo, stats_instance, (void *) cmd);
+	McStatForEachInstance(fcinfo, stats_instance, (void *) group);
 	return (Datum) 0;
 }
 
@@ -378,7 +379,7 @@ server_stats_instance(StatsCall *call, McServer *srv, int index)
 	row->values[3] = Int32GetDatum(srv->cfg.endpoints[index].port);
 	row->nulls[3] = (srv->cfg.endpoints[index].port == 0);	/* a Unix socket */
 
-	if (McStatLines(srv, index, "stats\r\n", server_line, row, &err))
+	if (McStatLines(srv, index, NULL, server_line, row, &err))
 	{
 		for (int c = 0; c < SERVER_NSTATS; c++)
 		{

@@ -28,7 +28,7 @@ typedef struct StatsCall
 typedef void (*InstanceFn) (StatsCall *call, McServer *srv, int index);
 
 extern void McStatForEachInstance(FunctionCallInfo fcinfo, InstanceFn fn, void *arg);
-extern bool McStatLines(McServer *srv, int index, const char *cmd,
+extern bool McStatLines(McServer *srv, int index, const char *group,
 						McStatLineFn cb, void *arg, char **err);
 extern bool McStatParseInt64(const char *s, size_t len, int64 *out);
 extern bool McStatParseDouble(const char *s, size_t len, double *out);

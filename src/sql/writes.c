@@ -4,7 +4,8 @@
  *
  * Owns: their arguments' NULLs and checks (the shared ones are
  * sql_args.c's), the operation each call runs (engine.h: one meta command
- * per call, a run of one), and turning a write's reply into a SQL value.  An operation
+ * per call, a run of one; flush, a run of one flush operation per
+ * instance, run.h), and turning a write's reply into a SQL value.  An operation
  * on_failure 'miss' answered degrades the call: writes and deletes give
  * false, counters NULL.  Must not: apply key rules itself (keys.c does),
  * build requests, route them or touch sockets (engine.c does, and reports
@@ -17,6 +18,7 @@
 #include "utils/builtins.h"
 
 #include "engine.h"
+#include "run.h"
 #include "sql_args.h"
 
 PG_FUNCTION_INFO_V1(mc_delete);
@@ -305,16 +307,24 @@ MC_SQL_FUNCTION(mc_decr_until, arith_call, false, true)
 
 /*
  * mc_flush_all(server) invalidates every item on every instance of the
- * server; returns the number of instances flushed.  Uses the text command:
- * the meta protocol has no flush.
+ * server; returns the number of instances flushed.  A run of flush
+ * operations, one per instance (the text command: the meta protocol has
+ * no flush); an instance that fails is raised, as every write's is.
  */
 Datum
 mc_flush_all(PG_FUNCTION_ARGS)
 {
 	McServer   *srv;
+	McOp	   *ops;
+	McRun		run = {0};
 
 	McCsSetOp(MC_CS_OTHER);
 	srv = McServerLookup(McServerArg(fcinfo, 0));
 	McServerCheckWrite(srv);
-	PG_RETURN_INT32(McEngineFlushAll(srv));
+	ops = palloc(sizeof(McOp) * srv->cfg.nendpoints);
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+		McOpText(&ops[i], MC_OP_FLUSH, i, NULL);
+	run.ops = ops;
+	run.nops = srv->cfg.nendpoints;
+	PG_RETURN_INT32(McRunExec(srv, &run));
 }

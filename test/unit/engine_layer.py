@@ -19,7 +19,8 @@ sockets (they ask server_cache.c: McServerConnStats, McServerCloseIdle).
 A file still doing so is listed in
 PENDING with what it waits for, and reported as TODO until it no longer
 needs the entry.  A request is described once, as the engine's operation
-(McOp): no file above the engine encodes one (mc_encode_*, McRequest), only
+(McOp), text commands included (only engine.c spells out a stats or
+flush_all command): no file above the engine encodes one (mc_encode_*, McRequest), only
 the runner (engine.c's run of one, run.c's runs of many) encodes a request,
 batch writes take the same type as a single-key call, and run.c is the one
 client of the pipelined engine (McEngine): no other file sets one up or
@@ -136,6 +137,21 @@ def main():
     else:
         print("not ok %d - run.c is the one client of the pipelined engine (no other McEngine, fill or read): %s"
               % (n, ", ".join(clients)))
+    # The text commands that are operations (MC_OP_STATS, MC_OP_FLUSH) are
+    # encoded by the engine alone (McEngineOpEncode): no other file above
+    # the connection layer spells out a "stats ..." or "flush_all" request.
+    spelled = sorted(os.path.basename(f) for d in ("client", "sql", "fdw")
+                     for f in glob.glob(os.path.join(SRC, d, "*.c"))
+                     if os.path.basename(f) != "engine.c"
+                     and re.search(r'"(?:stats|flush_all)\b[^"\n]*\\r\\n',
+                                   re.sub(r"/\*.*?\*/", "", open(f, encoding="utf-8").read(),
+                                          flags=re.S)))
+    n += 1
+    if not spelled:
+        print("ok %d - only engine.c encodes a stats or flush_all command (an McOp for the engine)" % n)
+    else:
+        print("not ok %d - only engine.c encodes a stats or flush_all command (an McOp for the engine): %s"
+              % (n, ", ".join(spelled)))
     old_types = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.[ch]"))
                        if calls(f, r"\b(McBatchOp|McBatchKind|McBatchResult)\b"))
     n += 1
