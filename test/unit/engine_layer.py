@@ -8,157 +8,122 @@ DML and full-scan dumps pipelined) run through the request engine
 stats command (McConnStatLines) and decides whether a request that may
 have run is sent again or failed over (McConnInDoubt, the at-most-once
 rule), only its pipeline.c readies a pipelined run's connections
-(McConnPrepare), only it drives the shared wait
-(pipeline.c's McPipeline*) and sends and reads a pipeline's bytes (one
-state machine per instance, not one per kind of request), and no file
-above it — the foreign-data
-wrapper (fdw*.c), the on-commit queue (xact.c), the *_multi writes
-(batch_sql.c), the trigger (trigger.c) — calls the connection layer
-(McConn*, McNet*), not even the views that show and close a session's
-sockets (they ask server_cache.c: McServerConnStats, McServerCloseIdle).
-A file still doing so is listed in
-PENDING with what it waits for, and reported as TODO until it no longer
-needs the entry.  A request is described once, as the engine's operation
-(McOp), text commands included (only engine.c spells out a stats or
-flush_all command): no file above the engine encodes one (mc_encode_*, McRequest), only
-the runner (engine.c's run of one, run.c's runs of many) encodes a request,
-batch writes take the same type as a single-key call, and run.c is the one
-client of the pipelined engine (McEngine): no other file sets one up or
-gives it fill, read or start callbacks.
+(McConnPrepare), only it drives the shared wait (pipeline.c's
+McPipeline*) and sends and reads a pipeline's bytes (one state machine
+per instance, not one per kind of request), and no file above it — the
+foreign-data wrapper (fdw*.c), the on-commit queue (xact.c), the *_multi
+writes (batch_sql.c), the trigger (trigger.c) — calls the connection
+layer (McConn*, McNet*), not even the views that show and close a
+session's sockets (they ask server_cache.c: McServerConnStats,
+McServerCloseIdle).  A file still doing so is listed in PENDING with what
+it waits for, and reported as TODO until it no longer needs the entry.
+
+A request is described once, as the engine's operation (McOp), text
+commands included (only engine.c spells out a stats or flush_all
+command): no file above the engine encodes one (mc_encode_*, McRequest),
+only the runner (engine.c's run of one, run.c's runs of many) encodes a
+request, batch writes take the same type as a single-key call, and run.c
+is the one client of the pipelined engine (McEngine): no other file sets
+one up or gives it fill, read or start callbacks.
+
+Each rule lists the files of some folders but their owners whose code
+matches a pattern (offenders) and prints ok, or not ok naming them
+(check).
 """
+import fnmatch
 import glob
 import os
 import re
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
-ABOVE = ["sql/*.c", "fdw/*.c"]
+LAYERS = ("client", "sql", "fdw")         # the engine's folder and those above it
+EVERY = ("client", "sql", "fdw", "net", "core")
+ABOVE = ("sql", "fdw")
 PENDING = {}
+n = 0
 
 
-def strip(text):
+def strip(text, strings=True):
+    """The code of text: comments dropped, and string literals emptied unless strings is false."""
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text) if strings else text
 
 
-def calls(path, pattern):
-    text = strip(open(path, encoding="utf-8").read())
-    return sorted(set(re.findall(pattern, text)))
+def calls(path, pattern, strings=True):
+    return sorted(set(re.findall(pattern, strip(open(path, encoding="utf-8").read(), strings))))
+
+
+def sources(dirs=LAYERS, owners=(), ext="c"):
+    """src/<dir>/*.<ext> of dirs, but the owners' (file names, or fnmatch patterns such as conn*.c)."""
+    return sorted(f for d in dirs for f in glob.glob(os.path.join(SRC, d, "*." + ext))
+                  if not any(fnmatch.fnmatch(os.path.basename(f), o) for o in owners))
+
+
+def offenders(pattern, owners=(), dirs=LAYERS, ext="c", strings=True):
+    """The names of sources(dirs, owners, ext) whose code matches pattern (any of a tuple of them)."""
+    patterns = pattern if isinstance(pattern, tuple) else (pattern,)
+    return sorted(os.path.basename(f) for f in sources(dirs, owners, ext)
+                  if any(calls(f, p, strings) for p in patterns))
+
+
+def check(desc, found, todo=None):
+    """One TAP line: ok when nothing was found, else not ok naming it (a TODO with its reason)."""
+    global n
+    n += 1
+    if not found:
+        print("ok %d - %s" % (n, desc))
+    else:
+        print("not ok %d - %s: %s%s" % (n, desc, ", ".join(found), " # TODO " + todo if todo else ""))
 
 
 def main():
-    n = 0
-    files = sorted({f for g in ABOVE for f in glob.glob(os.path.join(SRC, g))})
-    for f in files:
+    for f in sources(ABOVE):
         name = os.path.basename(f)
-        found = [c for c in calls(f, r"\b(McConn[A-Z]\w*|McNet[A-Z]\w*|McPipeline[A-Z]\w*)\s*\(")]
-        n += 1
-        desc = "%s calls no connection or wait function" % name
-        if not found:
-            print("ok %d - %s" % (n, desc))
-        elif name in PENDING:
-            print("not ok %d - %s: %s # TODO %s" % (n, desc, ", ".join(found), PENDING[name]))
-        else:
-            print("not ok %d - %s: %s" % (n, desc, ", ".join(found)))
+        check("%s calls no connection or wait function" % name,
+              calls(f, r"\b(McConn[A-Z]\w*|McNet[A-Z]\w*|McPipeline[A-Z]\w*)\s*\("), PENDING.get(name))
     for name in sorted(PENDING):
-        if not glob.glob(os.path.join(SRC, "*", name)):
-            n += 1
-            print("not ok %d - PENDING names %s, which is gone" % (n, name))
-    users = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.c"))
-                   if os.path.basename(f) != "pipeline.c"
-                   and calls(f, r"\b(McPipeline(?:Run|Begin|Restart))\s*\("))
-    n += 1
-    if users == ["engine.c"]:
-        print("ok %d - only engine.c drives the pipelined wait" % n)
-    else:
-        print("not ok %d - only engine.c drives the pipelined wait: %s" % (n, ", ".join(users)))
-    pumps = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.c"))
-                   if not os.path.basename(f).startswith("conn")
-                   and calls(f, r"\b(McConn(?:SendSome|RecvSome|LinesRead))\s*\("))
-    n += 1
-    if pumps == ["engine.c"]:
-        print("ok %d - only engine.c sends and reads a pipeline's bytes" % n)
-    else:
-        print("not ok %d - only engine.c sends and reads a pipeline's bytes: %s" % (n, ", ".join(pumps)))
+        check("PENDING names a file that exists", [] if glob.glob(os.path.join(SRC, "*", name)) else [name])
+    check("only engine.c drives the pipelined wait",
+          offenders(r"\b(McPipeline(?:Run|Begin|Restart))\s*\(", ("engine.c", "pipeline.c"), EVERY))
+    check("only engine.c sends and reads a pipeline's bytes",
+          offenders(r"\b(McConn(?:SendSome|RecvSome|LinesRead))\s*\(", ("engine.c", "conn*.c"), EVERY))
     for fn, owner, what in (
             ("McConnRoundtrip", "engine.c", "sends a single-key request (a run of one)"),
             ("McConnStatLines", "engine.c", "sends a stats command"),
             ("McConnInDoubt", "engine.c", "decides whether a request that may have run goes again"),
             ("McConnPrepare", "pipeline.c", "readies a connection for a pipelined run")):
-        users = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.c"))
-                       if not os.path.basename(f).startswith("conn")
-                       and calls(f, r"\b(%s)\s*\(" % fn))
-        n += 1
-        if users == [owner]:
-            print("ok %d - only %s %s (%s)" % (n, owner, what, fn))
-        else:
-            print("not ok %d - only %s %s (%s): %s" % (n, owner, what, fn, ", ".join(users)))
+        check("only %s %s (%s)" % (owner, what, fn),
+              offenders(r"\b(%s)\s*\(" % fn, (owner, "conn*.c"), EVERY))
     # One operation type: requests are described as the engine's McOp and
     # encoded by it (McEngineOpEncode), never put together above it, and
     # the batch writes take the same type as a single-key call.
-    for f in files:
-        name = os.path.basename(f)
-        found = calls(f, r"\b(mc_encode_\w+|McRequest)\b")
-        n += 1
-        desc = "%s builds no request by hand (an McOp for the engine)" % name
-        if not found:
-            print("ok %d - %s" % (n, desc))
-        else:
-            print("not ok %d - %s: %s" % (n, desc, ", ".join(found)))
+    for f in sources(ABOVE):
+        check("%s builds no request by hand (an McOp for the engine)" % os.path.basename(f),
+              calls(f, r"\b(mc_encode_\w+|McRequest)\b"))
     # The runner's files (engine.c: a run of one; run.c: runs of many) are
     # the only ones outside core/ (which defines the encoders) to encode a
     # request, whatever the encoder, and the only callers of the engine's
     # own encoder.
-    runner = ["engine.c", "run.c"]
-    encoders = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.c"))
-                      if os.path.basename(os.path.dirname(f)) != "core"
-                      and calls(f, r"\b(mc_encode_\w+|McEngineOpEncode\w*)\s*\("))
-    n += 1
-    if set(encoders) <= set(runner):
-        print("ok %d - only the runner (%s) encodes a request (mc_encode_*, McEngineOpEncode)"
-              % (n, ", ".join(runner)))
-    else:
-        print("not ok %d - only the runner (%s) encodes a request (mc_encode_*, McEngineOpEncode): %s"
-              % (n, ", ".join(runner), ", ".join(f for f in encoders if f not in runner)))
+    check("only the runner (engine.c, run.c) encodes a request (mc_encode_*, McEngineOpEncode)",
+          offenders(r"\b(mc_encode_\w+|McEngineOpEncode\w*)\s*\(", ("engine.c", "run.c"),
+                    ("client", "sql", "fdw", "net")))
     # One runner of many requests: run.c is the pipelined engine's only
     # client.  A second one would set up an McEngine (McEngineInit,
     # McEngineRun) and give it callbacks: a fill or read (what a read
     # returns, McEngRead), a start or dropped.
     # (net/ and core/, below the engine, cannot include its header; their
     # transports have read callbacks of their own)
-    clients = sorted(os.path.basename(f) for d in ("client", "sql", "fdw")
-                     for f in glob.glob(os.path.join(SRC, d, "*.c"))
-                     if os.path.basename(f) not in ("engine.c", "run.c")
-                     and (calls(f, r"\b(McEngineInit|McEngineRun)\s*\(")
-                          or calls(f, r"\b(McEngRead|McEngine)\b")
-                          or calls(f, r"(?:\.|->)\s*(fill|read|start|dropped|gave_up|line_cmd)\s*=(?!=)")))
-    n += 1
-    if not clients:
-        print("ok %d - run.c is the one client of the pipelined engine (no other McEngine, fill or read)" % n)
-    else:
-        print("not ok %d - run.c is the one client of the pipelined engine (no other McEngine, fill or read): %s"
-              % (n, ", ".join(clients)))
+    check("run.c is the one client of the pipelined engine (no other McEngine, fill or read)",
+          offenders((r"\b(McEngineInit|McEngineRun)\s*\(", r"\b(McEngRead|McEngine)\b",
+                     r"(?:\.|->)\s*(fill|read|start|dropped|gave_up|line_cmd)\s*=(?!=)"),
+                    ("engine.c", "run.c")))
     # The text commands that are operations (MC_OP_STATS, MC_OP_FLUSH) are
     # encoded by the engine alone (McEngineOpEncode): no other file above
     # the connection layer spells out a "stats ..." or "flush_all" request.
-    spelled = sorted(os.path.basename(f) for d in ("client", "sql", "fdw")
-                     for f in glob.glob(os.path.join(SRC, d, "*.c"))
-                     if os.path.basename(f) != "engine.c"
-                     and re.search(r'"(?:stats|flush_all)\b[^"\n]*\\r\\n',
-                                   re.sub(r"/\*.*?\*/", "", open(f, encoding="utf-8").read(),
-                                          flags=re.S)))
-    n += 1
-    if not spelled:
-        print("ok %d - only engine.c encodes a stats or flush_all command (an McOp for the engine)" % n)
-    else:
-        print("not ok %d - only engine.c encodes a stats or flush_all command (an McOp for the engine): %s"
-              % (n, ", ".join(spelled)))
-    old_types = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "*", "*.[ch]"))
-                       if calls(f, r"\b(McBatchOp|McBatchKind|McBatchResult)\b"))
-    n += 1
-    if not old_types:
-        print("ok %d - a batch write is an McOp (no second request type)" % n)
-    else:
-        print("not ok %d - a batch write is an McOp (no second request type): %s" % (n, ", ".join(old_types)))
+    check("only engine.c encodes a stats or flush_all command (an McOp for the engine)",
+          offenders(r'"(?:stats|flush_all)\b[^"\n]*\\r\\n', ("engine.c",), strings=False))
+    check("a batch write is an McOp (no second request type)",
+          offenders(r"\b(McBatchOp|McBatchKind|McBatchResult)\b", (), EVERY, "[ch]"))
     print("1..%d" % n)
 
 
