@@ -1,30 +1,32 @@
 /*
  * engine.c — the request engine: every request of the client layer, a
- * single-key call as a run of one, and runs of many requests of one
+ * single-key call's one request alone, and runs of many requests of one
  * server, one pipeline per instance, every pipeline in flight at once.
  *
- * Owns: the rules of a run, in one place: where a request goes (its key's
- * instance, given health), failover (an instance that fails is passed
- * over for the rest of the call, the key going where the client family
- * would send it), at most once (a request that must not run twice and may
- * have run on a failing instance is neither resent nor failed over:
- * eng_in_doubt), on_failure 'miss' (an unreachable instance's requests
- * answered as misses, the instance counted degraded), and reporting every
- * outcome to health.c.  Building any operation's command from its kind,
- * key and fields (McEngineOpEncode: a run of one's and the runner's,
- * run.c, alike): the meta commands (mg, ms, md, ma), and the text
- * commands that are operations too, "stats <group>" and "flush_all".
- * The run of one (McEngineSendOp): the opaque token sequence (a plain get
- * takes the short encoder the multi-get uses), one request and one reply
- * on the instance's own connection (conn.c's McConnRoundtrip: its retry
- * of a pooled socket closed while idle, never for a request that must
- * not run twice); a stats operation on its instance (McEngineStatLines:
- * the views' and the planner's), and which of its failures count against
- * the instance's health.  Runs of many: each instance's part of a run (McEngInst) and its state machine —
- * started on a probed pooled socket or a connect finished on the shared
- * wait (pipeline.c), requests queued by the client as the socket takes
- * them, replies read without waiting and handed to the client (or, for a
- * run whose replies are lines, a full scan's key dumps, read a line at a
+ * Owns: the rules of a request on an instance: at most once (a request
+ * that must not run twice and may have run on a failing instance is
+ * neither resent nor failed over: eng_in_doubt, for a request alone and
+ * a pipelined run alike), whether an instance may be tried now and
+ * reporting every outcome to health.c.  Where a request goes and where it
+ * fails over to, and what on_failure 'miss' makes of a key with no
+ * instance left, is the runner's failover rule (run.c), for a run of one
+ * and the rounds of a run of many alike.  Building any operation's
+ * command from its kind, key and fields (McEngineOpEncode: a run of one's
+ * and the runner's alike): the meta commands (mg, ms, md, ma), and the
+ * text commands that are operations too, "stats <group>" and
+ * "flush_all".  A run of one's request on the
+ * instance the runner chose (McEngineSendOne, the runner's alone; the run
+ * of one itself is run.h's McRunOne): the opaque token sequence, one
+ * request and one reply on the instance's own connection (conn.c's
+ * McConnRoundtrip: its retry of a pooled socket closed while idle, never
+ * for a request that must not run twice); a stats operation on its
+ * instance (McEngineStatLines: the views' and the planner's), and which of
+ * its failures count against the instance's health.  Runs of many: each
+ * instance's part of a run (McEngInst) and its state machine — started on
+ * a probed pooled socket or a connect finished on the shared wait
+ * (pipeline.c), requests queued by the client as the socket takes them,
+ * replies read without waiting and handed to the client (or, for a run
+ * whose replies are lines, a full scan's key dumps, read a line at a
  * time), restarted once on a fresh socket when the pooled one turns out
  * closed while idle before any reply came, marked at most once when the
  * client's requests must not run twice, failed on io_timeout, the call's
@@ -32,12 +34,12 @@
  * reply, given up on a terminate or cancel held after commit, ended (its
  * health reset) when its last reply came; McEngineCatch, the error trap of
  * the callers that run after commit; McKeyArena, where a run keeps its
- * keys.  Its one client, the runner (run.c), owns its requests, the
- * meaning of their replies and what a failure does to them; single-key
- * callers (reads.c, writes.c, fdw_modify.c) what a reply means.  Must not:
- * apply key rules (keys.c did, once, before), parse replies, change an
- * instance's health record (health.c does, told of every outcome), or
- * touch SQL types or the catalog.
+ * keys.  Its one client, the runner (run.c), owns its requests, their
+ * routing and failover, the meaning of their replies and what a failure
+ * does to them; single-key callers (reads.c, writes.c, fdw_modify.c) what
+ * a reply means.  Must not: apply key rules (keys.c did, once, before),
+ * parse replies, route keys, change an instance's health record (health.c
+ * does, told of every outcome), or touch SQL types or the catalog.
  */
 #include "postgres.h"
 
@@ -48,7 +50,7 @@
 #include "pipeline.h"
 #include "health.h"
 
-/* ---- the run of one: a single-key call ---------------------------------- */
+/* ---- operations: their commands, and a request alone --------------------- */
 
 /* The command of each kind. */
 static const char *const op_command[] = {
@@ -159,8 +161,8 @@ McEngineOpEncode(const McOp *op, const char *opaque, size_t opaque_len,
 }
 
 /*
- * The header of a run of one's request but a plain get (McEngineRunOp's
- * rare part), the opaque token in decimal.
+ * The header of a run of one's request but a plain get (McRunOne's rare
+ * part), the opaque token in decimal.
  */
 size_t
 McEngineOpEncodeOne(McOpRun *run, uint32 opaque)
@@ -182,7 +184,7 @@ McEngineOpEncodeOne(McOpRun *run, uint32 opaque)
  * after they may have run there (McConnInDoubt).  They are neither resent
  * nor failed over: the failure is raised, or under on_failure 'miss' they
  * stay failed (the caller counts the instance degraded).  True when so.
- * Both kinds of run apply it: the run of one (eng_failover) and a
+ * Both kinds of run apply it: the run of one (McEngineSendOne) and a
  * pipelined run whose requests are at most once (eng_drop).
  */
 static bool
@@ -196,111 +198,27 @@ eng_in_doubt(McServer *srv, McConn *conn)
 }
 
 /*
- * One request, one reply on instance index (McConnRoundtrip), with the
- * instance's health checked before and counted after.  With soft set, a
- * failing or dead instance gives NULL instead of an error.
+ * A run of one's request on instance index (the runner's McRunOne routed
+ * it there): one request, one reply (McConnRoundtrip: its retry of a
+ * pooled socket closed while idle, never for a request that must not run
+ * twice), with the instance's health checked before and counted after.  A
+ * failure after the request may have run is not for another instance
+ * (eng_in_doubt).
  */
-static inline const char *
-eng_roundtrip(McServer *srv, int index, const McRequest *req, McReply *reply,
-			  McConn **connp, bool soft)
+McEngOne
+McEngineSendOne(McServer *srv, int index, McOpRun *run, bool soft)
 {
 	McConn	   *conn = McNetConn(&srv->net, index);
-	const char *base;
 
-	*connp = conn;
+	run->conn = conn;
+	run->base = NULL;
 	if (!McInstanceUsable(srv, index, soft))
-		return NULL;
-	base = McConnRoundtrip(conn, req, reply);
-	if (base == NULL)
-		McInstanceCountFailure(srv, conn, soft);
-	return base;
-}
-
-/*
- * The run of one with failover on: an instance that fails the request is
- * skipped for the rest of the call (alive: the health map, or NULL when
- * every instance is alive).  With on_failure 'miss', running out of
- * instances is a miss (NULL) counted against the key's own instance.
- */
-static pg_noinline const char *
-eng_failover(McServer *srv, McOpRun *run, const bool *alive)
-{
-	const McOp *op = &run->op;
-	bool		buf[MC_MAX_ENDPOINTS];
-	int			n = srv->cfg.nendpoints;
-
-	if (alive != NULL)
-		memcpy(buf, alive, sizeof(bool) * n);
-	else
-		for (int i = 0; i < n; i++)
-			buf[i] = true;
-	for (;;)
-	{
-		int			idx;
-		const char *base;
-		bool		any = false;
-
-		for (int i = 0; i < n && !any; i++)
-			any = buf[i];
-		if (!any && srv->cfg.on_failure_miss)
-		{
-			idx = mc_ring_pick(srv->ring, op->key, op->keylen, NULL, false);
-			run->conn = McNetConn(&srv->net, idx);
-			return NULL;
-		}
-		idx = McInstancePickWith(srv, op->key, op->keylen, buf);
-		base = eng_roundtrip(srv, idx, &run->req, &run->reply, &run->conn, true);
-		if (base != NULL)
-			return base;
-		/* a request that may have run on idx must not run on another too */
-		if (eng_in_doubt(srv, run->conn))
-			return NULL;
-		buf[idx] = false;		/* McInstancePickWith errors once none is left */
-	}
-}
-
-/*
- * The run of one (McEngineRunOp, which encoded the request): op's key
- * routed to its instance and the request sent there.  With failover on,
- * an instance that fails the request is skipped for the rest of this call
- * and the key goes where the client family would send it with that
- * instance down (as Dalli does on the spot); each failure still counts
- * towards failure_limit.  With failover off the key's instance is the only
- * one, and its failure is the caller's error.  A request that must not run
- * twice and may have run on the failing instance is not failed over
- * (eng_in_doubt).  With on_failure 'miss' a key whose instance (or, with
- * failover, every instance, or an in-doubt request's) cannot be reached
- * gives false instead, counted by McInstanceDegraded; run->conn is then the
- * key's instance.
- */
-bool
-McEngineSendOp(McServer *srv, McOpRun *run)
-{
-	bool		buf[MC_MAX_ENDPOINTS];
-	const bool *alive;
-	bool		miss = srv->cfg.on_failure_miss;
-	const char *base;
-
-	/* one healthy instance: nothing to choose */
-	if (srv->cfg.nendpoints == 1 && srv->ndead == 0)
-		base = eng_roundtrip(srv, 0, &run->req, &run->reply, &run->conn, miss);
-	else
-	{
-		alive = McInstanceAliveMap(srv, buf);
-		if (srv->cfg.failover)
-			base = eng_failover(srv, run, alive ? buf : NULL);
-		else
-			base = eng_roundtrip(srv, McInstancePickWith(srv, run->op.key,
-													   run->op.keylen, alive),
-								 &run->req, &run->reply, &run->conn, miss);
-	}
-	run->base = base;
-	if (unlikely(base == NULL))
-	{
-		McInstanceDegraded(srv, McConnIndex(run->conn));
-		return false;
-	}
-	return true;
+		return MC_ENG_ONE_FAILED;	/* not contacted */
+	run->base = McConnRoundtrip(conn, &run->req, &run->reply);
+	if (likely(run->base != NULL))
+		return MC_ENG_ONE_REPLY;
+	McInstanceCountFailure(srv, conn, soft);
+	return eng_in_doubt(srv, conn) ? MC_ENG_ONE_IN_DOUBT : MC_ENG_ONE_FAILED;
 }
 
 /*

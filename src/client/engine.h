@@ -1,6 +1,6 @@
 /*
- * engine.h — the request engine (engine.c): operations, the run of one,
- * and the pipelined runs the runner (run.h) drives.
+ * engine.h — the request engine (engine.c): operations, a request sent
+ * alone, and the pipelined runs the runner (run.h) drives.
  *
  * An operation (McOp) is one request on one key, the one type describing
  * a request whether it runs alone or in a run of many: what to do (its
@@ -8,17 +8,17 @@
  * reply is to carry (want), what else is sent with it (a value, ttl,
  * flags, mode; rarer options in McReqOpts), whether it must not run twice
  * and whether it is bound to its key's own instance; a key dump is one on
- * an instance instead.  A single-key call is a run of one (McEngineRunOp,
- * its scratch in an McOpRun): routed to its key's instance, failed over,
- * degraded under on_failure 'miss' and kept at most once by the engine's
- * rules (engine.c), sent as one meta command with a fresh opaque token,
- * its one reply read into the operation's result; the caller reads what
- * it needs, then ends it with McOpEnd (or McEngineOpReplyError when the
- * reply does not fit).  The run of one stays inline here rather than a run of the
- * runner (run.h) of length one: every single-key call takes it, and the
- * runner's routing rounds, per-instance state and pipeline cost more
- * instructions than a whole mc_get; it shares the engine's rules (routing
- * by health, failover, at most once: eng_in_doubt) with the runner's runs.
+ * an instance instead.  A single-key call is a run of one, the runner's
+ * (McRunOne, run.h, its scratch in an McOpRun): routed, failed over and
+ * degraded under on_failure 'miss' by the runner's failover rule (run.c),
+ * the one its runs of many follow, and sent here (McEngineSendOne) as one
+ * meta command with a fresh opaque token on its instance, its one reply
+ * read into the operation's result, kept at most once by the engine's
+ * rule (eng_in_doubt), which the runs of many share; the caller reads
+ * what it needs, then ends it with McOpEnd (or McEngineOpReplyError when
+ * the reply does not fit).  The request alone keeps the cheap
+ * one-request/one-reply path (conn.c's McConnRoundtrip): the pipeline's
+ * per-instance state costs more instructions than a whole mc_get.
  *
  * Text commands are operations too, encoded here alone: a key dump
  * (MC_OP_DUMP) and flush_all (MC_OP_FLUSH) are runs of the runner; a
@@ -30,15 +30,16 @@
  * writes and key dumps), says which instances have work, queues its
  * requests on an instance's connection when asked (fill), and reads its
  * replies (read): it owns its requests, the meaning of their replies and
- * what an instance's failure does to them (dropped).  The engine owns everything else: each instance's start
- * (its pooled socket probed, or a connect finished on the shared wait),
- * sending and reading without waiting, the one restart of an instance
- * whose pooled socket the server closed while idle (never once a reply
- * came), at-most-once marking and the rule that requests that may have run
- * are neither resent nor failed over, io_timeout and the call's deadline,
- * interrupts, a held terminate or cancel, and the health of every instance
- * it ends or fails.  The one place where an instance's part of a call
- * ends, so the place to count what the call did.
+ * what an instance's failure does to them (dropped).  The engine owns
+ * everything else: each instance's start (its pooled socket probed, or a
+ * connect finished on the shared wait), sending and reading without
+ * waiting, the one restart of an instance whose pooled socket the server
+ * closed while idle (never once a reply came), at-most-once marking and
+ * the rule that requests that may have run are neither resent nor failed
+ * over, io_timeout and the call's deadline, interrupts, a held terminate
+ * or cancel, and the health of every instance it ends or fails.  The one
+ * place where an instance's part of a call ends, so the place to count
+ * what the call did.
  */
 #ifndef MCFDW_ENGINE_H
 #define MCFDW_ENGINE_H
@@ -79,7 +80,7 @@ typedef enum McOpResult
 
 /*
  * One operation on one key: the one description of a request, whether it
- * runs alone (McEngineRunOp) or in a run of many (McRunExec, run.h).  What a
+ * runs alone (McRunOne, run.h) or in a run of many (McRunExec, run.h).  What a
  * batch carries per key is here (a run holds tens of thousands): the key,
  * the value, ttl, flags, mode; the rarer options of a single-key call go
  * in opts.  McOpInit sets nothing wanted, sent, once or home.
@@ -139,14 +140,14 @@ McOpInit(McOp *op, McOpKind kind, const McKey *k)
 
 /*
  * An operation run alone, a single-key call: the operation, the request
- * sent (here, not in McEngineRunOp's frame: no copy) and, once run, its
+ * sent (here, not in McRunOne's frame: no copy) and, once run, its
  * reply.  Lives in the caller's frame; a run of many keeps no such part
  * per operation.
  */
 typedef struct McOpRun
 {
 	McOp		op;
-	/* its result (McEngineRunOp) */
+	/* its result (McRunOne) */
 	McServer   *srv;
 	McConn	   *conn;
 	const char *base;			/* the reply's bytes; NULL: on_failure 'miss'
@@ -160,7 +161,6 @@ extern MC_HIDDEN uint32 mc_op_seq;
 extern MC_HIDDEN size_t McEngineOpEncode(const McOp *op, const char *opaque,
 										 size_t opaque_len, bool quiet, char *dst);
 extern size_t McEngineOpEncodeOne(McOpRun *run, uint32 opaque);
-extern MC_HIDDEN bool McEngineSendOp(McServer *srv, McOpRun *run);
 
 /*
  * The opaque token of the next request: a backend-wide sequence (never 0,
@@ -176,36 +176,27 @@ McOpNextOpaque(void)
 }
 
 /*
- * Run run->op on server srv, a run of one: true with the reply in
- * run->reply and run->base; false when on_failure 'miss' answered it (the
- * instance counted degraded, nothing to end).  An instance that fails
- * otherwise is raised.  The request, with a fresh opaque token, goes into
- * run->req and run->hdr; a plain get (the value alone, nothing else sent)
- * takes the short encoder the multi-get uses.  Inline: every single-key
- * call runs one.
+ * The request of a run of one (run->req, encoded), sent to instance index
+ * and its one reply read (McEngineSendOne): the engine's single-request
+ * function, called by the runner's run of one alone (run.h, run.c;
+ * engine_layer.py checks), which routes it and fails it over.  With soft
+ * set an instance that is dead or fails gives MC_ENG_ONE_FAILED (counted)
+ * instead of an error.  What became of it:
  */
-static inline bool
-McEngineRunOp(McServer *srv, McOpRun *run)
+typedef enum McEngOne
 {
-	McRequest  *req = &run->req;
-	const McOp *op = &run->op;
-	const McKey *k = op->prepared;
-	bool		store = (op->kind == MC_OP_STORE);
+	MC_ENG_ONE_REPLY,			/* answered: the reply in run->reply, run->base */
+	MC_ENG_ONE_FAILED,			/* the instance failed or was refused (counted,
+								 * or raised when not soft): the request did
+								 * not run, and may go to another instance */
+	MC_ENG_ONE_IN_DOUBT			/* it failed after a request that must not
+								 * run twice may have run there: neither
+								 * resent nor failed over (raised unless
+								 * on_failure 'miss') */
+} McEngOne;
 
-	req->opaque = McOpNextOpaque();
-	req->hdr = run->hdr;
-	if (likely(op->kind == MC_OP_GET && op->want == MC_F_VALUE &&
-			   op->opts == NULL && !op->has_ttl))
-		req->hlen = mc_encode_get_value(run->hdr, k->wire, k->wire_len, k->b64,
-										req->opaque);
-	else
-		req->hlen = McEngineOpEncodeOne(run, req->opaque);
-	req->data = store ? op->data : NULL;
-	req->dlen = store ? op->datalen : 0;
-	req->idempotent = !op->once;
-	run->srv = srv;
-	return McEngineSendOp(srv, run);
-}
+extern MC_HIDDEN McEngOne McEngineSendOne(McServer *srv, int index, McOpRun *run,
+										 bool soft);
 
 /* The reply was read: the connection and the instance's run of failures end. */
 static inline void

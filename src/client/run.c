@@ -1,29 +1,36 @@
 /*
  * run.c — the runner: n operations of one server, routed, one pipeline
- * per instance, every pipeline in flight at once (McRunExec).
+ * per instance, every pipeline in flight at once (McRunExec), and a
+ * single-key call as a run of one (run.h's McRunOne, McRunOneRouted).
  *
- * Owns: the one client of the engine's pipelined runs (engine.c's
- * McEngineRun): which ops go to which instance, their requests queued on an
- * instance's connection as it takes them (fill), its replies read and
- * matched to their ops (read), and what an instance's failure does to its
- * ops (dropped).  Reads: keys checked and routed once each (keys.c),
- * de-duplicated, given their instance (health.c) and asked as
- * "mg <key> v f O<pos> q" (or the fields wanted), hits handed to the
- * caller parsed in place; a failing instance's keys are misses when the run
- * may fail softly (as Dalli and libmemcached treat keys of a failing server
- * in a multi-get).  Writes: ops routed (a home op to its own instance) and
- * sent quiet, so only exceptions come back (NS, NF, errors for ms/md; HD
- * for a touch, whose misses are the quiet ones) and what "mn" closes
- * without a word took the default outcome; an instance that failed has its
- * unanswered ops failed over in another round, unless they may have run
- * (the engine's at-most-once rule) or are bound home; over TLS a batch
- * with sets goes in segments (RUN_TLS_SEGMENT).  Dumps: one command per
- * instance, its reply read a line at a time.  Flushes: flush_all on the
- * instances their ops name, each answered OK; any failure or error reply
- * is raised.  Every request is encoded by
- * the engine's encoders (McEngineOpEncode, and the short get encoders of
- * core/request.c for the plain gets of a multi-get), in slices, so memory
- * stays bounded however many ops a run has; no allocation per op or reply.
+ * Owns: the failover rule, the one place that says where a key goes given
+ * the instances dead or failed in this call and what becomes of it when
+ * none is left (failover_map, failover_pick), for a run of one and the
+ * rounds of a run of many's writes alike; the run of one, its request sent
+ * alone by the engine (McEngineSendOne) on the instance the rule chose,
+ * tried on the next while failover allows.  The one client of the engine's
+ * pipelined runs (engine.c's McEngineRun): which ops go to which instance,
+ * their requests queued on an instance's connection as it takes them
+ * (fill), its replies read and matched to their ops (read), and what an
+ * instance's failure does to its ops (dropped).  Reads: keys checked and
+ * routed once each (keys.c), de-duplicated, given their instance
+ * (health.c) and asked as "mg <key> v f O<pos> q" (or the fields wanted),
+ * hits handed to the caller parsed in place; a failing instance's keys are
+ * misses when the run may fail softly (as Dalli and libmemcached treat
+ * keys of a failing server in a multi-get).  Writes: ops routed (a home op
+ * to its own instance) and sent quiet, so only exceptions come back (NS,
+ * NF, errors for ms/md; HD for a touch, whose misses are the quiet ones)
+ * and what "mn" closes without a word took the default outcome; an
+ * instance that failed has its unanswered ops failed over in another round
+ * by the failover rule, unless they may have run (the engine's
+ * at-most-once rule) or are bound home; over TLS a batch with sets goes in
+ * segments (RUN_TLS_SEGMENT).  Dumps: one command per instance, its reply
+ * read a line at a time.  Flushes:
+ * flush_all on the instances their ops name, each answered OK; any failure
+ * or error reply is raised.  Every request is encoded by the engine's
+ * encoders (McEngineOpEncode, and the short get encoders of core/request.c
+ * for the plain gets of a multi-get), in slices, so memory stays bounded
+ * however many ops a run has; no allocation per op or reply.
  *
  * Why O and not k: memcached echoes k as the key was stored, and an item a
  * binary-protocol client (Dalli) stored under a key with spaces comes back
@@ -296,58 +303,163 @@ route_reads(RunState *r, const Datum *elems, const bool *nulls, int n)
 }
 
 /*
- * Route a write's unanswered ops to their instances (skipping those that
- * failed in this call) and group them per instance.  False when none is
- * pending.
+ * The failover rule, the one a run of one (McRunOneRouted) and every round
+ * of a run of many's writes (route_writes) follow.  A key goes to its own
+ * instance; with failover on, to where the client family would send it
+ * with the instances down that health holds dead (alive, from
+ * McInstanceAliveMap: NULL when none is) or that failed in this call
+ * (failed: NULL when none did), as Dalli does on the spot, each failure
+ * still counting towards failure_limit.  With no instance left the call
+ * raises (McInstancePickWith), or under on_failure 'miss': a key when no
+ * instance failed in this call meets its own instance (all are dead: it
+ * refuses the key as the instance's failure), and a key with every
+ * instance failed or dead is a miss counted against its own instance.  A
+ * request that may have run on a failing instance is not failed over at
+ * all: the engine says so (at most once: McEngineSendOne's
+ * MC_ENG_ONE_IN_DOUBT, a pipelined run's may_reroute).
+ *
+ * The instances a key may go to now, into buf: NULL when any may; *none
+ * when none is left and the key is a miss (failover_pick).
+ */
+static const bool *
+failover_map(McServer *srv, const bool *alive, const bool *failed, bool miss,
+			 bool *buf, bool *none)
+{
+	bool		any = false;
+
+	*none = false;
+	if (alive == NULL && failed == NULL)
+		return NULL;
+	for (int s = 0; s < srv->cfg.nendpoints; s++)
+	{
+		buf[s] = (alive == NULL || alive[s]) && (failed == NULL || !failed[s]);
+		any |= buf[s];
+	}
+	if (any || !miss)
+		return buf;				/* none left and no 'miss': the pick raises */
+	if (failed == NULL)
+		return NULL;			/* every instance dead: each key meets its own */
+	*none = true;
+	return buf;
+}
+
+/*
+ * The instance of key given failover_map's map and none: -1 when the key is
+ * a miss, counted against its own instance (failover_own).  Raises when
+ * none is left without on_failure 'miss'.
+ */
+static inline int
+failover_pick(McServer *srv, const char *key, size_t len, const bool *map, bool none)
+{
+	if (unlikely(none))
+		return -1;
+	if (map == NULL && srv->cfg.nendpoints == 1)
+		return 0;
+	return McInstancePickWith(srv, key, len, map);
+}
+
+/* The key's own instance, whatever its health (a miss is counted there). */
+static int
+failover_own(McServer *srv, const char *key, size_t len)
+{
+	return McInstancePickWith(srv, key, len, NULL);
+}
+
+/*
+ * The run of one (McRunOne) on a server with more than one instance, or a
+ * dead one: routed by the failover rule, each instance tried in turn
+ * (McEngineSendOne) until one answers.  With failover off the key's
+ * instance is the only one, and its failure is the caller's error, or a
+ * miss under on_failure 'miss'.
+ */
+bool
+McRunOneRouted(McServer *srv, McOpRun *run)
+{
+	const McOp *op = &run->op;
+	bool		alivebuf[MC_MAX_ENDPOINTS];
+	bool		failed[MC_MAX_ENDPOINTS];
+	bool		mapbuf[MC_MAX_ENDPOINTS];
+	const bool *alive = McInstanceAliveMap(srv, alivebuf);
+	bool		miss = srv->cfg.on_failure_miss;
+	bool		failover = srv->cfg.failover;
+	bool		any_failed = false;
+
+	for (;;)
+	{
+		bool		none;
+		const bool *map = failover_map(srv, alive, any_failed ? failed : NULL,
+									   miss, mapbuf, &none);
+		int			idx = failover_pick(srv, op->key, op->keylen, map, none);
+
+		if (idx < 0)
+		{
+			McInstanceDegraded(srv, failover_own(srv, op->key, op->keylen));
+			return false;
+		}
+		switch (McEngineSendOne(srv, idx, run, failover || miss))
+		{
+			case MC_ENG_ONE_REPLY:
+				return true;
+			case MC_ENG_ONE_IN_DOUBT:
+				return McRunOneMiss(srv, run);
+			case MC_ENG_ONE_FAILED:
+				if (!failover)
+					return McRunOneMiss(srv, run);
+				break;
+		}
+		if (!any_failed)
+			memset(failed, 0, sizeof(bool) * srv->cfg.nendpoints);
+		any_failed = true;
+		failed[idx] = true;
+	}
+}
+
+/*
+ * The run of one's instance failed under on_failure 'miss' where it may not
+ * fail over (failover off, or the request may have run there): a miss,
+ * counted against that instance.
+ */
+bool
+McRunOneMiss(McServer *srv, McOpRun *run)
+{
+	McInstanceDegraded(srv, McConnIndex(run->conn));
+	return false;
+}
+
+/*
+ * Route a write's unanswered ops to their instances by the failover rule
+ * (those that failed in this call passed over; a home op to its own
+ * instance whatever the health map) and group them per instance.  False
+ * when none is pending.
  */
 static bool
 route_writes(RunState *r)
 {
 	McServer   *srv = r->srv;
-	int			n = srv->cfg.nendpoints;
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	const bool *alive = McInstanceAliveMap(srv, alivebuf);
+	bool		mapbuf[MC_MAX_ENDPOINTS];
+	bool		none;
+	const bool *map = failover_map(srv, McInstanceAliveMap(srv, alivebuf),
+								   r->reroute ? r->excluded : NULL, r->miss,
+								   mapbuf, &none);
 	int		   *inst_of = r->slots + r->nops;	/* second half of slots */
 
-	if (r->reroute)
-	{
-		if (alive == NULL)
-			for (int s = 0; s < n; s++)
-				alivebuf[s] = true;
-		for (int s = 0; s < n; s++)
-			if (r->excluded[s])
-				alivebuf[s] = false;
-		alive = alivebuf;
-	}
-	if (r->miss && alive != NULL)
-	{
-		bool		any = false;
-
-		for (int s = 0; s < n; s++)
-			any |= alive[s];
-		if (!any && r->reroute)
-		{
-			/* failed over to the last instance: what is left fails */
-			for (int i = 0; i < r->nops; i++)
-				if (r->ops[i].result == MC_OP_PENDING)
-					r->ops[i].result = MC_OP_FAILED;
-			for (int s = 0; s < n; s++)
-				r->degraded[s] |= r->excluded[s];
-			r->reroute = false;
-			return false;
-		}
-		if (!any)
-			alive = NULL;		/* all dead: each op meets its own dead instance */
-	}
 	r->reroute = false;
 	for (int i = 0; i < r->nops; i++)
 	{
 		McOp	   *op = &r->ops[i];
+		int			s = -1;
 
-		/* raises once no instance is left (failover) or all are dead */
-		inst_of[i] = op->result != MC_OP_PENDING ? -1 :
-			(n == 1 && alive == NULL) ? 0 :
-			McInstancePickWith(srv, op->key, op->keylen, op->home ? NULL : alive);
+		if (op->result == MC_OP_PENDING)
+		{
+			s = failover_pick(srv, op->key, op->keylen, op->home ? NULL : map, none);
+			if (s < 0)
+			{
+				op->result = MC_OP_FAILED;
+				r->degraded[failover_own(srv, op->key, op->keylen)] = true;
+			}
+		}
+		inst_of[i] = s;
 	}
 	return group_items(r, inst_of, r->nops, r->slots) > 0;
 }

@@ -15,8 +15,11 @@
  * every request with the engine's encoders, pipelines them per instance in
  * slices, matches replies by their opaque token, and leaves the rules of
  * an instance's part (its start, restart, at most once, timeouts,
- * interrupts, health) to the engine (engine.h).  A single-key call is
- * the engine's inline run of one (McEngineRunOp), which shares those rules.
+ * interrupts, health) to the engine (engine.h).  A single-key call is a
+ * run of one (McRunOne), routed and failed over by the same failover rule
+ * as the rounds of a run of many (run.c), its one request sent alone by
+ * the engine (McEngineSendOne) rather than pipelined: a pipelined run of
+ * one key costs more instructions than a whole mc_get.
  */
 #ifndef MCFDW_RUN_H
 #define MCFDW_RUN_H
@@ -93,6 +96,45 @@ McRunGets(McServer *srv, const Datum *keys, const bool *nulls, int n,
 	.hit = fn,.arg = arg,.flags = flags};
 
 	return McRunExec(srv, &run);
+}
+
+extern MC_HIDDEN bool McRunOneRouted(McServer *srv, McOpRun *run);
+extern MC_HIDDEN bool McRunOneMiss(McServer *srv, McOpRun *run);
+
+/*
+ * Run run->op on server srv, a run of one: true with the reply in
+ * run->reply and run->base; false when on_failure 'miss' answered it (the
+ * instance counted degraded, nothing to end).  An instance that fails
+ * otherwise is raised.  The request, with a fresh opaque token, goes into
+ * run->req and run->hdr; a plain get (the value alone, nothing else sent)
+ * takes the short encoder the multi-get uses.  One healthy instance has
+ * nothing to route or fail over to; else the failover rule routes it
+ * (McRunOneRouted).  Inline: every single-key call runs one.
+ */
+static inline bool
+McRunOne(McServer *srv, McOpRun *run)
+{
+	McRequest  *req = &run->req;
+	const McOp *op = &run->op;
+	const McKey *k = op->prepared;
+	bool		store = (op->kind == MC_OP_STORE);
+
+	req->opaque = McOpNextOpaque();
+	req->hdr = run->hdr;
+	if (likely(op->kind == MC_OP_GET && op->want == MC_F_VALUE &&
+			   op->opts == NULL && !op->has_ttl))
+		req->hlen = mc_encode_get_value(run->hdr, k->wire, k->wire_len, k->b64,
+										req->opaque);
+	else
+		req->hlen = McEngineOpEncodeOne(run, req->opaque);
+	req->data = store ? op->data : NULL;
+	req->dlen = store ? op->datalen : 0;
+	req->idempotent = !op->once;
+	run->srv = srv;
+	if (likely(srv->cfg.nendpoints == 1 && srv->ndead == 0))
+		return likely(McEngineSendOne(srv, 0, run, srv->cfg.on_failure_miss) ==
+					  MC_ENG_ONE_REPLY) || McRunOneMiss(srv, run);
+	return McRunOneRouted(srv, run);
 }
 
 #endif							/* MCFDW_RUN_H */

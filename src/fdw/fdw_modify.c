@@ -35,7 +35,7 @@
  * their output function writes them (fdw_table.c).  ttl: the ttl column's
  * value (seconds, > 0), else the table's ttl option (0 = no expiry).
  * Must not: plan, or touch sockets other than through the request engine
- * (engine.h: UPDATE's one replace, a run of one) and batch.h's McBatchWrite (a write run of run.c).
+ * (run.h: UPDATE's one replace, a run of one) and batch.h's McBatchWrite (a write run of run.c).
  */
 #include "postgres.h"
 
@@ -63,6 +63,7 @@
 #include "batch.h"
 #include "fdw.h"
 #include "engine.h"
+#include "run.h"
 
 typedef struct McModify
 {
@@ -642,7 +643,7 @@ replace_one(McModify *m, const McOp *row, bool has_cas, uint64 cas,
 	/* a compare-and-swap sent twice could not succeed twice; a replace may be repeated */
 	op->once = has_cas;
 	McCsSetOp(MC_CS_MODIFY);
-	if (!McEngineRunOp(m->srv, &run))
+	if (!McRunOne(m->srv, &run))
 		return MC_REPLY_NEED_MORE;	/* counted degraded by the engine */
 	if (r->type != MC_REPLY_HD && r->type != MC_REPLY_NS &&
 		r->type != MC_REPLY_EX && r->type != MC_REPLY_NF)

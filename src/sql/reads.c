@@ -3,15 +3,15 @@
  * mc_gat (and their _bytea and _until forms), mc_get_raw, mc_get_lease,
  * mc_meta.
  *
- * Owns: the operation each read runs (engine.h: one mg per call, a run of
- * one), turning its reply into a SQL value (inflated by values.c when the
+ * Owns: the operation each read runs (one mg per call, a run of one:
+ * run.h's McRunOne), turning its reply into a SQL value (inflated by values.c when the
  * flags say compressed; mc_get_raw returns the stored bytes untouched), the lease's
  * answer (won, stale, the placeholder an N flag creates), and the error
  * for a text value that is not valid in the database encoding (values.c's
  * McValueTextValid says which).  An operation on_failure 'miss' answered
  * degrades the call: reads give NULL.  mc_get and mc_get_bytea first ask
  * the batch a prefetching node read for this row (prefetch.h).  Must not: apply key rules (keys.c),
- * build requests, route them or touch sockets (engine.c), parse bytes
+ * build requests, route them or touch sockets (run.c, engine.c), parse bytes
  * (protocol.c) or know zlib (values.c, compress.c).
  */
 #include "postgres.h"
@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 
 #include "engine.h"
+#include "run.h"
 #include "prefetch.h"
 #include "sql_args.h"
 
@@ -68,7 +69,7 @@ read_value(McServer *srv, McOpRun *run, bool raw, ReadResult *out)
 
 	memset(out, 0, sizeof(*out));
 	run->op.want |= MC_F_VALUE | (need_flags ? MC_F_FLAGS : 0);
-	if (!McEngineRunOp(srv, run))
+	if (!McRunOne(srv, run))
 		return false;
 	if (r->type != MC_REPLY_VA && r->type != MC_REPLY_EN)
 		McEngineOpReplyError(run);
@@ -361,7 +362,7 @@ mc_meta(PG_FUNCTION_ARGS)
 	run.op.want = MC_F_SIZE | MC_F_TTL | MC_F_HIT | MC_F_LAST | MC_F_CAS | MC_F_FLAGS;
 	run.op.opts = &opts;
 	opts.no_bump = true;
-	if (!McEngineRunOp(srv, &run))
+	if (!McRunOne(srv, &run))
 		PG_RETURN_NULL();
 	if (r->type == MC_REPLY_HD)
 	{

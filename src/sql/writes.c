@@ -3,12 +3,12 @@
  * mc_mark_stale, touches, counters, flush.
  *
  * Owns: their arguments' NULLs and checks (the shared ones are
- * sql_args.c's), the operation each call runs (engine.h: one meta command
- * per call, a run of one; flush, a run of one flush operation per
+ * sql_args.c's), the operation each call runs (one meta command per call,
+ * a run of one: run.h's McRunOne; flush, a run of one flush operation per
  * instance, run.h), and turning a write's reply into a SQL value.  An operation
  * on_failure 'miss' answered degrades the call: writes and deletes give
  * false, counters NULL.  Must not: apply key rules itself (keys.c does),
- * build requests, route them or touch sockets (engine.c does, and reports
+ * build requests, route them or touch sockets (run.c and engine.c do, and report
  * to health.c), parse bytes (protocol.c does) or compress (values.c
  * does).  Every function takes an optional server name; NULL means
  * mcfdw.server.
@@ -82,7 +82,7 @@ store_call(FunctionCallInfo fcinfo, char mode, int cas_arg, int ttl_arg,
 		op->has_flags = true;
 	/* only a plain set leaves the same state and answer when run twice */
 	op->once = !(mode == 'S' && cas_arg < 0);
-	if (!McEngineRunOp(srv, &run))
+	if (!McRunOne(srv, &run))
 		PG_RETURN_BOOL(false);
 	switch (run.reply.type)
 	{
@@ -137,7 +137,7 @@ exists_call(FunctionCallInfo fcinfo, int server_argno, McOpRun *run,
 
 	srv = McSingleKeyArgs(fcinfo, server_argno, true, &k);
 	McOpKey(&run->op, &k);
-	if (!McEngineRunOp(srv, run))
+	if (!McRunOne(srv, run))
 		PG_RETURN_BOOL(false);
 	if (run->reply.type == MC_REPLY_HD)
 		found = true;
@@ -263,7 +263,7 @@ arith_call(FunctionCallInfo fcinfo, bool incr, bool until)
 		opts.vivify_ttl = PG_ARGISNULL(3) ? 0 : McSqlArgsTtl(fcinfo, 3, until);
 	}
 	op->once = true;
-	if (!McEngineRunOp(srv, &run))
+	if (!McRunOne(srv, &run))
 		PG_RETURN_NULL();
 	if (r->type == MC_REPLY_VA)
 	{

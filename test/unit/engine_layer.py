@@ -18,13 +18,17 @@ session's sockets (they ask server_cache.c: McServerConnStats,
 McServerCloseIdle).  A file still doing so is listed in PENDING with what
 it waits for, and reported as TODO until it no longer needs the entry.
 
-A request is described once, as the engine's operation (McOp), text
-commands included (only engine.c spells out a stats or flush_all
-command): no file above the engine encodes one (mc_encode_*, McRequest),
-only the runner (engine.c's run of one, run.c's runs of many) encodes a
-request, batch writes take the same type as a single-key call, and run.c
-is the one client of the pipelined engine (McEngine): no other file sets
-one up or gives it fill, read or start callbacks.
+A single-key call is a run of one, the runner's (run.h's McRunOne, run.c):
+only the runner asks the engine to send a request alone (McEngineSendOne),
+so the one failover rule (run.c) routes a run of one and the rounds of a
+run of many alike.  A request is described once, as the engine's
+operation (McOp), text commands included (only engine.c spells out a
+stats or flush_all command): no file above the
+engine encodes one (mc_encode_*, McRequest), only the runner (engine.c's
+request alone, run.c's runs) encodes a request, batch writes take the
+same type as a single-key call, and run.c is the one client of the
+pipelined engine (McEngine): no other file sets one up or gives it fill,
+read or start callbacks.
 
 Each rule lists the files of some folders but their owners whose code
 matches a pattern (offenders) and prints ok, or not ok naming them
@@ -88,20 +92,25 @@ def main():
     check("only engine.c sends and reads a pipeline's bytes",
           offenders(r"\b(McConn(?:SendSome|RecvSome|LinesRead))\s*\(", ("engine.c", "conn*.c"), EVERY))
     for fn, owner, what in (
-            ("McConnRoundtrip", "engine.c", "sends a single-key request (a run of one)"),
+            ("McConnRoundtrip", "engine.c", "sends a single-key request (a run of one's)"),
             ("McConnStatLines", "engine.c", "sends a stats command"),
             ("McConnInDoubt", "engine.c", "decides whether a request that may have run goes again"),
             ("McConnPrepare", "pipeline.c", "readies a connection for a pipelined run")):
         check("only %s %s (%s)" % (owner, what, fn),
               offenders(r"\b(%s)\s*\(" % fn, (owner, "conn*.c"), EVERY))
+    # A single-key call is a run of one, the runner's (run.h's McRunOne,
+    # run.c): it alone asks the engine to send a request alone, so the
+    # failover rule routing it is the one the runner's rounds follow.
+    check("only the runner's run of one (run.c, run.h) sends a request alone (McEngineSendOne)",
+          offenders(r"\b(McEngineSendOne)\s*\(", ("engine.[ch]", "run.[ch]"), EVERY, "[ch]"))
     # One operation type: requests are described as the engine's McOp and
     # encoded by it (McEngineOpEncode), never put together above it, and
     # the batch writes take the same type as a single-key call.
     for f in sources(ABOVE):
         check("%s builds no request by hand (an McOp for the engine)" % os.path.basename(f),
               calls(f, r"\b(mc_encode_\w+|McRequest)\b"))
-    # The runner's files (engine.c: a run of one; run.c: runs of many) are
-    # the only ones outside core/ (which defines the encoders) to encode a
+    # The runner's files (engine.c: a request alone; run.c: runs) are the
+    # only ones outside core/ (which defines the encoders) to encode a
     # request, whatever the encoder, and the only callers of the engine's
     # own encoder.
     check("only the runner (engine.c, run.c) encodes a request (mc_encode_*, McEngineOpEncode)",
