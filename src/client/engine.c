@@ -13,8 +13,8 @@
  * and the rounds of a run of many alike.  Building any operation's
  * command from its kind, key and fields (McEngineOpEncode: a run of one's
  * and the runner's alike): the meta commands (mg, ms, md, ma), and the
- * text commands that are operations too, "stats <group>" and
- * "flush_all".  A run of one's request on the
+ * text commands that are operations too, "stats <group>", "lru_crawler
+ * metadump <what>" and "flush_all".  A run of one's request on the
  * instance the runner chose (McEngineSendOne, the runner's alone; the run
  * of one itself is run.h's McRunOne): the opaque token sequence, one
  * request and one reply on the instance's own connection (conn.c's
@@ -58,32 +58,37 @@ static const char *const op_command[] = {
 	[MC_OP_STORE] = "ms",
 	[MC_OP_DELETE] = "md",
 	[MC_OP_ARITH] = "ma",
-	[MC_OP_DUMP] = NULL,		/* a text command, queued as it is (run.c) */
-	[MC_OP_STATS] = NULL,		/* text commands: eng_text_encode */
+	[MC_OP_DUMP] = NULL,		/* text commands: eng_text_encode */
+	[MC_OP_STATS] = NULL,
 	[MC_OP_FLUSH] = NULL,
 };
 
 /*
  * A text command's request at dst (capacity MC_REQ_HEADER_MAX): "stats",
- * "stats <group>" or "flush_all".  Text replies carry no opaque token and
- * a text command has no quiet mode.  0 when the group does not fit.
+ * "stats <group>", "lru_crawler metadump <what>" (a key dump: what is the
+ * op's key, "hash" or "all") or "flush_all".  Text replies carry no opaque
+ * token and a text command has no quiet mode.  0 when the argument does
+ * not fit.
  */
 static size_t
 eng_text_encode(const McOp *op, char *dst)
 {
 	static const char flush[] = "flush_all\r\n";
 	static const char stats[] = "stats";
-	size_t		n = sizeof(stats) - 1;
+	static const char dump[] = "lru_crawler metadump";
+	const char *cmd = op->kind == MC_OP_DUMP ? dump : stats;
+	size_t		n = op->kind == MC_OP_DUMP ? sizeof(dump) - 1 : sizeof(stats) - 1;
 
 	if (op->kind == MC_OP_FLUSH)
 	{
 		memcpy(dst, flush, sizeof(flush) - 1);
 		return sizeof(flush) - 1;
 	}
-	Assert(op->kind == MC_OP_STATS);
+	Assert(op->kind == MC_OP_STATS || op->kind == MC_OP_DUMP);
+	Assert(op->kind == MC_OP_STATS || op->keylen > 0);
 	if (op->keylen + n + 3 > MC_REQ_HEADER_MAX)
 		return 0;
-	memcpy(dst, stats, n);
+	memcpy(dst, cmd, n);
 	if (op->keylen > 0)
 	{
 		dst[n++] = ' ';
@@ -115,7 +120,7 @@ McEngineOpEncode(const McOp *op, const char *opaque, size_t opaque_len,
 	size_t		wlen;
 	bool		b64;
 
-	if (op->kind == MC_OP_STATS || op->kind == MC_OP_FLUSH)
+	if (op->kind == MC_OP_STATS || op->kind == MC_OP_FLUSH || op->kind == MC_OP_DUMP)
 		return eng_text_encode(op, dst);
 	if (op->prepared != NULL)
 	{
@@ -136,7 +141,6 @@ McEngineOpEncode(const McOp *op, const char *opaque, size_t opaque_len,
 			wkey = wire;
 		}
 	}
-	Assert(op->kind != MC_OP_DUMP);
 	if (op->opts != NULL)
 		o = *op->opts;
 	o.want = op->want;

@@ -21,9 +21,10 @@
  * per-instance state costs more instructions than a whole mc_get.
  *
  * Text commands are operations too, encoded here alone: a key dump
- * (MC_OP_DUMP) and flush_all (MC_OP_FLUSH) are runs of the runner; a
- * stats command (MC_OP_STATS) runs alone on its instance
- * (McEngineStatLines), under bounds of its own no pipelined run has.
+ * (MC_OP_DUMP, "lru_crawler metadump <what>") and flush_all (MC_OP_FLUSH)
+ * are runs of the runner; a stats command (MC_OP_STATS) runs alone on its
+ * instance (McEngineStatLines), under bounds of its own no pipelined run
+ * has.
  *
  * Runs of many requests of one server go out many at a time, one pipeline
  * per instance.  The engine's one client, the runner (run.c: reads,
@@ -58,9 +59,10 @@ typedef enum McOpKind
 	MC_OP_STORE,				/* ms: set, or the mode's add, replace, append, prepend */
 	MC_OP_DELETE,				/* md: delete, or mark stale (invalidate) */
 	MC_OP_ARITH,				/* ma: mode I or D */
-	MC_OP_DUMP,					/* a text command to one instance (key: the
-								 * command, instance: which), its reply
-								 * lines (a full scan's key dump, run.h) */
+	MC_OP_DUMP,					/* "lru_crawler metadump <what>" to one
+								 * instance (key: what, "hash" or "all";
+								 * instance: which), its reply lines (a full
+								 * scan's key dump, run.h) */
 	MC_OP_STATS,				/* "stats <group>" to one instance (key: the
 								 * group, NULL for plain "stats"; instance:
 								 * which), its STAT lines until END to a

@@ -24,8 +24,8 @@
  * instance that failed has its unanswered ops failed over in another round
  * by the failover rule, unless they may have run (the engine's
  * at-most-once rule) or are bound home; over TLS a batch with sets goes in
- * segments (RUN_TLS_SEGMENT).  Dumps: one command per instance, its reply
- * read a line at a time.  Flushes:
+ * segments (RUN_TLS_SEGMENT).  Dumps: one command per instance (encoded by
+ * the engine from its op), its reply read a line at a time.  Flushes:
  * flush_all on the instances their ops name, each answered OK; any failure
  * or error reply is raised.  Every request is encoded by the engine's
  * encoders (McEngineOpEncode, and the short get encoders of core/request.c
@@ -68,6 +68,9 @@
  * alone, not quiet, with nothing after it until its reply is in.
  */
 #define RUN_TLS_SEGMENT		(8 * 1024)
+
+/* Room for a text command and its NUL. */
+#define RUN_TEXT_MAX		(MC_REQ_HEADER_MAX + 1)
 
 /*
  * One distinct key of a read, routed once (McKeyRoute): what its wire form
@@ -135,6 +138,8 @@ typedef struct RunState
 	bool		reroute;		/* a failed instance left ops to fail over */
 	bool	   *degraded;		/* under miss: instances whose ops failed */
 	bool		segmented;		/* TLS and some sets: see RUN_TLS_SEGMENT */
+	char	   *texts;			/* dumps: each op's command (NUL-terminated,
+								 * RUN_TEXT_MAX apart), encoded once */
 	McRunHitFn	hit;			/* the caller's, from spec */
 	void	   *arg;
 	McEngine	engine;			/* runs the instances' pipelines */
@@ -464,18 +469,40 @@ route_writes(RunState *r)
 	return group_items(r, inst_of, r->nops, r->slots) > 0;
 }
 
-/* A dump's or a flush's ops go to the instances they name. */
+/*
+ * A dump's or a flush's ops go to the instances they name; a dump's
+ * command is encoded once, for the connection to queue and name in its
+ * messages.
+ */
 static void
 route_instances(RunState *r)
 {
 	int		   *inst_of = palloc(sizeof(int) * r->nops);
 
+	if (r->kind == RUN_DUMPS)
+		r->texts = palloc(RUN_TEXT_MAX * (Size) r->nops);
 	for (int i = 0; i < r->nops; i++)
 	{
 		Assert(r->ops[i].kind == (r->kind == RUN_DUMPS ? MC_OP_DUMP : MC_OP_FLUSH));
 		inst_of[i] = r->ops[i].instance;
+		if (r->kind == RUN_DUMPS)
+		{
+			char	   *text = r->texts + RUN_TEXT_MAX * (Size) i;
+			size_t		len = McEngineOpEncode(&r->ops[i], NULL, 0, false, text);
+
+			if (len == 0)
+				elog(ERROR, "could not encode a key dump command");
+			text[len] = '\0';
+		}
 	}
 	group_items(r, inst_of, r->nops, palloc(sizeof(int) * r->nops));
+}
+
+/* An instance's dump command (route_instances). */
+static inline const char *
+dump_text(RunState *r, RunInst *ri)
+{
+	return r->texts + RUN_TEXT_MAX * (Size) ri->items[0];
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -648,7 +675,7 @@ run_fill(void *arg, int s, McConn *conn)
 	else if (r->kind == RUN_DUMPS)
 	{
 		if (!ri->mn_queued)
-			McConnLinesQueue(conn, r->ops[ri->items[0]].key);
+			McConnLinesQueue(conn, dump_text(r, ri));
 		ri->mn_queued = true;
 		return;
 	}
@@ -1097,7 +1124,7 @@ run_line_cmd(void *arg, int s)
 {
 	RunState   *r = arg;
 
-	return r->ops[r->inst[s].items[0]].key;
+	return dump_text(r, &r->inst[s]);
 }
 
 static McLineVerdict

@@ -62,9 +62,6 @@
 #define MC_BUSY_WAIT_MS		2000
 #define MC_BUSY_STEP_MS		50
 
-#define DUMP_HASH	"lru_crawler metadump hash\r\n"
-#define DUMP_ALL	"lru_crawler metadump all\r\n"
-
 /* One instance's dump, while the dumps of every instance run together. */
 typedef struct DumpInst
 {
@@ -186,10 +183,15 @@ dump_line(void *arg, int s, const char *line, size_t len)
 	return MC_LINE_BAD;
 }
 
+/*
+ * What instance s's dump lists, the argument of its key dump (the engine
+ * spells out the command): "hash", the hash table's walk, or "all" on a
+ * memcached without it.
+ */
 static const char *
-dump_cmd(void *arg, int s)
+dump_what(McFullScan *fs, int s)
 {
-	return ((McFullScan *) arg)->insts[s].hash ? DUMP_HASH : DUMP_ALL;
+	return fs->insts[s].hash ? "hash" : "all";
 }
 
 /*
@@ -303,7 +305,7 @@ dump_all(McFullScan *fs, McServer *srv)
 			if (!todo[i])
 				continue;
 			McOpInit(op, MC_OP_DUMP, NULL);
-			op->key = dump_cmd(fs, i);
+			op->key = dump_what(fs, i);
 			op->keylen = strlen(op->key);
 			op->instance = (int16) i;
 			run.nops++;

@@ -23,7 +23,7 @@ only the runner asks the engine to send a request alone (McEngineSendOne),
 so the one failover rule (run.c) routes a run of one and the rounds of a
 run of many alike.  A request is described once, as the engine's
 operation (McOp), text commands included (only engine.c spells out a
-stats or flush_all command): no file above the
+stats, flush_all or lru_crawler metadump command): no file above the
 engine encodes one (mc_encode_*, McRequest), only the runner (engine.c's
 request alone, run.c's runs) encodes a request, batch writes take the
 same type as a single-key call, and run.c is the one client of the
@@ -126,11 +126,12 @@ def main():
           offenders((r"\b(McEngineInit|McEngineRun)\s*\(", r"\b(McEngRead|McEngine)\b",
                      r"(?:\.|->)\s*(fill|read|start|dropped|gave_up|line_cmd)\s*=(?!=)"),
                     ("engine.c", "run.c")))
-    # The text commands that are operations (MC_OP_STATS, MC_OP_FLUSH) are
-    # encoded by the engine alone (McEngineOpEncode): no other file above
-    # the connection layer spells out a "stats ..." or "flush_all" request.
-    check("only engine.c encodes a stats or flush_all command (an McOp for the engine)",
-          offenders(r'"(?:stats|flush_all)\b[^"\n]*\\r\\n', ("engine.c",), strings=False))
+    # The text commands that are operations (MC_OP_STATS, MC_OP_FLUSH,
+    # MC_OP_DUMP) are encoded by the engine alone (McEngineOpEncode): no
+    # other file above the connection layer spells out a "stats ...",
+    # "flush_all" or "lru_crawler metadump ..." request.
+    check("only engine.c encodes a stats, flush_all or lru_crawler command (an McOp for the engine)",
+          offenders(r'"(?:stats|flush_all|lru_crawler)\b[^"\n]*\\r\\n', ("engine.c",), strings=False))
     check("a batch write is an McOp (no second request type)",
           offenders(r"\b(McBatchOp|McBatchKind|McBatchResult)\b", (), EVERY, "[ch]"))
     print("1..%d" % n)
