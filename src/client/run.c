@@ -5,7 +5,7 @@
  *
  * Owns: the failover rule, the one place that says where a key goes given
  * the instances dead or failed in this call and what becomes of it when
- * none is left (failover_map, failover_pick), for a run of one and the
+ * none is left (failover_map, McRunPick), for a run of one and the
  * rounds of a run of many's writes alike; the run of one, its request sent
  * alone by the engine (McEngineSendOne) on the instance the rule chose,
  * tried on the next while failover allows.  The one client of the engine's
@@ -324,7 +324,7 @@ route_reads(RunState *r, const Datum *elems, const bool *nulls, int n)
  * MC_ENG_ONE_IN_DOUBT, a pipelined run's may_reroute).
  *
  * The instances a key may go to now, into buf: NULL when any may; *none
- * when none is left and the key is a miss (failover_pick).
+ * when none is left and the key is a miss (McRunPick, run.h).
  */
 static const bool *
 failover_map(McServer *srv, const bool *alive, const bool *failed, bool miss,
@@ -341,26 +341,12 @@ failover_map(McServer *srv, const bool *alive, const bool *failed, bool miss,
 		any |= buf[s];
 	}
 	if (any || !miss)
-		return buf;				/* none left and no 'miss': the pick raises */
+		return buf;				/* with none left, the pick raises (or, failover
+								 * off, the key's own instance refuses it) */
 	if (failed == NULL)
 		return NULL;			/* every instance dead: each key meets its own */
 	*none = true;
 	return buf;
-}
-
-/*
- * The instance of key given failover_map's map and none: -1 when the key is
- * a miss, counted against its own instance (failover_own).  Raises when
- * none is left without on_failure 'miss'.
- */
-static inline int
-failover_pick(McServer *srv, const char *key, size_t len, const bool *map, bool none)
-{
-	if (unlikely(none))
-		return -1;
-	if (map == NULL && srv->cfg.nendpoints == 1)
-		return 0;
-	return McInstancePickWith(srv, key, len, map);
 }
 
 /* The key's own instance, whatever its health (a miss is counted there). */
@@ -371,63 +357,64 @@ failover_own(McServer *srv, const char *key, size_t len)
 }
 
 /*
- * The run of one (McRunOne) on a server with more than one instance, or a
- * dead one: routed by the failover rule, each instance tried in turn
- * (McEngineSendOne) until one answers.  With failover off the key's
- * instance is the only one, and its failure is the caller's error, or a
- * miss under on_failure 'miss'.
+ * The run of one (McRunOne) routed by the failover rule, each instance
+ * tried in turn (McEngineSendOne) until one answers: from the start when
+ * an instance is dead, or once instance failed (>= 0) failed it.  With
+ * failover off the key's instance is the only one, and its failure is the
+ * caller's error, or a miss under on_failure 'miss' counted against it.
  */
 bool
-McRunOneRouted(McServer *srv, McOpRun *run)
+McRunOneRouted(McServer *srv, McOpRun *run, int failed)
 {
 	const McOp *op = &run->op;
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	bool		failed[MC_MAX_ENDPOINTS];
+	bool		failbuf[MC_MAX_ENDPOINTS];
 	bool		mapbuf[MC_MAX_ENDPOINTS];
 	const bool *alive = McInstanceAliveMap(srv, alivebuf);
 	bool		miss = srv->cfg.on_failure_miss;
 	bool		failover = srv->cfg.failover;
-	bool		any_failed = false;
 
+	memset(failbuf, 0, sizeof(bool) * srv->cfg.nendpoints);
+	if (failed >= 0)
+		failbuf[failed] = true;
 	for (;;)
 	{
 		bool		none;
-		const bool *map = failover_map(srv, alive, any_failed ? failed : NULL,
+		const bool *map = failover_map(srv, alive, failed >= 0 ? failbuf : NULL,
 									   miss, mapbuf, &none);
-		int			idx = failover_pick(srv, op->key, op->keylen, map, none);
+		int			idx = McRunPick(srv, op->key, op->keylen, map, none);
+		McEngOne	sent;
 
 		if (idx < 0)
 		{
 			McInstanceDegraded(srv, failover_own(srv, op->key, op->keylen));
 			return false;
 		}
-		switch (McEngineSendOne(srv, idx, run, failover || miss))
+		sent = McEngineSendOne(srv, idx, run, failover || miss);
+		if (sent == MC_ENG_ONE_REPLY)
+			return true;
+		if (sent == MC_ENG_ONE_IN_DOUBT || !failover)
 		{
-			case MC_ENG_ONE_REPLY:
-				return true;
-			case MC_ENG_ONE_IN_DOUBT:
-				return McRunOneMiss(srv, run);
-			case MC_ENG_ONE_FAILED:
-				if (!failover)
-					return McRunOneMiss(srv, run);
-				break;
+			McInstanceDegraded(srv, idx);
+			return false;
 		}
-		if (!any_failed)
-			memset(failed, 0, sizeof(bool) * srv->cfg.nendpoints);
-		any_failed = true;
-		failed[idx] = true;
+		failed = idx;
+		failbuf[idx] = true;
 	}
 }
 
 /*
- * The run of one's instance failed under on_failure 'miss' where it may not
- * fail over (failover off, or the request may have run there): a miss,
- * counted against that instance.
+ * The run of one's request failed on instance index, its key's own, the
+ * failure soft (McRunOne): with failover and another instance, and the
+ * request not in doubt, the failover rule takes it on; else a miss under
+ * on_failure 'miss', counted against the instance.
  */
 bool
-McRunOneMiss(McServer *srv, McOpRun *run)
+McRunOneFailed(McServer *srv, McOpRun *run, int index, McEngOne sent)
 {
-	McInstanceDegraded(srv, McConnIndex(run->conn));
+	if (sent == MC_ENG_ONE_FAILED && srv->cfg.failover && srv->cfg.nendpoints > 1)
+		return McRunOneRouted(srv, run, index);
+	McInstanceDegraded(srv, index);
 	return false;
 }
 
@@ -457,7 +444,7 @@ route_writes(RunState *r)
 
 		if (op->result == MC_OP_PENDING)
 		{
-			s = failover_pick(srv, op->key, op->keylen, op->home ? NULL : map, none);
+			s = McRunPick(srv, op->key, op->keylen, op->home ? NULL : map, none);
 			if (s < 0)
 			{
 				op->result = MC_OP_FAILED;

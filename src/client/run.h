@@ -98,8 +98,25 @@ McRunGets(McServer *srv, const Datum *keys, const bool *nulls, int n,
 	return McRunExec(srv, &run);
 }
 
-extern MC_HIDDEN bool McRunOneRouted(McServer *srv, McOpRun *run);
-extern MC_HIDDEN bool McRunOneMiss(McServer *srv, McOpRun *run);
+extern MC_HIDDEN bool McRunOneRouted(McServer *srv, McOpRun *run, int failed);
+extern MC_HIDDEN bool McRunOneFailed(McServer *srv, McOpRun *run, int index,
+									 McEngOne sent);
+
+/*
+ * The failover rule's choice of an instance for key (run.c says the rule):
+ * map the instances it may go to (NULL: every one, as when none is dead
+ * and none failed in this call), none when there is none left and the
+ * key is a miss (-1).  Raises when none is left without on_failure 'miss'.
+ */
+static inline int
+McRunPick(McServer *srv, const char *key, size_t len, const bool *map, bool none)
+{
+	if (unlikely(none))
+		return -1;
+	if (map == NULL && srv->cfg.nendpoints == 1)
+		return 0;
+	return McInstancePickWith(srv, key, len, map);
+}
 
 /*
  * Run run->op on server srv, a run of one: true with the reply in
@@ -107,11 +124,16 @@ extern MC_HIDDEN bool McRunOneMiss(McServer *srv, McOpRun *run);
  * instance counted degraded, nothing to end).  An instance that fails
  * otherwise is raised.  The request, with a fresh opaque token, goes into
  * run->req and run->hdr; a plain get (the value alone, nothing else sent)
- * takes the short encoder the multi-get uses.  One healthy instance has
- * nothing to route or fail over to; else the failover rule routes it
- * (McRunOneRouted).  Inline: every single-key call runs one.
+ * takes the short encoder the multi-get uses.  With no instance dead the
+ * key goes to its own (McRunPick with every instance allowed), and only a
+ * failure there takes the failover rule further (McRunOneFailed); with
+ * one dead the rule routes it from the start (McRunOneRouted).  Soft
+ * (failing over, or 'miss') only where the instance's failure is not the
+ * call's error: one instance alone has nowhere to fail over to.  Always
+ * inline (a file with several callers would get a copy called instead):
+ * every single-key call runs one, and a call more shows in its count.
  */
-static inline bool
+static pg_attribute_always_inline bool
 McRunOne(McServer *srv, McOpRun *run)
 {
 	McRequest  *req = &run->req;
@@ -131,10 +153,15 @@ McRunOne(McServer *srv, McOpRun *run)
 	req->dlen = store ? op->datalen : 0;
 	req->idempotent = !op->once;
 	run->srv = srv;
-	if (likely(srv->cfg.nendpoints == 1 && srv->ndead == 0))
-		return likely(McEngineSendOne(srv, 0, run, srv->cfg.on_failure_miss) ==
-					  MC_ENG_ONE_REPLY) || McRunOneMiss(srv, run);
-	return McRunOneRouted(srv, run);
+	if (likely(srv->ndead == 0))
+	{
+		int			index = McRunPick(srv, op->key, op->keylen, NULL, false);
+		McEngOne	sent = McEngineSendOne(srv, index, run, srv->cfg.on_failure_miss ||
+										   (srv->cfg.failover && srv->cfg.nendpoints > 1));
+
+		return likely(sent == MC_ENG_ONE_REPLY) || McRunOneFailed(srv, run, index, sent);
+	}
+	return McRunOneRouted(srv, run, -1);
 }
 
 #endif							/* MCFDW_RUN_H */
