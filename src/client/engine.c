@@ -388,8 +388,12 @@ eng_drop(McEngine *e, int s, bool may_reroute)
 {
 	McEngInst  *ei = &e->inst[s];
 
-	/* requests that may have run there must not run elsewhere too */
-	if (e->at_most_once && ei->conn != NULL && eng_in_doubt(e->srv, ei->conn))
+	/*
+	 * requests that may have run there must not run elsewhere too (a
+	 * client that raises the failure itself reroutes nothing)
+	 */
+	if (e->at_most_once && !e->client_raises && ei->conn != NULL &&
+		eng_in_doubt(e->srv, ei->conn))
 		may_reroute = false;
 	if (e->dropped)
 		e->dropped(e->arg, s, ei->conn, may_reroute);

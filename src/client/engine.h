@@ -293,6 +293,9 @@ typedef struct McEngine
 								 * drops is counted degraded */
 	bool		give_up_held;	/* a terminate or cancel held (after commit)
 								 * gives the instance up (McEngineHeldInterrupt) */
+	bool		client_raises;	/* the client raises an instance's failure
+								 * itself, once its other pipelines are
+								 * settled: none is raised here (with soft) */
 	TimestampTz deadline;		/* 0: none */
 	int			timeout_ms;		/* the deadline's span, for its message */
 
