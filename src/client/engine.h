@@ -274,6 +274,8 @@ typedef struct McEngInst
 	bool		active;			/* its part runs */
 	bool		retried;		/* started over once on a fresh socket */
 	bool		answered;		/* a reply came: its requests ran */
+	bool		in_doubt;		/* it failed after at-most-once requests may
+								 * have run there: not failed over */
 	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
 } McEngInst;
@@ -295,7 +297,8 @@ typedef struct McEngine
 								 * gives the instance up (McEngineHeldInterrupt) */
 	bool		client_raises;	/* the client raises an instance's failure
 								 * itself, once its other pipelines are
-								 * settled: none is raised here (with soft) */
+								 * settled: with soft, none is raised here,
+								 * not even at most once's (in_doubt) */
 	TimestampTz deadline;		/* 0: none */
 	int			timeout_ms;		/* the deadline's span, for its message */
 

@@ -1265,8 +1265,12 @@ run_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 		if (r->kind == RUN_WRITES && r->miss)
 			r->degraded[s] = true;
 	}
-	/* (a connect that could not start left no connection with the engine) */
-	if (r->defer_fail)
+	/*
+	 * Raised: any failure without failover or on_failure 'miss'; one after
+	 * at-most-once ops may have run there without 'miss' (a connect that
+	 * could not start left no connection with the engine)
+	 */
+	if (r->defer_fail || (r->kind == RUN_WRITES && r->engine.inst[s].in_doubt && !r->miss))
 		defer_error(r, s, raise_failure, conn != NULL ? conn : McNetConn(&r->srv->net, s));
 }
 
@@ -1359,7 +1363,7 @@ exec_writes(RunState *r)
 	r->defer = !r->soft;
 	r->defer_fail = !(r->soft || srv->cfg.failover || r->miss);
 	r->engine.soft = true;
-	r->engine.client_raises = r->defer_fail;
+	r->engine.client_raises = r->defer;
 	r->engine.give_up_held = r->soft;
 	r->engine.timeout_ms = spec->timeout_ms;
 	r->engine.deadline = spec->timeout_ms > 0 ?
