@@ -310,9 +310,16 @@ eng_drop(McEngine *e, int s, bool may_reroute)
 {
 	McEngInst  *ei = &e->inst[s];
 
-	/* requests that may have run there must not run elsewhere too */
-	if (e->at_most_once && ei->conn != NULL && eng_in_doubt(e->srv, ei->conn))
+	/*
+	 * requests that may have run there must not run elsewhere too: raised,
+	 * or left to a client that raises failures itself (in_doubt)
+	 */
+	if (e->at_most_once && ei->conn != NULL &&
+		(e->client_raises ? McConnInDoubt(ei->conn) : eng_in_doubt(e->srv, ei->conn)))
+	{
 		may_reroute = false;
+		ei->in_doubt = true;
+	}
 	if (e->dropped)
 		e->dropped(e->arg, s, ei->conn, may_reroute);
 	if (e->degrade)
@@ -611,7 +618,7 @@ eng_begin(McEngine *e)
 	{
 		McEngInst  *ei = &e->inst[s];
 
-		ei->active = ei->retried = ei->answered = false;
+		ei->active = ei->retried = ei->answered = ei->in_doubt = false;
 		ei->conn = NULL;
 		ei->hits = 0;
 		ei->bytes = 0;

@@ -267,6 +267,8 @@ typedef struct McEngInst
 	bool		active;			/* its part runs */
 	bool		retried;		/* started over once on a fresh socket */
 	bool		answered;		/* a reply came: its requests ran */
+	bool		in_doubt;		/* it failed after at-most-once requests may
+								 * have run there: not failed over */
 	size_t		need;			/* bytes the buffered partial reply still lacks */
 	TimestampTz last_progress;
 } McEngInst;
@@ -286,6 +288,10 @@ typedef struct McEngine
 								 * drops is counted degraded */
 	bool		give_up_held;	/* a terminate or cancel held (after commit)
 								 * gives the instance up (McEngineHeldInterrupt) */
+	bool		client_raises;	/* the client raises an instance's failure
+								 * itself, once its other pipelines are
+								 * settled: with soft, none is raised here,
+								 * not even at most once's (in_doubt) */
 	TimestampTz deadline;		/* 0: none */
 	int			timeout_ms;		/* the deadline's span, for its message */
 

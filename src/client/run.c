@@ -24,10 +24,14 @@
  * instance that failed has its unanswered ops failed over in another round
  * by the failover rule, unless they may have run (the engine's
  * at-most-once rule) or are bound home; over TLS a batch with sets goes in
- * segments (RUN_TLS_SEGMENT).  Dumps: one command per instance (encoded by
- * the engine from its op), its reply read a line at a time.  Flushes:
- * flush_all on the instances their ops name, each answered OK; any failure
- * or error reply is raised.  Every request is encoded by the engine's
+ * segments (RUN_TLS_SEGMENT).  A SQL caller's write that is going to raise
+ * (an instance failed without failover, or answered with an error) first
+ * stops: nothing new is sent, and what is out on the other instances is
+ * closed by "mn" and answered (stop_run), so nothing it sent runs after its
+ * error unless its connection failed.  Dumps: one command per instance
+ * (encoded by the engine from its op), its reply read a line at a time.
+ * Flushes: flush_all on the instances their ops name, each answered OK; any
+ * failure or error reply is raised.  Every request is encoded by the engine's
  * encoders (McEngineOpEncode, and the short get encoders of core/request.c
  * for the plain gets of a multi-get), in slices, so memory stays bounded
  * however many ops a run has; no allocation per op or reply.
@@ -140,6 +144,13 @@ typedef struct RunState
 	bool		segmented;		/* TLS and some sets: see RUN_TLS_SEGMENT */
 	char	   *texts;			/* dumps: each op's command (NUL-terminated,
 								 * RUN_TEXT_MAX apart), encoded once */
+	bool		defer;			/* a SQL caller's: an error waits until every
+								 * other pipeline is settled (stop_run) */
+	bool		defer_fail;		/* ... and so does any instance's failure
+								 * (no failover, no on_failure 'miss') */
+	bool		stopping;		/* one will be raised: nothing new is sent */
+	ErrorData  *raise;			/* the first such error, raised at the end */
+	int			unsure;			/* ops sent, then left unanswered by a failure */
 	McRunHitFn	hit;			/* the caller's, from spec */
 	void	   *arg;
 	McEngine	engine;			/* runs the instances' pipelines */
@@ -646,6 +657,102 @@ fill_segment(RunState *r, RunInst *ri, McConn *conn)
 	ri->mn_queued = (ri->next_send == ri->nitems);
 }
 
+/* The length of op's request at pos as queue_op queued it (quiet). */
+static size_t
+queued_len(const McOp *op, int pos)
+{
+	char		hdr[MC_REQ_HEADER_MAX];
+	char		opaque[12];
+	size_t		olen = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+
+	return McEngineOpEncode(op, opaque, olen, true, hdr) +
+		(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
+}
+
+/*
+ * The run stops (stop_run): of an instance's queued requests, those that
+ * have not started to go out are taken back, so next_send counts what the
+ * server may have received.  Over TLS nothing can be taken back: what is
+ * queued (a slice at most) goes.
+ */
+static void
+unqueue(RunState *r, RunInst *ri, McConn *conn)
+{
+	size_t		tail = McConnUnsent(conn);
+	char		mn[8];
+	size_t		mnlen = mc_encode_noop(mn);
+	int			next = ri->next_send;
+
+	if (tail == 0)
+		return;
+	if (ri->mn_queued)
+	{
+		if (tail <= mnlen)
+			return;				/* every request is out: its "mn" ends them */
+		tail -= mnlen;
+	}
+	/* the unsent bytes are the last ops' requests; one may be partly out */
+	while (tail > 0 && next > ri->next_match)
+	{
+		size_t		len = queued_len(&r->ops[ri->items[next - 1]], next - 1);
+
+		if (len > tail)
+			break;				/* started: it goes whole */
+		tail -= len;
+		next--;
+	}
+	if (!McConnUnqueue(conn, tail))
+		return;
+	ri->next_send = next;
+	ri->mn_queued = false;
+}
+
+/*
+ * Fill an instance once the run stops: nothing new, and what the server
+ * may have received closed by "mn", whose reply ends the part (the ops not
+ * sent stay unsettled: they fail).  A TLS segment out already ends so.
+ */
+static void
+fill_stopped(RunState *r, RunInst *ri, McConn *conn)
+{
+	if (ri->segmented)
+	{
+		if (ri->seg_waiting || ri->mn_queued)
+			return;
+	}
+	else
+		unqueue(r, ri, conn);
+	if (ri->mn_queued)
+		return;
+	McConnWritten(conn, mc_encode_noop(McConnWriteSpace(conn, 8)));
+	McConnPipelined(conn, ri->next_send);
+	ri->mn_queued = true;
+}
+
+/*
+ * An error will be raised (r->raise): the instances still running send
+ * nothing new, and their requests already out are answered (or their
+ * instance fails in its turn, within io_timeout and the run's deadline)
+ * before it is, so nothing the call sent runs after the caller has its
+ * error.  An instance still connecting is filled so when it is ready;
+ * failed, the one whose part is ending now.
+ */
+static void
+stop_run(RunState *r, int failed)
+{
+	if (r->stopping)
+		return;
+	r->stopping = true;
+	for (int s = 0; s < r->srv->cfg.nendpoints; s++)
+	{
+		McConn	   *conn = r->engine.inst[s].conn;
+
+		if (s != failed && r->engine.inst[s].active && conn != NULL &&
+			!McConnConnecting(conn))
+			fill_stopped(r, &r->inst[s], conn);
+	}
+}
+
 /*
  * Queue more requests for an instance (the engine's fill), up to one slice
  * of unsent bytes (a large value may overshoot it by itself), and "mn"
@@ -675,6 +782,11 @@ run_fill(void *arg, int s, McConn *conn)
 			McConnPipelined(conn, 1);
 		}
 		ri->mn_queued = true;
+		return;
+	}
+	else if (unlikely(r->stopping))
+	{
+		fill_stopped(r, ri, conn);
 		return;
 	}
 	else if (ri->segmented)
@@ -709,6 +821,100 @@ note_error(RunState *r, const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(r->spec->errbuf, r->spec->errlen, fmt, ap);
 	va_end(ap);
+}
+
+/*
+ * Keep the error raise(arg) raises for instance s, to raise once the run
+ * is settled (stop_run); the first one wins.  False when it raised nothing.
+ */
+static bool
+defer_error(RunState *r, int s, void (*raise) (void *arg), void *arg)
+{
+	ErrorData  *ed = McEngineCatch(raise, arg, true);
+
+	if (ed == NULL)
+		return false;
+	if (r->raise == NULL)
+		r->raise = ed;
+	else
+		FreeErrorData(ed);
+	stop_run(r, s);
+	return true;
+}
+
+/* defer_error's raisers: a failed instance's error, an error reply's */
+static void
+raise_failure(void *arg)
+{
+	McConnFailRaise((McConn *) arg);
+}
+
+typedef struct RunReplyError
+{
+	RunState   *r;
+	RunInst    *ri;
+	int			s;
+	McConn	   *conn;
+	const char *base;
+	const McReply *rep;
+	const char *line;
+} RunReplyError;
+
+static void too_large(RunState *r, RunInst *ri, int s, McConn *conn, const char *line);
+
+static void
+raise_too_large(void *arg)
+{
+	RunReplyError *e = arg;
+
+	too_large(e->r, e->ri, e->s, e->conn, e->line);
+}
+
+static void
+raise_reply_error(void *arg)
+{
+	RunReplyError *e = arg;
+
+	McConnReplyError(e->conn, e->base, e->rep);
+}
+
+/*
+ * The instance's part ends unanswered: the ops it sent may or may not have
+ * run (counted for the error's detail), those it did not send did not.
+ */
+static void
+count_unsure(RunState *r, RunInst *ri)
+{
+	for (int i = 0; i < ri->next_send; i++)
+		r->unsure += (r->ops[ri->items[i]].result == MC_OP_PENDING);
+}
+
+/*
+ * Raise the error kept (defer_error) now that every pipeline is settled,
+ * its detail saying what became of the call's requests.
+ */
+static void
+raise_settled(RunState *r)
+{
+	ErrorData  *ed = r->raise;
+	int			executed = 0;
+	char	   *what;
+
+	for (int i = 0; i < r->nops; i++)
+		executed += (r->ops[i].result == MC_OP_DONE || r->ops[i].result == MC_OP_MISS);
+	if (r->unsure > 0)
+		what = psprintf("Of the %d requests, %d were executed, %d may or may not have been and %d were not sent.",
+						r->nops, executed, r->unsure, r->nops - executed - r->unsure);
+	else
+		what = psprintf("Of the %d requests, %d were executed and %d were not sent.",
+						r->nops, executed, r->nops - executed);
+	/* (an error reply's detail ends with the server's line, not a sentence) */
+	if (ed->detail != NULL)
+		what = psprintf("%s%s%s", ed->detail,
+						ed->detail[0] && ed->detail[strlen(ed->detail) - 1] == '.' ? "  " : "\n",
+						what);
+	ed->detail = what;
+	ReThrowError(ed);
 }
 
 /* Settle every unanswered op of an instance with result res. */
@@ -784,11 +990,15 @@ error_reply(RunState *r, RunInst *ri, int s, McConn *conn, const char *base,
 	for (char *p = line; *p; p++)
 		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
 			*p = '?';
-	if (!r->soft && rep->type == MC_REPLY_SERVER_ERROR &&
-		strstr(line, "object too large") != NULL)
-		too_large(r, ri, s, conn, line);
-	if (!r->soft)
-		McConnReplyError(conn, base, rep);
+	count_unsure(r, ri);
+	if (r->defer)
+	{
+		RunReplyError e = {r, ri, s, conn, base, rep, line};
+
+		if (rep->type != MC_REPLY_SERVER_ERROR || strstr(line, "object too large") == NULL ||
+			!defer_error(r, s, raise_too_large, &e))
+			defer_error(r, s, raise_reply_error, &e);
+	}
 	note_error(r, "instance %s replied: %s", McInstanceName(&r->srv->net, s), line);
 	settle_rest(r, ri, MC_OP_FAILED);
 	return MC_ENG_CLOSE;
@@ -825,7 +1035,7 @@ write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
 
 	if (t == MC_REPLY_MN)
 	{
-		if (ri->segmented && ri->seg_end < ri->nitems)
+		if (ri->segmented && ri->seg_end < ri->nitems && !r->stopping)
 		{
 			/* a segment is done: its unnamed ops took the quiet outcome */
 			settle_quiet(r, ri, ri->next_match, ri->seg_end, &done, &missed);
@@ -833,7 +1043,8 @@ write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
 			ri->seg_waiting = false;
 			return MC_ENG_MORE;
 		}
-		settle_quiet(r, ri, 0, ri->nitems, &done, &missed);
+		/* (a run that stops sent fewer: the rest fail) */
+		settle_quiet(r, ri, 0, ri->next_send, &done, &missed);
 		r->engine.inst[s].hits += done;
 		/* the client statistics' hits and misses (a store's are not shown) */
 		McConnFound(conn, done, missed);
@@ -1174,10 +1385,19 @@ run_dropped(void *arg, int s, McConn *conn, bool may_reroute)
 	}
 	else
 	{
+		if (r->kind == RUN_WRITES)
+			count_unsure(r, ri);
 		settle_rest(r, ri, MC_OP_FAILED);
 		if (r->kind == RUN_WRITES && r->miss)
 			r->degraded[s] = true;
 	}
+	/*
+	 * Raised: any failure without failover or on_failure 'miss'; one after
+	 * at-most-once ops may have run there without 'miss' (a connect that
+	 * could not start left no connection with the engine)
+	 */
+	if (r->defer_fail || (r->kind == RUN_WRITES && r->engine.inst[s].in_doubt && !r->miss))
+		defer_error(r, s, raise_failure, conn != NULL ? conn : McNetConn(&r->srv->net, s));
 }
 
 /*
@@ -1215,7 +1435,22 @@ run_writes(void *arg)
 	r->slots = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * 2 * (Size) r->nops);
 	while (route_writes(r))
 	{
+		/*
+		 * A dead instance is raised as before anything is sent: the engine
+		 * would only pass it over (defer_fail)
+		 */
+		for (int s = 0; r->defer_fail && s < n; s++)
+			if (r->inst[s].nitems > 0)
+				(void) McInstanceUsable(r->srv, s, false);
 		run_round(r);
+		if (r->raise != NULL)
+		{
+			/* the ops of an instance that failed are not failed over now */
+			for (int s = 0; r->reroute && s < n; s++)
+				if (r->excluded[s])
+					count_unsure(r, &r->inst[s]);
+			break;
+		}
 		if (!r->reroute)
 			break;
 	}
@@ -1247,7 +1482,14 @@ exec_writes(RunState *r)
 		r->engine.at_most_once |= ((r->ops[i].kind == MC_OP_DELETE || r->ops[i].once) &&
 								   !r->soft);
 	}
-	r->engine.soft = r->soft || srv->cfg.failover || r->miss;
+	/*
+	 * A SQL caller's error waits until every other instance's requests
+	 * already out are answered (stop_run): the engine raises none itself.
+	 */
+	r->defer = !r->soft;
+	r->defer_fail = !(r->soft || srv->cfg.failover || r->miss);
+	r->engine.soft = true;
+	r->engine.client_raises = r->defer;
 	r->engine.give_up_held = r->soft;
 	r->engine.timeout_ms = spec->timeout_ms;
 	r->engine.deadline = spec->timeout_ms > 0 ?
@@ -1282,6 +1524,8 @@ exec_writes(RunState *r)
 		if (r->ops[i].result == MC_OP_FAILED)
 			failed++;
 	}
+	if (r->raise != NULL)
+		raise_settled(r);
 	return failed;
 }
 

@@ -749,6 +749,28 @@ McConnWritten(McConn *conn, size_t n)
 }
 
 /*
+ * Take back the queued bytes that have not started to go out, past the
+ * first keep unsent ones (a pipeline that stops sends nothing new).  False
+ * when none is taken back: over TLS a write the socket did not take must
+ * be offered again whole.
+ */
+bool
+McConnUnqueue(McConn *conn, size_t keep)
+{
+	size_t		unsent = conn->out.len - conn->out.off;
+
+	if (keep >= unsent)
+		return true;
+	if (conn->fd.xfer != NULL && conn->fd.xfer->records)
+		return false;
+	conn->out.len = conn->out.off + keep;
+	conn->req.tally.sent -= unsent - keep;
+	if (conn->out.off == conn->out.len)
+		conn_out_clear(conn);
+	return true;
+}
+
+/*
  * A pipeline of nrequests requests is queued: the socket has carried a
  * request (a later failure on it is no longer "closed while idle"), and the
  * view counts them.

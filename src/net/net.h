@@ -235,6 +235,7 @@ extern ssize_t McConnRecvSome(McConn *conn, size_t need, bool *drained);
 extern size_t McConnUnsent(McConn *conn);
 extern char *McConnWriteSpace(McConn *conn, size_t n);
 extern void McConnWritten(McConn *conn, size_t n);
+extern bool McConnUnqueue(McConn *conn, size_t keep);
 extern void McConnPipelined(McConn *conn, int nrequests);
 extern void McConnHit(McConn *conn, const McReply *r);
 extern void McConnFound(McConn *conn, uint32 hits, uint32 misses);
