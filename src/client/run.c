@@ -543,14 +543,28 @@ fill_reads(RunState *r, RunInst *ri, McConn *conn)
 	size_t		unsent = McConnUnsent(conn);
 	char	   *start;
 	char	   *dst;
+	const char *limit;
 	char		wirebuf[MC_KEY_MAX];
 
-	if (ri->next_send >= ri->nitems || unsent >= RUN_WRITE_SLICE)
+	/*
+	 * What the loop reads is kept in locals: every byte it writes through
+	 * dst may alias r and ri as far as the compiler knows, which would
+	 * reload them for each key.
+	 */
+	const RunKey *keys = r->keys;
+	const int  *items = ri->items;
+	int			nitems = ri->nitems;
+	int			next = ri->next_send;
+	unsigned	want = r->want;
+	bool		with_flags = (want == 0);
+
+	if (next >= nitems || unsent >= RUN_WRITE_SLICE)
 		return;
 	start = dst = McConnWriteSpace(conn, RUN_WRITE_SLICE - unsent + MC_REQ_HEADER_MAX);
-	while (ri->next_send < ri->nitems && unsent + (dst - start) < RUN_WRITE_SLICE)
+	limit = start + (RUN_WRITE_SLICE - unsent);
+	while (next < nitems && dst < limit)
 	{
-		RunKey	   *k = &r->keys[ri->items[ri->next_send]];
+		const RunKey *k = &keys[items[next]];
 		size_t		n;
 
 		/*
@@ -558,26 +572,27 @@ fill_reads(RunState *r, RunInst *ri, McConn *conn)
 		 * routed them.  "v f" (want 0) and "v" alone have their own
 		 * encoder; other fields the generic one.
 		 */
-		if (unlikely(r->want != 0 && r->want != MC_F_VALUE))
-			n = encode_wanted(r, k, (uint32) ri->next_send, dst);
+		if (unlikely(want != 0 && want != MC_F_VALUE))
+			n = encode_wanted(r, k, (uint32) next, dst);
 		else if (k->form == MC_KEY_GIVEN && !k->b64)
-			n = mc_encode_get_opaque(dst, k->src, k->len, false, r->want == 0,
-									 (uint32) ri->next_send);
+			n = mc_encode_get_opaque(dst, k->src, k->len, false, with_flags,
+									 (uint32) next);
 		else
 		{
 			const char *wire;
 			size_t		wlen = McKeyWire(r->srv, k->src, k->len, k->form,
 										 k->b64, wirebuf, &wire);
 
-			n = mc_encode_get_opaque(dst, wire, wlen, k->b64, r->want == 0,
-									 (uint32) ri->next_send);
+			n = mc_encode_get_opaque(dst, wire, wlen, k->b64, with_flags,
+									 (uint32) next);
 		}
 		/* route_reads checked every key: a refusal here is a bug, not a miss */
 		if (n == 0)
 			elog(ERROR, "could not encode a get request for a checked key");
 		dst += n;
-		ri->next_send++;
+		next++;
 	}
+	ri->next_send = next;
 	McConnWritten(conn, dst - start);
 }
 

@@ -27,8 +27,9 @@
  * Parser layout: mc_parse_reply (parse_general) is the reference for every
  * reply: memchr for the LF, then one pass over the line with its CR as a
  * sentinel.  mc_parse_reply_z parses the two VA shapes mcfdw requests
- * straight through from a NUL-terminated buffer and hands every other
- * shape, unchanged, to mc_parse_reply.
+ * straight through from a NUL-terminated buffer, answers a bare "MN" (the
+ * end of every pipeline) without a search, and hands every other shape,
+ * unchanged, to mc_parse_reply.
  */
 #include "protocol.h"
 
@@ -517,26 +518,6 @@ mc_reply_flag_u64(const char *buf, const McReply *r, char flag, uint64_t *out)
 	return false;
 }
 
-int
-mc_reply_position(const char *buf, const McReply *r, uint32_t lo, uint32_t hi)
-{
-	uint32_t	pos = 0;
-
-	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
-		return -1;
-	for (size_t i = 0; i < r->opaque_len; i++)
-	{
-		char		c = buf[r->opaque_off + i];
-
-		if (c < '0' || c > '9')
-			return -1;
-		pos = pos * 10 + (uint32_t) (c - '0');
-	}
-	if (pos < lo || pos >= hi)
-		return -1;
-	return (int) pos;
-}
-
 /*
  * The public entry is the general parser itself; it stays a separate
  * out-of-line function so mc_parse_reply_z's straight-line path does not
@@ -591,7 +572,8 @@ parse_get_opaque_z(const unsigned char *b, size_t len, const unsigned char *p,
  * stops by itself, so the replies mcfdw asks for, "VA <n> f<flags> O<token>"
  * (a pipelined get) and "VA <n> O<token>" (a single-key get), are parsed
  * straight through: no delimiter search, no flag loop, and no clearing
- * of the fields the reply does not have.  Every other shape, and anything incomplete, goes to mc_parse_reply; the two agree on
+ * of the fields the reply does not have; so is a bare "MN".  Every other
+ * shape, and anything incomplete, goes to mc_parse_reply; the two agree on
  * every field the reply defines (the unit tests and the fuzzer compare
  * them).
  */
@@ -617,10 +599,10 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 
 	/* "VA ", then the size: 1..4 digits in one word, longer ones by loop */
 	if (len < 16)
-		goto general;
+		goto other;
 	memcpy(&head, b, 4);
 	if ((head & 0xffffff) != ('V' | ('A' << 8) | (' ' << 16)))
-		goto general;
+		goto other;
 	memcpy(&w4, b + 3, 4);
 	x4 = w4 - 0x30303030u;
 	nd4 = ((x4 + 0x76767676u) | x4) & 0x80808080u;
@@ -716,6 +698,20 @@ crlf:
 	r->consumed = vend + 2;
 	return MC_REPLY_VA;
 
+	/*
+	 * "MN" ends every pipeline, once per instance and call: answered here
+	 * as the general parser answers it (every field zero but these),
+	 * without its line search and flag loop.
+	 */
+other:
+	if (len >= 4 && memcmp(b, "MN\r\n", 4) == 0)
+	{
+		memset(r, 0, sizeof(*r));
+		r->type = MC_REPLY_MN;
+		r->header_len = 4;
+		r->consumed = 4;
+		return MC_REPLY_MN;
+	}
 general:
 #endif
 	return mc_parse_reply(buf, len, r);

@@ -237,8 +237,28 @@ extern bool mc_reply_flag_u64(const char *buf, const McReply *r, char flag,
  * the reply has no opaque, the token is not 1 to 9 decimal digits, or the
  * position is outside [lo, hi): one already passed or never sent.
  */
-extern int mc_reply_position(const char *buf, const McReply *r, uint32_t lo,
-							 uint32_t hi);
+static inline int
+mc_reply_position(const char *buf, const McReply *r, uint32_t lo, uint32_t hi)
+{
+	const char *p = buf + r->opaque_off;
+	uint32_t	pos;
+
+	/* inline: it runs once per hit, and the opaque is one or two digits */
+	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
+		return -1;
+	pos = 0;
+	for (size_t i = 0; i < r->opaque_len; i++)
+	{
+		uint32_t	d = (uint32_t) (unsigned char) p[i] - '0';
+
+		if (d > 9)
+			return -1;
+		pos = pos * 10 + d;
+	}
+	if (pos < lo || pos >= hi)
+		return -1;
+	return (int) pos;
+}
 
 /*
  * mc_parse_reply_z: mc_parse_reply for a buffer whose byte buf[len] exists

@@ -252,8 +252,6 @@ mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
 					 bool want_flags, uint32_t opaque)
 {
 	char	   *p = dst;
-	char		digits[10];
-	int			nd = 0;
 
 	if (wlen > MC_KEY_MAX)
 		return 0;
@@ -266,23 +264,20 @@ mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
 		memcpy(p, " b", 2);
 		p += 2;
 	}
-	if (want_flags)
+	/* fixed-size stores: the spare bytes are overwritten next */
+	memcpy(p, want_flags ? " v f O\0\0" : " v O\0\0\0\0", 8);
+	p += want_flags ? 6 : 4;
+	/* a position is below 100 in all but long pipelines */
+	if (opaque < 10)
+		*p++ = (char) ('0' + opaque);
+	else if (opaque < 100)
 	{
-		memcpy(p, " v f O", 6);
-		p += 6;
+		p[0] = (char) ('0' + opaque / 10);
+		p[1] = (char) ('0' + opaque % 10);
+		p += 2;
 	}
 	else
-	{
-		memcpy(p, " v O", 4);
-		p += 4;
-	}
-	do
-	{
-		digits[nd++] = (char) ('0' + opaque % 10);
-		opaque /= 10;
-	} while (opaque);
-	while (nd)
-		*p++ = digits[--nd];
+		p = put_u64(p, opaque);
 	memcpy(p, " q\r\n", 4);
 	return (size_t) (p + 4 - dst);
 }
