@@ -14,7 +14,10 @@ its own copies are deleted too, none skipped; under a steady write load
 the slot's restart position keeps up with the confirmed one; the worker
 holds the slot while a large transaction runs (its changes are decoded
 before the commit), delivers all its keys after the commit, and releases
-the slot when nothing is in progress.
+the slot when nothing is in progress; with failover, a delivery to a hung
+instance fails within one mcfdw.wal_timeout, is retried without spinning
+while the instance stays hung, and its keys are deleted there once it
+answers.
 """
 
 import time
@@ -368,6 +371,15 @@ took = (err - committed).total_seconds() if err is not None else None
 t.ok(len(onf) > 0 and took is not None and took < 3.0,
      "with failover, a delivery to a hung instance fails within one mcfdw.wal_timeout (2 s), "
      "the copies for failing-over readers included (%s s, %d keys on it)" % (took, len(onf)))
+# while it stays hung the batch is tried again, each try bounded by the
+# timeout and followed by a longer wait: a few connections, not a spin
+acc0 = pf.accepted
+r0 = q(db, "SELECT retried FROM mc_wal_watches WHERE \"table\" = 'hung'::regclass")[0][0]
+time.sleep(5)
+r1 = q(db, "SELECT retried FROM mc_wal_watches WHERE \"table\" = 'hung'::regclass")[0][0]
+t.ok(r1 > r0 and pf.accepted - acc0 <= 6,
+     "while the instance stays hung the batch is retried without spinning (%d keys retried, "
+     "%d connections in 5 s)" % (r1 - r0, pf.accepted - acc0))
 pf.mode = "pass"
 try:
     mcrig.wait_for(lambda: not present(f.port, onf), 30, interval=0.2, what="gone from f")
