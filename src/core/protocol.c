@@ -669,7 +669,16 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 		memcpy(&w, p, 8);
 		m = (w - SWAR_ONES * 0x21) & ~w & SWAR_HIGH;
 		if (m == 0)
-			goto general;
+		{
+			/* a longer token (a long tag and a long position): eight more */
+			if (b + len - p < 16)
+				goto general;
+			memcpy(&w, p + 8, 8);
+			m = (w - SWAR_ONES * 0x21) & ~w & SWAR_HIGH;
+			if (m == 0)
+				goto general;
+			p += 8;
+		}
 		p += __builtin_ctzll(m) >> 3;
 	}
 	else
