@@ -670,16 +670,15 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 		m = (w - SWAR_ONES * 0x21) & ~w & SWAR_HIGH;
 		if (m == 0)
 		{
-			/* a longer token (a long tag and a long position): eight more */
-			if (b + len - p < 16)
-				goto general;
-			memcpy(&w, p + 8, 8);
-			m = (w - SWAR_ONES * 0x21) & ~w & SWAR_HIGH;
-			if (m == 0)
-				goto general;
+			/* a longer token (a long tag and position): byte by byte, short headers only */
 			p += 8;
+			while (*p > ' ')
+				p++;
+			if (p - b > 64)
+				goto general;
 		}
-		p += __builtin_ctzll(m) >> 3;
+		else
+			p += __builtin_ctzll(m) >> 3;
 	}
 	else
 	{

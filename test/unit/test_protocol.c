@@ -1881,6 +1881,16 @@ test_reply_position(void)
 			}
 		tap_ok(all, "tags of 1 to %d letters with positions of 1 to 9 digits: found by both parsers",
 			   MC_TAG_MAX);
+		/* tokens past the hot parser's first word, up to and past its 64-byte header */
+		for (int tl = 7; tl <= 80; tl++)
+		{
+			char		buf[160];
+			McReply		exact;
+			int			n = snprintf(buf, sizeof(buf), "VA 2 f3 O%.*s\r\nab\r\n", tl,
+									 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz");
+
+			parse_exact(buf, (size_t) n, &exact);
+		}
 	}
 }
 
