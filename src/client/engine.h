@@ -168,6 +168,8 @@ extern size_t McEngineOpEncodeOne(McOpRun *run, uint32 opaque);
  * The opaque token of the next request: a backend-wide sequence (never 0,
  * which means "no token"), so a reply left over from any earlier request,
  * or sent unasked, cannot pass for this one's (conn.c checks the echo).
+ * A pipelined part takes one too, as the tag of its tokens (run.c's
+ * run_start, protocol.h's McTag).
  */
 static inline uint32
 McOpNextOpaque(void)

@@ -14,7 +14,7 @@
  * (fill), its replies read and matched to their ops (read), and what an
  * instance's failure does to its ops (dropped).  Reads: keys checked and
  * routed once each (keys.c), de-duplicated, given their instance
- * (health.c) and asked as "mg <key> v f O<pos> q" (or the fields wanted),
+ * (health.c) and asked as "mg <key> v f O<tag><pos> q" (or the fields wanted),
  * hits handed to the caller parsed in place; a failing instance's keys are
  * misses when the run may fail softly (as Dalli and libmemcached treat
  * keys of a failing server in a multi-get).  Writes: ops routed (a home op
@@ -39,7 +39,11 @@
  * Why O and not k: memcached echoes k as the key was stored, and an item a
  * binary-protocol client (Dalli) stored under a key with spaces comes back
  * as "k<key with spaces>", which no parser can split.  The opaque token is
- * ours, always parseable, and shorter on the wire than most keys.
+ * ours, always parseable, and shorter on the wire than most keys: the
+ * part's tag (letters, fresh from the engine's token sequence each time an
+ * instance's part starts: protocol.h's McTag) then the op's position, so a
+ * late reply to anything sent earlier on the connection (an earlier run,
+ * a single-key call's all-decimal token) names no op of this one.
  *
  * A run's memory is its own context, freed when it returns.  Must not:
  * open, read or write sockets, wait, or restart or time out an
@@ -107,6 +111,7 @@ typedef struct RunInst
 	int			seg_end;		/* items before this are in sent segments */
 	bool		seg_waiting;	/* the segment sent is not answered yet */
 	bool		seg_single;		/* ... and it is one large set, not quiet */
+	McTag		tag;			/* its requests' opaque tokens: run_start */
 } RunInst;
 
 typedef enum RunKind
@@ -511,12 +516,11 @@ dump_text(RunState *r, RunInst *ri)
  * encoder, out of mc_get_multi's way.
  */
 static pg_noinline size_t
-encode_wanted(RunState *r, const RunKey *k, uint32 pos, char *dst)
+encode_wanted(RunState *r, const McTag *tag, const RunKey *k, uint32 pos, char *dst)
 {
 	McOp		op;
 	McKey		wk;
-	char		digits[10];
-	int			nd = sizeof(digits);
+	char		token[MC_TAG_MAX + 10];
 
 	wk.raw = k->src;
 	wk.raw_len = k->len;
@@ -524,12 +528,7 @@ encode_wanted(RunState *r, const RunKey *k, uint32 pos, char *dst)
 	wk.b64 = k->b64;
 	McOpInit(&op, MC_OP_GET, &wk);
 	op.want = r->want;
-	do
-	{
-		digits[--nd] = (char) ('0' + pos % 10);
-		pos /= 10;
-	} while (pos);
-	return McEngineOpEncode(&op, digits + nd, sizeof(digits) - nd, true, dst);
+	return McEngineOpEncode(&op, token, mc_tag_token(tag, pos, token), true, dst);
 }
 
 /*
@@ -557,6 +556,7 @@ fill_reads(RunState *r, RunInst *ri, McConn *conn)
 	int			next = ri->next_send;
 	unsigned	want = r->want;
 	bool		with_flags = (want == 0);
+	const McTag *tag = &ri->tag;
 
 	if (next >= nitems || unsent >= RUN_WRITE_SLICE)
 		return;
@@ -573,10 +573,10 @@ fill_reads(RunState *r, RunInst *ri, McConn *conn)
 		 * encoder; other fields the generic one.
 		 */
 		if (unlikely(want != 0 && want != MC_F_VALUE))
-			n = encode_wanted(r, k, (uint32) next, dst);
+			n = encode_wanted(r, tag, k, (uint32) next, dst);
 		else if (k->form == MC_KEY_GIVEN && !k->b64)
 			n = mc_encode_get_opaque(dst, k->src, k->len, false, with_flags,
-									 (uint32) next);
+									 tag, (uint32) next);
 		else
 		{
 			const char *wire;
@@ -584,7 +584,7 @@ fill_reads(RunState *r, RunInst *ri, McConn *conn)
 										 k->b64, wirebuf, &wire);
 
 			n = mc_encode_get_opaque(dst, wire, wlen, k->b64, with_flags,
-									 (uint32) next);
+									 tag, (uint32) next);
 		}
 		/* route_reads checked every key: a refusal here is a bug, not a miss */
 		if (n == 0)
@@ -605,10 +605,10 @@ op_room(const McOp *op)
 
 /* Encode one write op at dst; returns its length (header, and data for a set). */
 static size_t
-encode_op(const McOp *op, int pos, bool quiet, char *dst)
+encode_op(const McOp *op, const McTag *tag, int pos, bool quiet, char *dst)
 {
-	char		opaque[12];
-	size_t		olen = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+	char		opaque[MC_TAG_MAX + 10];
+	size_t		olen = mc_tag_token(tag, (uint32) pos, opaque);
 	size_t		n = McEngineOpEncode(op, opaque, olen, quiet, dst);
 
 	/* the caller routed and checked the key: it fits */
@@ -630,7 +630,7 @@ queue_op(RunState *r, RunInst *ri, McConn *conn, bool quiet)
 {
 	McOp	   *op = &r->ops[ri->items[ri->next_send]];
 
-	McConnWritten(conn, encode_op(op, ri->next_send, quiet,
+	McConnWritten(conn, encode_op(op, &ri->tag, ri->next_send, quiet,
 								  McConnWriteSpace(conn, op_room(op))));
 	ri->next_send++;
 }
@@ -674,11 +674,11 @@ fill_segment(RunState *r, RunInst *ri, McConn *conn)
 
 /* The length of op's request at pos as queue_op queued it (quiet). */
 static size_t
-queued_len(const McOp *op, int pos)
+queued_len(const McOp *op, const McTag *tag, int pos)
 {
 	char		hdr[MC_REQ_HEADER_MAX];
-	char		opaque[12];
-	size_t		olen = (size_t) snprintf(opaque, sizeof(opaque), "%d", pos);
+	char		opaque[MC_TAG_MAX + 10];
+	size_t		olen = mc_tag_token(tag, (uint32) pos, opaque);
 
 	return McEngineOpEncode(op, opaque, olen, true, hdr) +
 		(op->kind == MC_OP_STORE ? op->datalen + 2 : 0);
@@ -709,7 +709,7 @@ unqueue(RunState *r, RunInst *ri, McConn *conn)
 	/* the unsent bytes are the last ops' requests; one may be partly out */
 	while (tail > 0 && next > ri->next_match)
 	{
-		size_t		len = queued_len(&r->ops[ri->items[next - 1]], next - 1);
+		size_t		len = queued_len(&r->ops[ri->items[next - 1]], &ri->tag, next - 1);
 
 		if (len > tail)
 			break;				/* started: it goes whole */
@@ -1019,6 +1019,33 @@ error_reply(RunState *r, RunInst *ri, int s, McConn *conn, const char *base,
 	return MC_ENG_CLOSE;
 }
 
+/*
+ * Is the "MN" of an instance's part (or of its TLS segment) due, given
+ * that more bytes follow it in the buffer or not?  "mn" carries no token,
+ * so these are its checks: our "mn" is queued and gone whole to the server
+ * (it cannot answer one it did not read), and nothing follows its answer
+ * (memcached answers a connection's requests in order, and "mn" is the
+ * last).  Else the MN is one nobody asked for, and the connection is out
+ * of step.
+ */
+static inline bool
+mn_due(const RunInst *ri, McConn *conn, bool more)
+{
+	if (more || McConnUnsent(conn) != 0)
+		return false;
+	/* a TLS segment's "mn" (the last one's sets mn_queued too) */
+	return ri->mn_queued || (ri->seg_waiting && !ri->seg_single);
+}
+
+/* An "MN" not due (mn_due): the instance fails as out of step. */
+static pg_noinline McEngRead
+mn_stray(RunState *r, McConn *conn, bool soft)
+{
+	McInstanceMisbehaved(r->srv, conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
+						 "an end of pipeline (MN) came before its request or before the replies it ends");
+	return MC_ENG_FAILED;
+}
+
 /* What no reply named took the quiet outcome: ops first to before end. */
 static void
 settle_quiet(RunState *r, RunInst *ri, int first, int end, uint32 *done, uint32 *missed)
@@ -1041,7 +1068,7 @@ settle_quiet(RunState *r, RunInst *ri, int first, int end, uint32 *done, uint32 
  */
 static McEngRead
 write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
-			const McReply *rep, bool *ended)
+			const McReply *rep, bool more, bool *ended)
 {
 	RunInst    *ri = &r->inst[s];
 	uint32		done = 0,
@@ -1050,6 +1077,8 @@ write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
 
 	if (t == MC_REPLY_MN)
 	{
+		if (!mn_due(ri, conn, more))
+			return mn_stray(r, conn, r->engine.soft);
 		if (ri->segmented && ri->seg_end < ri->nitems && !r->stopping)
 		{
 			/* a segment is done: its unnamed ops took the quiet outcome */
@@ -1067,7 +1096,8 @@ write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
 		*ended = true;
 		return MC_ENG_DONE;
 	}
-	j = mc_reply_position(base, rep, (uint32) ri->next_match, (uint32) ri->next_send);
+	j = mc_reply_position(base, rep, &ri->tag, (uint32) ri->next_match,
+						  (uint32) ri->next_send);
 	if (j < 0)
 	{
 		McInstanceMisbehaved(r->srv, conn, r->engine.soft, ERRCODE_PROTOCOL_VIOLATION,
@@ -1160,8 +1190,9 @@ read_gets(RunState *r, int s, McConn *conn, char *buf, size_t len,
 		if (t == MC_REPLY_VA ||
 			(t == MC_REPLY_HD && want != 0 && !(want & MC_F_VALUE)))
 		{
-			int			j = mc_reply_position(base, &rep, (uint32) ri->next_match,
-											  (uint32) ri->nitems);
+			int			j = mc_reply_position(base, &rep, &ri->tag,
+											  (uint32) ri->next_match,
+											  (uint32) ri->next_send);
 
 			if (j < 0)
 			{
@@ -1183,6 +1214,11 @@ read_gets(RunState *r, int s, McConn *conn, char *buf, size_t len,
 		}
 		else if (t == MC_REPLY_MN)
 		{
+			if (!mn_due(ri, conn, off + rep.consumed < len))
+			{
+				res = mn_stray(r, conn, r->soft);
+				break;
+			}
 			ri->next_match = ri->nitems;
 			off += rep.consumed;
 			res = MC_ENG_DONE;
@@ -1233,7 +1269,8 @@ read_writes(RunState *r, int s, McConn *conn, char *buf, size_t len,
 			case MC_REPLY_EN:
 			case MC_REPLY_EX:
 			case MC_REPLY_MN:
-				res = write_reply(r, s, conn, base, t, &rep, &ended);
+				res = write_reply(r, s, conn, base, t, &rep,
+								  off + rep.consumed < len, &ended);
 				if (ended)
 					*consumed = off + rep.consumed;
 				if (res != MC_ENG_MORE)
@@ -1314,9 +1351,11 @@ read_flush(RunState *r, int s, McConn *conn, char *buf, size_t len,
 
 /*
  * Parse and handle every complete reply buffered for an instance (the
- * engine's read), each matched to its op by the echoed opaque token (its
- * position in the instance's pipeline; replies come in request order, so
- * positions only grow and a read's keys passed over were misses).
+ * engine's read), each matched to its op by the echoed opaque token (the
+ * part's tag and the op's position in the instance's pipeline; replies come
+ * in request order, so positions only grow and a read's keys passed over
+ * were misses); a token of another tag, a position not sent or passed, or
+ * an "MN" that is not due (mn_due) fails the instance as out of step.
  */
 static McEngRead
 run_read(void *arg, int s, McConn *conn, char *buf, size_t len,
@@ -1362,6 +1401,8 @@ run_start(void *arg, int s)
 
 	ri->next_send = 0;
 	ri->mn_queued = false;
+	/* a tag never used before on any connection of this backend */
+	mc_tag_make(&ri->tag, McOpNextOpaque());
 	ri->segmented = r->segmented;
 	ri->seg_end = 0;
 	ri->seg_waiting = ri->seg_single = false;

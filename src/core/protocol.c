@@ -669,8 +669,16 @@ mc_parse_reply_z(const char *buf, size_t len, McReply *r)
 		memcpy(&w, p, 8);
 		m = (w - SWAR_ONES * 0x21) & ~w & SWAR_HIGH;
 		if (m == 0)
-			goto general;
-		p += __builtin_ctzll(m) >> 3;
+		{
+			/* a longer token (a long tag and position): byte by byte, short headers only */
+			p += 8;
+			while (*p > ' ')
+				p++;
+			if (p - b > 64)
+				goto general;
+		}
+		else
+			p += __builtin_ctzll(m) >> 3;
 	}
 	else
 	{

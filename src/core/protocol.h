@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* memcached's key limit, counted on the wire (after base64). */
 #define MC_KEY_MAX			250
@@ -125,11 +126,41 @@ extern size_t mc_encode_request(char *dst, const char *cmd,
 								long datalen, const McReqOpts *opts);
 
 /*
- * The multi-get's pipelined request: "mg <key> [b] v [f] O<opaque> q\r\n".
- * Replies are matched by the echoed opaque (the key's position), not k.
+ * A pipelined part's tag: the letters every opaque token of the part starts
+ * with, the op's position in decimal after them ("O<tag><pos>").  Letters
+ * only, so a token of a part never reads as another part's (the letters end
+ * where the digits start) nor as a single-key call's all-decimal token.
+ * Made from a number the caller never repeats (mc_tag_make: base 52, least
+ * significant letter first, 1 to MC_TAG_MAX letters), so a reply to
+ * anything sent earlier on a connection names no op of the part.  word and
+ * mask are text as a little-endian word and its used bytes, for
+ * mc_reply_position's one-word compare.
+ */
+#define MC_TAG_MAX			6
+typedef struct McTag
+{
+	char		text[8];		/* the letters, then NULs */
+	uint64_t	word;
+	uint64_t	mask;
+	uint32_t	len;
+} McTag;
+
+extern void mc_tag_make(McTag *tag, uint32_t seq);
+
+/*
+ * The opaque token of position pos of tag's part, "<tag><pos>", at dst
+ * (room for MC_TAG_MAX + 10 bytes); returns its length.
+ */
+extern size_t mc_tag_token(const McTag *tag, uint32_t pos, char *dst);
+
+/*
+ * The multi-get's pipelined request: "mg <key> [b] v [f] O<tag><pos> q\r\n".
+ * Replies are matched by the echoed opaque (the part's tag and the key's
+ * position: mc_reply_position), not k.
  */
 extern size_t mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen,
-								   bool b64, bool want_flags, uint32_t opaque);
+								   bool b64, bool want_flags, const McTag *tag,
+								   uint32_t pos);
 
 /*
  * The single-key get: "mg <key> [b] v O<opaque>\r\n" (what
@@ -233,21 +264,40 @@ extern bool mc_reply_flag_u64(const char *buf, const McReply *r, char flag,
 
 /*
  * mc_reply_position: the pipeline position a parsed reply's opaque token
- * names (the decimal the pipelined encoders put in O<opaque>), or -1 when
- * the reply has no opaque, the token is not 1 to 9 decimal digits, or the
- * position is outside [lo, hi): one already passed or never sent.
+ * names ("<tag><pos>", as mc_tag_token writes it), or -1 when the reply has
+ * no opaque, the token is not tag's letters followed by 1 to 9 decimal
+ * digits, or the position is outside [lo, hi): one already passed or never
+ * sent.  A token of another part (another tag) or of a single-key call (no
+ * letters) is -1 whatever its digits.
  */
 static inline int
-mc_reply_position(const char *buf, const McReply *r, uint32_t lo, uint32_t hi)
+mc_reply_position(const char *buf, const McReply *r, const McTag *tag,
+				  uint32_t lo, uint32_t hi)
 {
 	const char *p = buf + r->opaque_off;
+	size_t		n = r->opaque_len;
 	uint32_t	pos;
 
-	/* inline: it runs once per hit, and the opaque is one or two digits */
-	if (!(r->present & MC_F_OPAQUE) || r->opaque_len == 0 || r->opaque_len > 9)
+	/* inline: it runs once per hit, and the opaque is a few bytes */
+	if (!(r->present & MC_F_OPAQUE) || n <= tag->len || n - tag->len > 9)
 		return -1;
+	if (r->opaque_off + 8 <= r->consumed)
+	{
+		/* the reply's own bytes: eight of them can be read at once */
+		uint64_t	w;
+
+		memcpy(&w, p, 8);
+		if (((w ^ tag->word) & tag->mask) != 0)
+			return -1;
+	}
+	else
+	{
+		for (uint32_t i = 0; i < tag->len; i++)
+			if (p[i] != tag->text[i])
+				return -1;
+	}
 	pos = 0;
-	for (size_t i = 0; i < r->opaque_len; i++)
+	for (size_t i = tag->len; i < n; i++)
 	{
 		uint32_t	d = (uint32_t) (unsigned char) p[i] - '0';
 

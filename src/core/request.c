@@ -241,15 +241,17 @@ mc_encode_request(char *dst, const char *cmd, const char *wkey, size_t wlen,
 }
 
 /*
- * The pipelined multi-get's request: "mg <key> [b] v [f] O<pos> q\r\n".  The
- * opaque token carries the key's position in its instance's pipeline, so a
- * hit is matched to its key without echoing the key (memcached echoes k as
- * the item was stored, which for binary-protocol keys with spaces cannot be
- * parsed) and in fewer bytes; q keeps misses silent.
+ * The pipelined multi-get's request: "mg <key> [b] v [f] O<tag><pos> q\r\n".
+ * The opaque token carries the part's tag and the key's position in its
+ * instance's pipeline, so a hit is matched to its key without echoing the
+ * key (memcached echoes k as the item was stored, which for binary-protocol
+ * keys with spaces cannot be parsed) and in fewer bytes, and a reply to an
+ * earlier request on the connection matches nothing; q keeps misses
+ * silent.
  */
 size_t
 mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
-					 bool want_flags, uint32_t opaque)
+					 bool want_flags, const McTag *tag, uint32_t opaque)
 {
 	char	   *p = dst;
 
@@ -267,6 +269,9 @@ mc_encode_get_opaque(char *dst, const char *wkey, size_t wlen, bool b64,
 	/* fixed-size stores: the spare bytes are overwritten next */
 	memcpy(p, want_flags ? " v f O\0\0" : " v O\0\0\0\0", 8);
 	p += want_flags ? 6 : 4;
+	/* the tag's spare bytes too: the position overwrites them */
+	memcpy(p, tag->text, 8);
+	p += tag->len;
 	/* a position is below 100 in all but long pipelines */
 	if (opaque < 10)
 		*p++ = (char) ('0' + opaque);
@@ -309,6 +314,35 @@ mc_encode_get_value(char *dst, const char *wkey, size_t wlen, bool b64,
 	p[0] = '\r';
 	p[1] = '\n';
 	return (size_t) (p + 2 - dst);
+}
+
+/* 52 letters: a tag never holds a digit (protocol.h, McTag). */
+static const char tag_alphabet[] =
+"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+void
+mc_tag_make(McTag *tag, uint32_t seq)
+{
+	unsigned char mask[8] = {0};
+	uint32_t	n = 0;
+
+	memset(tag->text, 0, sizeof(tag->text));
+	do
+	{
+		tag->text[n] = tag_alphabet[seq % 52];
+		mask[n++] = 0xff;
+		seq /= 52;
+	} while (seq != 0);
+	tag->len = n;
+	memcpy(&tag->word, tag->text, 8);
+	memcpy(&tag->mask, mask, 8);
+}
+
+size_t
+mc_tag_token(const McTag *tag, uint32_t pos, char *dst)
+{
+	memcpy(dst, tag->text, tag->len);
+	return (size_t) (put_u64(dst + tag->len, pos) - dst);
 }
 
 /* Kept as a function so callers never spell the marker themselves. */

@@ -144,8 +144,16 @@ lib.mc_encode_request.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_cha
                                   ctypes.c_size_t, ctypes.c_bool, ctypes.c_long,
                                   ctypes.POINTER(McReqOpts)]
 lib.mc_encode_request.restype = ctypes.c_size_t
+class McTag(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_char * 8), ("word", ctypes.c_uint64),
+                ("mask", ctypes.c_uint64), ("len", ctypes.c_uint32)]
+
+
+lib.mc_tag_make.argtypes = [ctypes.POINTER(McTag), ctypes.c_uint32]
+lib.mc_tag_make.restype = None
 lib.mc_encode_get_opaque.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
-                                     ctypes.c_bool, ctypes.c_bool, ctypes.c_uint32]
+                                     ctypes.c_bool, ctypes.c_bool, ctypes.POINTER(McTag),
+                                     ctypes.c_uint32]
 lib.mc_encode_get_opaque.restype = ctypes.c_size_t
 lib.mc_encode_noop.argtypes = [ctypes.c_char_p]
 lib.mc_encode_noop.restype = ctypes.c_size_t
@@ -196,11 +204,24 @@ def request(cmd, wkey, b64, datalen=-1, **kw):
     return dst.raw[:n]
 
 
+TAG = McTag()
+lib.mc_tag_make(ctypes.byref(TAG), 123456)
+TAGTEXT = TAG.text[:TAG.len]
+
+
 def get_opaque(wkey, b64, pos, want_flags=True):
-    """The multi-get's pipelined request, mg <key> [b] v [f] O<pos> q."""
+    """The multi-get's pipelined request, mg <key> [b] v [f] O<tag><pos> q
+    (the tag of sequence number 123456)."""
     dst = ctypes.create_string_buffer(C["MC_REQ_HEADER_MAX"])
-    n = lib.mc_encode_get_opaque(dst, wkey, len(wkey), b64, want_flags, pos)
+    n = lib.mc_encode_get_opaque(dst, wkey, len(wkey), b64, want_flags, ctypes.byref(TAG), pos)
     return dst.raw[:n]
+
+
+def tag_pos(opaque):
+    """The position of a token get_opaque wrote (its tag checked), else -1."""
+    if not opaque or not opaque.startswith(TAGTEXT) or not opaque[len(TAGTEXT):].isdigit():
+        return -1
+    return int(opaque[len(TAGTEXT):])
 
 
 def noop():
@@ -355,7 +376,7 @@ for i, raw in enumerate(keys):
     reps = c.until("MN")
     va = reps[0]
     ok(len(reps) == 2 and va.type == "VA" and va.value == value and va.flags == i + 1 and
-       va.opaque == b"%d" % i,
+       va.opaque == TAGTEXT + b"%d" % i,
        "mg [b] v f O q finds it again (%s key)" % ("base64" if b64 else "raw"), reps)
     c.send(request(b"mg", wkey, b64, want=F["KEY"]))
     rep = c.reply()
@@ -407,10 +428,10 @@ for i, k in enumerate(names):
 reps = c.until("MN", batch + noop())
 hits = [r for r in reps if r.type == "VA"]
 ok(len(hits) == len([i for i in range(20) if i % 3]) and reps[-1].type == "MN" and
-   [int(r.opaque) for r in hits] == [i for i in range(20) if i % 3] and
-   all(r.value == b"v" + r.opaque for r in hits),
+   [tag_pos(r.opaque) for r in hits] == [i for i in range(20) if i % 3] and
+   all(r.value == b"v%d" % tag_pos(r.opaque) for r in hits),
    "pipelined mg v [f] O q x20 + mn: %d hits in order, misses silent, MN last" % len(hits), reps)
-ok(all((r.flags is not None) == (int(r.opaque) % 2 == 0) for r in hits),
+ok(all((r.flags is not None) == (tag_pos(r.opaque) % 2 == 0) for r in hits),
    "f comes back exactly when asked for")
 
 # mg with s t c, T before t, and EN with k/O

@@ -40,6 +40,15 @@ HOST = "127.0.0.1"
 STRAY = b"VA 6\r\nPLANTD\r\n"
 
 
+def request_tokens(data):
+    """The opaque tokens (O<token>) of the meta requests in data, in order."""
+    out = []
+    for line in data.split(b"\r\n"):
+        if line[:1] == b"m" and line[2:3] == b" ":
+            out.extend(w[1:] for w in line.split()[2:] if w[:1] == b"O")
+    return out
+
+
 def _listener(backlog=64):
     """(socket, port or path): mcrig.listen()."""
     return mcrig.listen(backlog)
@@ -118,6 +127,14 @@ class HostileProxy(Listener):
         px.drop_next = 1           # next request: execute, then reset client
         px.drop_match = b"md "     # ... counting only requests holding these bytes
         px.p_stray = 0.01 ...      # the soak's random faults (see _pump)
+        px.stray_prepend = 1       # the reply to the next request holding
+                                   # stray_match starts with `stray`: a late
+                                   # reply that arrives after the next
+                                   # pipeline is written; with stray_token = i,
+                                   # `stray` % (the opaque token of the i-th
+                                   # request of the connection's last request
+                                   # chunk that had tokens): a reply to an
+                                   # earlier run
     """
 
     def __init__(self, upstream_port):
@@ -139,6 +156,10 @@ class HostileProxy(Listener):
         self.delay = 0.3
         self.stray_choices = [STRAY]
         self.rng = random.Random(1)
+        self.stray_prepend = 0      # requests still to have their reply led by the stray
+        self.stray_match = b"mg "   # ... only requests holding these bytes count
+        self.stray_token = None     # int: the stray is a template, see above
+        self.prepends_sent = 0
 
     def _take(self, attr):
         with self._lock:
@@ -182,9 +203,22 @@ class HostileProxy(Listener):
                     pass
         threading.Thread(target=go, daemon=True).start()
 
+    def _prepend_for(self, data, last_tokens):
+        """The stray to lead the reply to request chunk data with, or None."""
+        if self.stray_match is not None and self.stray_match not in data:
+            return None
+        if not self._take("stray_prepend"):
+            return None
+        if self.stray_token is None:
+            return self.stray
+        tok = last_tokens[self.stray_token] if len(last_tokens) > self.stray_token else b"0"
+        return self.stray % tok
+
     def _pump(self, client, upstream):
         socks = [client, upstream]
         send_lock = threading.Lock()
+        last_tokens = []            # the opaque tokens of the last request chunk that had some
+        prefix = None               # what leads the next reply chunk (stray_prepend)
         try:
             while not self._stop:
                 readable, _, _ = select.select(socks, [], [], 0.2)
@@ -193,6 +227,12 @@ class HostileProxy(Listener):
                     if not data:
                         return
                     if s is client:
+                        lead = self._prepend_for(data, last_tokens)
+                        if lead is not None:
+                            prefix = lead
+                        tokens = request_tokens(data)
+                        if tokens:
+                            last_tokens = tokens
                         upstream.sendall(data)
                         armed = self.drop_match is None or self.drop_match in data
                         if (armed and self._take("drop_next")) or self._chance(self.p_drop_after_exec):
@@ -211,6 +251,9 @@ class HostileProxy(Listener):
                         return
                     if self._chance(self.p_delay):
                         time.sleep(self.delay)
+                    if prefix is not None:
+                        data, prefix = prefix + data, None
+                        self.prepends_sent += 1
                     with send_lock:
                         client.sendall(data)
                     if ((self.stray_after is None or data.endswith(self.stray_after))
@@ -242,9 +285,11 @@ class HostileServer(Listener):
                       `trickle` seconds, forever
       huge_va         after the first request bytes, a VA header announcing
                       a value of 1,000,000,000 bytes, then zeros forever
-      trickle_hd      after the first request bytes, "HD O0", "HD O1", ...
-                      one byte per `trickle` seconds, forever: a reply that
-                      keeps making progress and never ends
+      trickle_hd      after the first request bytes, "HD O<t0>", "HD O<t1>",
+                      ... (the opaque tokens of those requests in turn, then
+                      "HD O<n>" with n counting on, as for requests without
+                      tokens) one byte per `trickle` seconds, forever: a
+                      reply that keeps making progress and never ends
       garbage         after the first request bytes, binary junk forever
       conn_limit      at accept, "ERROR Too many open connections" and close
                       (what memcached does at its -c limit)
@@ -294,8 +339,10 @@ class HostileServer(Listener):
                 self._serve_dump(c)
                 return
             c.settimeout(30)
-            if not c.recv(65536):
+            first = c.recv(65536)
+            if not first:
                 return
+            tokens = request_tokens(first)
             if self.behaviour == "endless_en":
                 chunk = b"EN\r\n" * (256 * 1024)     # 1 MB per send
             elif self.behaviour == "stats_forever":
@@ -316,7 +363,7 @@ class HostileServer(Listener):
             while not self._stop:
                 if chunk is None:
                     if self.behaviour == "trickle_hd":
-                        line = b"HD O%d\r\n" % i
+                        line = b"HD O%s\r\n" % (tokens[i] if i < len(tokens) else b"%d" % i)
                     elif self.behaviour == "dump_trickle":
                         line = b"key=trickle%d exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n" % i
                     else:

@@ -1492,19 +1492,78 @@ static void
 test_encode_get_opaque(void)
 {
 	char		dst[MC_REQ_HEADER_MAX];
+	char		want[64];
 	size_t		n;
+	McTag		tag;
+	McTag		big;
 
-	n = mc_encode_get_opaque(dst, "user:1", 6, false, true, 0);
-	tap_ok(n == 20 && memcmp(dst, "mg user:1 v f O0 q\r\n", n) == 0,
+	mc_tag_make(&tag, 52);		/* "ab" */
+	n = mc_encode_get_opaque(dst, "user:1", 6, false, true, &tag, 0);
+	tap_ok(n == 22 && memcmp(dst, "mg user:1 v f Oab0 q\r\n", n) == 0,
 		   "encode_get_opaque: plain key, flags, position 0");
-	n = mc_encode_get_opaque(dst, "YSBi", 4, true, true, 4294967295u);
-	tap_ok(n == 29 && memcmp(dst, "mg YSBi b v f O4294967295 q\r\n", n) == 0,
+	n = mc_encode_get_opaque(dst, "YSBi", 4, true, true, &tag, 4294967295u);
+	tap_ok(n == 31 && memcmp(dst, "mg YSBi b v f Oab4294967295 q\r\n", n) == 0,
 		   "encode_get_opaque: base64 key, largest position");
-	n = mc_encode_get_opaque(dst, "k", 1, false, false, 12345);
-	tap_ok(n == 17 && memcmp(dst, "mg k v O12345 q\r\n", n) == 0,
+	n = mc_encode_get_opaque(dst, "k", 1, false, false, &tag, 12345);
+	tap_ok(n == 19 && memcmp(dst, "mg k v Oab12345 q\r\n", n) == 0,
 		   "encode_get_opaque: without flags");
-	tap_ok(mc_encode_get_opaque(dst, "k", MC_KEY_MAX + 1, false, true, 1) == 0,
+	n = mc_encode_get_opaque(dst, "k", 1, false, true, &tag, 42);
+	tap_ok(n == 18 && memcmp(dst, "mg k v f Oab42 q\r\n", n) == 0,
+		   "encode_get_opaque: two-digit position");
+	mc_tag_make(&big, UINT32_MAX);
+	n = mc_encode_get_opaque(dst, "k", 1, false, true, &big, 7);
+	snprintf(want, sizeof(want), "mg k v f O%s7 q\r\n", big.text);
+	tap_ok(n == strlen(want) && memcmp(dst, want, n) == 0,
+		   "encode_get_opaque: the longest tag (%s)", big.text);
+	tap_ok(mc_encode_get_opaque(dst, "k", MC_KEY_MAX + 1, false, true, &tag, 1) == 0,
 		   "encode_get_opaque: refuses an over-long key");
+}
+
+/* mc_tag_make, mc_tag_token: letters only, distinct, short. */
+static void
+test_tag(void)
+{
+	static const struct
+	{
+		uint32_t	seq;
+		const char *text;
+	}			cases[] = {
+		{0, "a"}, {1, "b"}, {25, "z"}, {26, "A"}, {51, "Z"}, {52, "ab"},
+		{53, "bb"}, {52 * 52, "aab"}, {380204031u, "ZZZZZ"}, {380204032u, "aaaaab"},
+	};
+	McTag		tag;
+	char		tok[MC_TAG_MAX + 10];
+	size_t		n;
+	bool		letters = true;
+	bool		distinct = true;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		mc_tag_make(&tag, cases[i].seq);
+		tap_ok(tag.len == strlen(cases[i].text) && strcmp(tag.text, cases[i].text) == 0,
+			   "tag of %u: %s (%s)", cases[i].seq, cases[i].text, tag.text);
+	}
+	mc_tag_make(&tag, UINT32_MAX);
+	tap_ok(tag.len == MC_TAG_MAX, "the largest sequence number's tag has MC_TAG_MAX letters");
+	/* every tag of a range is letters, and no two are alike */
+	for (uint32_t seq = 0; seq < 3000; seq++)
+	{
+		McTag		other;
+
+		mc_tag_make(&tag, seq);
+		mc_tag_make(&other, seq + 1);
+		for (uint32_t i = 0; i < tag.len; i++)
+			letters &= (tag.text[i] >= 'a' && tag.text[i] <= 'z') ||
+				(tag.text[i] >= 'A' && tag.text[i] <= 'Z');
+		distinct &= !(tag.len == other.len && memcmp(tag.text, other.text, tag.len) == 0);
+	}
+	tap_ok(letters, "tags are letters only (never read as a single-key call's decimal token)");
+	tap_ok(distinct, "consecutive sequence numbers give distinct tags");
+	mc_tag_make(&tag, 52);
+	n = mc_tag_token(&tag, 0, tok);
+	tap_ok(n == 3 && memcmp(tok, "ab0", 3) == 0, "tag_token: ab0");
+	n = mc_tag_token(&tag, 4294967295u, tok);
+	tap_ok(n == 12 && memcmp(tok, "ab4294967295", 12) == 0, "tag_token: largest position");
 }
 
 /* The plain get's fast encoder writes what the generic one writes. */
@@ -1700,7 +1759,11 @@ test_reply_flag(void)
 	}
 }
 
-/* mc_reply_position: the opaque as a pipeline position inside [lo, hi). */
+/*
+ * mc_reply_position: the opaque as the part's tag and a pipeline position
+ * inside [lo, hi), read from the general parser's reply and the hot one's
+ * (whose VA shapes take the one-word compare of the tag).
+ */
 static void
 test_reply_position(void)
 {
@@ -1711,31 +1774,123 @@ test_reply_position(void)
 					hi;
 		int			pos;
 	}			cases[] = {
-		{"HD O7\r\n", 0, 10, 7},
-		{"VA 2 f0 O0\r\nab\r\n", 0, 1, 0},
-		{"HD O7\r\n", 7, 8, 7},
-		{"HD O7\r\n", 8, 10, -1},	/* already passed */
-		{"HD O10\r\n", 0, 10, -1},	/* never sent */
+		{"HD Oab7\r\n", 0, 10, 7},
+		{"VA 2 f0 Oab0\r\nab\r\n", 0, 1, 0},
+		{"VA 2 Oab1\r\nab\r\n", 0, 2, 1},
+		{"VA 0 f0 Oab5\r\n\r\n", 0, 9, 5},
+		{"HD Oab7\r\n", 7, 8, 7},
+		{"HD Oab7\r\n", 8, 10, -1},	/* already passed */
+		{"HD Oab10\r\n", 0, 10, -1},	/* never sent */
+		{"VA 1 f0 Oab3\r\nx\r\n", 0, 3, -1},	/* never sent */
 		{"HD\r\n", 0, 10, -1},	/* no opaque */
 		{"HD O\r\n", 0, 10, -1},	/* empty */
-		{"HD O1x\r\n", 0, 10, -1},
-		{"HD O-1\r\n", 0, 10, -1},
-		{"HD O999999999\r\n", 0, 1000000000, 999999999},
-		{"HD O1000000000\r\n", 0, 4000000000u, -1},	/* more than 9 digits */
-		{"NF O3 k\r\n", 0, 4, 3},
+		{"HD Oab\r\n", 0, 10, -1},	/* the tag alone */
+		{"HD O7\r\n", 0, 10, -1},	/* a single-key call's token */
+		{"VA 2 f0 O0\r\nab\r\n", 0, 10, -1},	/* ... or an untagged position */
+		{"VA 2 f0 O12\r\nab\r\n", 0, 100, -1},
+		{"HD Oac7\r\n", 0, 10, -1},	/* another part's tag */
+		{"VA 2 f0 Oac0\r\nab\r\n", 0, 10, -1},
+		{"VA 2 f0 Oba0\r\nab\r\n", 0, 10, -1},
+		{"HD Oa7\r\n", 0, 10, -1},	/* a shorter tag */
+		{"VA 2 f0 Ob0\r\nab\r\n", 0, 10, -1},
+		{"HD Oabb7\r\n", 0, 10, -1},	/* a longer one starting with ours */
+		{"VA 2 f0 Oabb0\r\nab\r\n", 0, 10, -1},
+		{"VA 2 f0 OAB0\r\nab\r\n", 0, 10, -1},	/* case matters */
+		{"HD Oab1x\r\n", 0, 10, -1},
+		{"VA 2 f0 Oab1x\r\nab\r\n", 0, 10, -1},
+		{"HD Oab-1\r\n", 0, 10, -1},
+		{"HD Oab999999999\r\n", 0, 1000000000, 999999999},
+		{"HD Oab1000000000\r\n", 0, 4000000000u, -1},	/* more than 9 digits */
+		{"NF Oab3 k\r\n", 0, 4, 3},
+		{"EN Oab3\r\n", 0, 4, 3},
 		{"EN\r\n", 0, 4, -1},
+		{"MN\r\n", 0, 4, -1},
 	};
+	McTag		tag;
 
+	mc_tag_make(&tag, 52);		/* "ab" */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 	{
 		McReply		r;
+		McReply		rz;
 		int			pos;
+		int			posz;
+		size_t		len = strlen(cases[i].reply);
 
-		mc_parse_reply(cases[i].reply, strlen(cases[i].reply), &r);
-		pos = mc_reply_position(cases[i].reply, &r, cases[i].lo, cases[i].hi);
-		tap_ok(pos == cases[i].pos, "position of %.*s in [%u, %u): %d",
+		mc_parse_reply(cases[i].reply, len, &r);
+		pos = mc_reply_position(cases[i].reply, &r, &tag, cases[i].lo, cases[i].hi);
+		/* (a string literal ends in the NUL mc_parse_reply_z needs) */
+		mc_parse_reply_z(cases[i].reply, len, &rz);
+		posz = mc_reply_position(cases[i].reply, &rz, &tag, cases[i].lo, cases[i].hi);
+		tap_ok(pos == cases[i].pos && posz == cases[i].pos,
+			   "position of %.*s in [%u, %u): %d, %d",
 			   (int) strcspn(cases[i].reply, "\r"), cases[i].reply,
-			   cases[i].lo, cases[i].hi, pos);
+			   cases[i].lo, cases[i].hi, pos, posz);
+	}
+	/* a reply to any other tag's request never matches */
+	{
+		bool		none = true;
+
+		for (uint32_t seq = 0; seq < 3000; seq++)
+		{
+			McTag		other;
+			char		buf[64];
+			McReply		r;
+			int			n;
+
+			if (seq == 52)
+				continue;
+			mc_tag_make(&other, seq);
+			n = snprintf(buf, sizeof(buf), "VA 2 f0 O%s3\r\nab\r\n", other.text);
+			mc_parse_reply_z(buf, (size_t) n, &r);
+			none &= mc_reply_position(buf, &r, &tag, 0, 10) < 0;
+			n = snprintf(buf, sizeof(buf), "HD O%s3\r\n", other.text);
+			mc_parse_reply_z(buf, (size_t) n, &r);
+			none &= mc_reply_position(buf, &r, &tag, 0, 10) < 0;
+		}
+		tap_ok(none, "no reply carrying another tag's token matches the part");
+	}
+	/* every tag length and position width: the hot parser's one- and two-word token scan */
+	{
+		static const uint32_t seqs[] = {1, 52, 2704, 140608, 7311616, UINT32_MAX};
+		static const uint32_t poss[] = {0, 42, 999, 12345, 999999999};
+		bool		all = true;
+
+		for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++)
+			for (size_t j = 0; j < sizeof(poss) / sizeof(poss[0]); j++)
+			{
+				McTag		tg;
+				char		buf[64];
+				McReply		r;
+				McReply		rz;
+				int			n;
+
+				mc_tag_make(&tg, seqs[i]);
+				n = snprintf(buf, sizeof(buf), "VA 2 f3 O%s%u\r\nab\r\n", tg.text, poss[j]);
+				mc_parse_reply(buf, (size_t) n, &r);
+				mc_parse_reply_z(buf, (size_t) n, &rz);
+				all &= mc_reply_position(buf, &r, &tg, 0, 1000000000) == (int) poss[j] &&
+					mc_reply_position(buf, &rz, &tg, 0, 1000000000) == (int) poss[j] &&
+					rz.opaque_len == r.opaque_len && rz.consumed == r.consumed &&
+					rz.client_flags == 3;
+				{
+					McReply	exact;
+
+					parse_exact(buf, (size_t) n, &exact);
+				}
+			}
+		tap_ok(all, "tags of 1 to %d letters with positions of 1 to 9 digits: found by both parsers",
+			   MC_TAG_MAX);
+		/* tokens past the hot parser's first word, up to and past its 64-byte header */
+		for (int tl = 7; tl <= 80; tl++)
+		{
+			char		buf[160];
+			McReply		exact;
+			int			n = snprintf(buf, sizeof(buf), "VA 2 f3 O%.*s\r\nab\r\n", tl,
+									 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz");
+
+			parse_exact(buf, (size_t) n, &exact);
+		}
 	}
 }
 
@@ -1755,6 +1910,7 @@ main(void)
 	test_encoders();
 	test_reply_flag();
 	test_reply_position();
+	test_tag();
 	test_base64();
 	test_keys();
 	test_decimal();
