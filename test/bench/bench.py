@@ -1786,6 +1786,84 @@ def w12_compressed():
                 lat[k], lat[BASE + k], "ms")
 
 
+def w12_callgrind():
+    """Instructions per value of workload 12's four statements over their
+    floors, in the single-user backend: what compressing adds to a read and
+    to a write with nothing sampled (the wall-clock rows above carry
+    memcached's and the kernel's share, and the machine's noise)."""
+    say("12. user-mode instructions per 8 KB value, plain and compressed: callgrind on a single-user backend")
+    w = "12 10,000-key get_multi and set_multi, 8 KB values"
+    if shutil.which("valgrind") is None:
+        row(w, "callgrind: instructions per value", None, "instr", note="valgrind not installed")
+        return
+    su = single_user()
+    if su.error:
+        row(w, "callgrind: instructions per value", None, "instr", note="single-user backend: " + su.error)
+        return
+    k1, k2 = 200, 1000
+    out = su.run([
+        "DROP SERVER IF EXISTS mcz",
+        "CREATE SERVER mcz FOREIGN DATA WRAPPER mcfdw OPTIONS (servers '%s', distribution 'modula', "
+        "compression 'zlib', compressed_flag '2', compress_threshold '1')"
+        % ",".join("127.0.0.1:%d" % port for port in PORTS),
+        "DROP TABLE IF EXISTS bench_cgz",
+        "CREATE UNLOGGED TABLE bench_cgz (g integer PRIMARY KEY, v text)",
+        "ALTER TABLE bench_cgz ALTER v SET STORAGE EXTERNAL",
+        "INSERT INTO bench_cgz SELECT g, (SELECT string_agg(md5(g::text || ':' || j), '') "
+        "FROM generate_series(1, 256) j) FROM generate_series(1, %d) g" % k2,
+        "SELECT mc_set_multi(array_agg('cgu' || g), array_agg(v)) "
+        "+ mc_set_multi(array_agg('cgz' || g), array_agg(v), server => 'mcz') AS stored FROM bench_cgz"])
+    if "ERROR" in out or 'stored = "%d"' % (2 * k2) not in out:
+        row(w, "callgrind: instructions per value", None, "instr",
+            note="single-user backend: " + su.first_error(out))
+        return
+    su.K1, su.K2 = k1, k2
+    arr = "(SELECT array_agg('%s' || g) FROM generate_series(1, %d) g)"
+    rows = "FROM bench_cgz WHERE g <= %d"
+    sqls = {
+        "get floor": (lambda k: "SELECT cardinality(%s)" % (arr % ("cgu", k)), lambda k: k),
+        "get_multi, plain": (lambda k: "SELECT count(*) FROM mc_get_multi(%s)" % (arr % ("cgu", k)),
+                             lambda k: k),
+        "get_multi, compressed": (lambda k: "SELECT count(*) FROM mc_get_multi(%s, 'mcz')"
+                                  % (arr % ("cgz", k)), lambda k: k),
+        "set floor": (lambda k: "SELECT cardinality(array_agg('cgu' || g)) + cardinality(array_agg(v)) "
+                      + rows % k, lambda k: 2 * k),
+        "set_multi, plain": (lambda k: "SELECT mc_set_multi(array_agg('cgu' || g), array_agg(v)) "
+                             + rows % k, lambda k: k),
+        "set_multi, compressed": (lambda k: "SELECT mc_set_multi(array_agg('cgz' || g), array_agg(v), "
+                                  "server => 'mcz') " + rows % k, lambda k: k),
+    }
+    try:
+        res = {}
+        for name, (fn, expect) in sqls.items():
+            res[name] = su.instructions(fn, expect)
+        base = {}
+        if SWAP.active:
+            with SWAP.baseline():
+                for name in ("get_multi, compressed", "set_multi, compressed"):
+                    base[name] = su.instructions(sqls[name][0], sqls[name][1])
+    finally:
+        su.K1, su.K2 = SingleUser.K1, SingleUser.K2
+        su.run(["DROP SERVER mcz", "DROP TABLE bench_cgz"])
+    for op in ("get", "set"):
+        fl, err = res["%s floor" % op]
+        add = {}
+        for kind in ("plain", "compressed"):
+            name = "%s_multi, %s" % (op, kind)
+            v, e = res[name]
+            add[kind] = v - fl if v is not None and fl is not None else None
+            row(w, "mcfdw: mc_%s over floor, instructions per value (callgrind)" % name, add[kind],
+                "instr", note=("single-user backend: " + (e or err)) if (e or err) else
+                "%s to %s values" % (format(k1, ","), format(k2, ",")))
+            if name in base:
+                b, be = base[name]
+                base_row(w, "mcfdw: mc_%s over floor, per value (callgrind)" % name, add[kind],
+                         b - fl if b is not None and fl is not None else None, "instr",
+                         note=("baseline's single-user backend: " + be) if be else "")
+        row(w, "mcfdw: mc_%s_multi, compressed / plain, instructions over floor (callgrind)" % op,
+            ratio(add["compressed"], add["plain"]), "x", note="no target: the wall-clock rows carry it")
+
+
 # ---- workload 14: invalidation from the write-ahead log (issue 23) ------------
 # A private cluster of its own (the rig's preloads pgmemcache, not mcfdw,
 # and runs at wal_level replica), on the rig's four memcacheds.
@@ -2680,6 +2758,7 @@ def run_all(t0):
              (10, w10_tls),
              (11, w11_foreign_table),
              (12, w12_compressed),
+             (12, w12_callgrind),
              (13, w13_prefetch),
              (14, w14_wal)]
     for num, fn in steps:
