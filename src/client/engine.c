@@ -286,21 +286,6 @@ McEngineInit(McEngine *e, McServer *srv, void *arg)
 }
 
 /*
- * Instance s's part of the run is over: its requests (work), those
- * answered as asked (hits, the rest misses unless it failed), the reply
- * bytes, and whether it failed, ran out of time or was given up (how).
- * Every way a part ends comes through here, so the statistics of a run's
- * requests are counted here and nowhere else.
- */
-static void
-eng_outcome(McEngine *e, int s, McEngOutcome how)
-{
-	(void) e;
-	(void) s;
-	(void) how;
-}
-
-/*
  * The instance failed (counted already by health.c): the client decides
  * what becomes of its requests (which may go to another instance unless
  * they may have run there and must not run twice), then it leaves the run.
@@ -326,7 +311,6 @@ eng_drop(McEngine *e, int s, bool may_reroute)
 		McInstanceDegraded(e->srv, s);
 	ei->conn = NULL;
 	ei->active = false;
-	eng_outcome(e, s, MC_ENG_OUT_FAILED);
 }
 
 /*
@@ -404,14 +388,12 @@ eng_read(McEngine *e, int s, bool *refill)
 		case MC_ENG_DONE:
 			McConnConsume(conn, consumed);
 			McInstanceEnd(e->srv, conn);
-			eng_outcome(e, s, MC_ENG_OUT_DONE);
 			break;
 		case MC_ENG_FAILED:
 			eng_drop(e, s, false);
 			return false;
 		case MC_ENG_CLOSE:
 			McConnClose(conn);
-			eng_outcome(e, s, MC_ENG_OUT_ERROR);
 			break;
 	}
 	ei->conn = NULL;
@@ -440,7 +422,6 @@ eng_read_lines(McEngine *e, int s, TimestampTz now, bool *restarted)
 			McInstanceEnd(e->srv, ei->conn);
 			ei->conn = NULL;
 			ei->active = false;
-			eng_outcome(e, s, MC_ENG_OUT_DONE);
 			break;
 		case MC_LINES_FAILED:
 			McInstanceCountFailure(e->srv, ei->conn, e->soft);
@@ -558,7 +539,6 @@ eng_waiting(void *arg, int s, TimestampTz *last_progress)
 		McConnClose(ei->conn);
 		ei->conn = NULL;
 		ei->active = false;
-		eng_outcome(e, s, MC_ENG_OUT_GIVEN_UP);
 		return NULL;
 	}
 	return ei->conn;

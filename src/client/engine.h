@@ -249,15 +249,6 @@ typedef enum McEngRead
 								 * is closed (not the instance's fault) */
 } McEngRead;
 
-/* How an instance's part of a run ended. */
-typedef enum McEngOutcome
-{
-	MC_ENG_OUT_DONE,			/* every reply read */
-	MC_ENG_OUT_ERROR,			/* the server answered with an error */
-	MC_ENG_OUT_FAILED,			/* the instance failed (health counted it) */
-	MC_ENG_OUT_GIVEN_UP			/* a held interrupt ended it */
-} McEngOutcome;
-
 /* One instance's part of a run: the engine's alone. */
 typedef struct McEngInst
 {
