@@ -9,9 +9,10 @@
  * line parsed (metadump.c), keeping those under
  * the server's key prefix followed by the table's, in a tuplestore (which
  * spills to disk past work_mem, so memory stays bounded whatever the size
- * of the cache); then handing them out in batches of MC_FULLSCAN_BATCH keys
- * to the pipelined multi-get (McRunGets), whose hits fdw_scan.c turns
- * into rows.  The keys are all listed before the first is fetched: a dump
+ * of the cache) with the instance that listed each, so that an instance
+ * whose dump fails part-way under on_failure 'miss' lists none; then
+ * handing them out in batches of MC_FULLSCAN_BATCH keys to the pipelined
+ * multi-get (McRunGets), whose hits fdw_scan.c turns into rows.  The keys are all listed before the first is fetched: a dump
  * holds its instance's connection until its END.  ANALYZE's sample is a
  * bounded random choice among the listed keys, fetched the same way.  Also
  * owns the per-server item counts ("curr_items" of the stats command),
@@ -72,6 +73,9 @@ typedef struct DumpInst
 	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
 	char		refusal_line[128];
 	uint64		lines;
+	/* keys kept from its dump; all dropped when the dump failed */
+	uint64		kept;
+	bool		failed;
 } DumpInst;
 
 struct McFullScan
@@ -79,11 +83,13 @@ struct McFullScan
 	const McTable *t;
 	MemoryContext cxt;			/* the scan's: the calls come in per-tuple ones */
 	McServer   *srv;			/* during the dump */
-	DumpInst   *insts;			/* during the dump, one per instance */
+	DumpInst   *insts;			/* one per instance */
+	int			nfailed;		/* instances whose dump failed */
 	char		prefix[2 * MC_MAX_KEY_PREFIX];	/* the server's, then the table's */
 	size_t		plen;
 	size_t		splen;			/* of which the server's */
-	Tuplestorestate *keys;		/* without the server's prefix */
+	Tuplestorestate *keys;		/* without the server's prefix, and the
+								 * instance that listed each */
 	TupleDesc	keydesc;
 	TupleTableSlot *kslot;
 	MemoryContext batch_cxt;
@@ -117,7 +123,7 @@ McFullScanBegin(const McTable *t)
  * be a key of the table (see the header).
  */
 static void
-keep_key(McFullScan *fs, const char *key, size_t len)
+keep_key(McFullScan *fs, int s, const char *key, size_t len)
 {
 	union
 	{
@@ -127,8 +133,8 @@ keep_key(McFullScan *fs, const char *key, size_t len)
 	const char *rest = key + fs->splen;
 	size_t		restlen = len - fs->splen;
 	bool		b64;
-	Datum		d;
-	bool		isnull = false;
+	Datum		d[2];
+	bool		isnull[2] = {false, false};
 
 	fs->listed++;
 	if (len < fs->plen || memcmp(key, fs->prefix, fs->plen) != 0)
@@ -143,8 +149,10 @@ keep_key(McFullScan *fs, const char *key, size_t len)
 	}
 	SET_VARSIZE(&k.t, VARHDRSZ + restlen);
 	memcpy(VARDATA(&k.t), rest, restlen);
-	d = PointerGetDatum(&k.t);
-	tuplestore_putvalues(fs->keys, fs->keydesc, &d, &isnull);
+	d[0] = PointerGetDatum(&k.t);
+	d[1] = Int16GetDatum((int16) s);
+	tuplestore_putvalues(fs->keys, fs->keydesc, d, isnull);
+	fs->insts[s].kept++;
 	fs->kept++;
 }
 
@@ -162,7 +170,7 @@ dump_line(void *arg, int s, const char *line, size_t len)
 	{
 		case MC_MD_ITEM:
 			d->lines++;
-			keep_key(fs, key, keylen);
+			keep_key(fs, s, key, keylen);
 			return MC_LINE_MORE;
 		case MC_MD_END:
 			return MC_LINE_DONE;
@@ -248,6 +256,47 @@ dump_refusals(McFullScan *fs)
 }
 
 /*
+ * After a round: an instance whose dump failed without raising (on_failure
+ * 'miss': closed or stalled before its END) lists nothing, not the keys it
+ * sent before it failed; the runner counted the call degraded.
+ */
+static void
+dump_failures(McFullScan *fs, const McOp *ops, int nops)
+{
+	for (int i = 0; i < nops; i++)
+	{
+		DumpInst   *d = &fs->insts[ops[i].instance];
+
+		if (ops[i].result != MC_OP_FAILED || d->failed)
+			continue;
+		d->failed = true;
+		d->redo = false;
+		fs->kept -= d->kept;
+		fs->nfailed++;
+	}
+}
+
+/*
+ * The next key listed, skipping those of an instance whose dump failed;
+ * false at the end.  The key is the slot's (see McFullScanNext).
+ */
+static bool
+next_key(McFullScan *fs, Datum *key)
+{
+	bool		isnull;
+
+	while (tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	{
+		if (fs->nfailed > 0 &&
+			fs->insts[DatumGetInt16(slot_getattr(fs->kslot, 2, &isnull))].failed)
+			continue;
+		*key = slot_getattr(fs->kslot, 1, &isnull);
+		return true;
+	}
+	return false;
+}
+
+/*
  * List the keys of every instance, their dumps running together
  * (a run of dump ops, run.h): a round sends every dump still to do and reads them to
  * their ends; an instance that refused is sent its dump again in the next
@@ -255,7 +304,7 @@ dump_refusals(McFullScan *fs)
  * where its keys are routed to the others as for any read; otherwise it
  * answers as a failing instance does (pipeline.c): the scan's error,
  * or under on_failure 'miss' no keys and a degraded call, never a silently
- * partial table.
+ * partial table (dump_failures).
  */
 static void
 dump_all(McFullScan *fs, McServer *srv)
@@ -263,7 +312,7 @@ dump_all(McFullScan *fs, McServer *srv)
 	bool		alivebuf[MC_MAX_ENDPOINTS];
 	const bool *alive = McInstanceAliveMap(srv, alivebuf);
 	MemoryContext old = MemoryContextSwitchTo(fs->cxt);
-	TupleDesc	desc = CreateTemplateTupleDesc(1);
+	TupleDesc	desc = CreateTemplateTupleDesc(2);
 	bool		todo[MC_MAX_ENDPOINTS];
 	McOp		ops[MC_MAX_ENDPOINTS];
 	McRun		run = {.ops = ops,.line = dump_line,
@@ -271,6 +320,7 @@ dump_all(McFullScan *fs, McServer *srv)
 	bool		any;
 
 	TupleDescInitEntry(desc, (AttrNumber) 1, "key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, (AttrNumber) 2, "instance", INT2OID, -1, 0);
 	fs->keydesc = desc;
 	fs->keys = tuplestore_begin_heap(false, false, work_mem);
 	fs->kslot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
@@ -311,6 +361,7 @@ dump_all(McFullScan *fs, McServer *srv)
 			run.nops++;
 		}
 		McRunExec(srv, &run);
+		dump_failures(fs, ops, run.nops);
 		if (dump_refusals(fs))
 		{
 			/* a crawl a cancelled scan left running ends when memcached next writes */
@@ -323,8 +374,6 @@ dump_all(McFullScan *fs, McServer *srv)
 		for (int i = 0; i < srv->cfg.nendpoints; i++)
 			any |= fs->insts[i].redo;
 	} while (any);
-	pfree(fs->insts);
-	fs->insts = NULL;
 	fs->srv = NULL;
 	fs->dumped = true;
 }
@@ -340,6 +389,7 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 {
 	MemoryContext old;
 	int			n = 0;
+	Datum		d;
 
 	if (!fs->dumped)
 		dump_all(fs, srv);
@@ -351,11 +401,8 @@ McFullScanNext(McFullScan *fs, McServer *srv, unsigned want,
 	 * copy the keys into the batch's.
 	 */
 	old = MemoryContextSwitchTo(fs->cxt);
-	while (n < MC_FULLSCAN_BATCH &&
-		   tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	while (n < MC_FULLSCAN_BATCH && next_key(fs, &d))
 	{
-		bool		isnull;
-		Datum		d = slot_getattr(fs->kslot, 1, &isnull);
 		Size		sz = VARSIZE_ANY(DatumGetPointer(d));
 		char	   *copy = MemoryContextAlloc(fs->batch_cxt, sz);
 
@@ -387,15 +434,14 @@ McFullScanSample(McFullScan *fs, McServer *srv, int n, unsigned want,
 	Datum	   *sample;
 	uint64		seen = 0;
 	int			kept = 0;
+	Datum		d;
 
 	if (!fs->dumped)
 		dump_all(fs, srv);
 	old = MemoryContextSwitchTo(fs->cxt);
 	sample = palloc(sizeof(Datum) * Max(n, 1));
-	while (n > 0 && tuplestore_gettupleslot(fs->keys, true, false, fs->kslot))
+	while (n > 0 && next_key(fs, &d))
 	{
-		bool		isnull;
-		Datum		d = slot_getattr(fs->kslot, 1, &isnull);
 		int			at = -1;
 
 		if (kept < n)

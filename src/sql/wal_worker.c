@@ -153,14 +153,38 @@ static void wake_worker(void);
  * This transaction wrote mc_watches (its statement trigger says so): at
  * its commit, once the change is visible to new snapshots, the generation
  * moves and the worker wakes, so the worker reads mc_watches again only
- * then rather than at every poll.
+ * then rather than at every poll.  A write is remembered by the nesting
+ * level of the outermost open (sub)transaction that made one (0: none),
+ * so a write whose subtransaction rolled back moves nothing: a commit
+ * that changed no watch costs the worker no read.
  */
-static bool watches_changed = false;
+static int	watches_changed_at = 0;
 
 void
 McWalWorkerWatchesChanged(void)
 {
-	watches_changed = true;
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (watches_changed_at == 0 || level < watches_changed_at)
+		watches_changed_at = level;
+}
+
+/*
+ * A subtransaction's write of mc_watches becomes its parent's when it
+ * commits, and is gone when it aborts.
+ */
+static void
+wal_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (watches_changed_at < level)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+		watches_changed_at = level - 1;
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+		watches_changed_at = 0;
 }
 
 static void
@@ -173,21 +197,21 @@ wal_xact_callback(XactEvent event, void *arg)
 	 * COMMIT PREPARED, in whatever session, runs no callback here: the
 	 * worker would not learn of the change.
 	 */
-	if (event == XACT_EVENT_PRE_PREPARE && watches_changed)
+	if (event == XACT_EVENT_PRE_PREPARE && watches_changed_at > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot PREPARE a transaction that changed the watches (%s)", MC_WAL_TABLE)));
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PREPARE)
 		return;
-	if (event == XACT_EVENT_COMMIT && watches_changed && wal != NULL)
+	if (event == XACT_EVENT_COMMIT && watches_changed_at > 0 && wal != NULL)
 	{
 		SpinLockAcquire(&wal->mutex);
 		wal->watches_gen++;
 		SpinLockRelease(&wal->mutex);
 		wake_worker();
 	}
-	watches_changed = false;
+	watches_changed_at = 0;
 	if (event == XACT_EVENT_PREPARE)
 		return;
 	now = pgWalUsage.wal_bytes;
@@ -227,6 +251,7 @@ McWalWorkerInit(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wal_shmem_startup;
 	RegisterXactCallback(wal_xact_callback, NULL);
+	RegisterSubXactCallback(wal_subxact_callback, NULL);
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;

@@ -17,7 +17,9 @@ before the commit), delivers all its keys after the commit, and releases
 the slot when nothing is in progress; with failover, a delivery to a hung
 instance fails within one mcfdw.wal_timeout, is retried without spinning
 while the instance stays hung, and its keys are deleted there once it
-answers.
+answers.  While idle the worker reads mc_watches again only after a commit
+that changed it: not at each poll, and not after a commit whose write of
+mc_watches rolled back with its subtransaction.
 """
 
 import time
@@ -328,6 +330,34 @@ s2, c2 = scans(), commits()
 t.ok(c2 - c1 >= 10, "the worker's statistics are flushed while it polls (%d commits in 2.5 s)"
      % (c2 - c1))
 t.is_(s2 - s1, 0, "... and while idle it does not read mc_watches at each poll")
+# a write of mc_watches (its statement trigger fires even for no row) whose
+# subtransaction rolled back: the commit changed no watch, so no read; the
+# same write kept (RELEASE) is read once
+ch = pg.connect()
+ch.autocommit = True
+
+
+def change_in_savepoint(end):
+    cur = ch.cursor()
+    cur.execute("BEGIN")
+    cur.execute("SAVEPOINT w")
+    cur.execute("DELETE FROM mc_watches WHERE false")
+    cur.execute(end)
+    cur.execute("SELECT 1")
+    cur.execute("COMMIT")
+
+
+for end, want, label in (("ROLLBACK TO SAVEPOINT w", lambda d: d == 0, "does not read mc_watches again"),
+                         ("RELEASE SAVEPOINT w", lambda d: d >= 1, "reads mc_watches again")):
+    q(db, "SELECT pg_stat_force_next_flush()")
+    s1 = scans()
+    change_in_savepoint(end)
+    time.sleep(2.5)
+    q(db, "SELECT pg_stat_force_next_flush()")
+    s2 = scans()
+    t.ok(want(s2 - s1), "a write of mc_watches in a subtransaction, then %s and a commit: the worker "
+         "%s (%d reads)" % (end.split()[0], label, s2 - s1))
+ch.close()
 q(db, "SELECT mc_unwatch('idle_w')")
 q(db, "DROP TABLE idle_w")
 

@@ -1,0 +1,371 @@
+"""robust_dump_hostile: a full scan's key dump against a server that lies.
+
+A fake memcached answers "lru_crawler metadump" with a scripted reply
+(then keeps the connection, closes it, goes silent, or streams lines
+forever), "stats" with an item count, and the multi-get that fetches the
+listed keys from a little store of its own.  Each case runs a full scan
+(and ANALYZE, which lists keys the same way) of a foreign table on it and
+checks: the backend survives; no row comes from a line that is not an item
+of the dump; a reply that is not a dump (a meta reply line, a line past
+the line bound, a control or NUL byte, a key= field badly URL-encoded or
+over 250 bytes, an error in the middle) is a protocol violation (08P01),
+raised even under on_failure 'miss'; a dump cut short (closed mid-line or
+before its END, stalled) is an error, and under on_failure 'miss' lists
+nothing from that instance (a degraded call), never the keys before the
+cut; a stall ends by io_timeout or a cancel; a dump that never ends stays
+in bounded memory and ends by a cancel; bytes after END never reach the
+next call; and a connection whose dump went wrong is never used again."""
+
+import base64
+import threading
+import time
+
+import hostile
+import mcdb
+import mcrig
+
+t = mcrig.TAP()
+
+ITEM = b"key=%s exp=-1 la=1700000000 cas=%d fetch=no cls=1 size=64\n"
+
+
+def item(key, cas=1):
+    return ITEM % (key, cas)
+
+
+class DumpServer(hostile.Listener):
+    """A fake memcached whose metadump reply is `script`: (bytes, then),
+    then one of "keep" (go on serving the connection), "close", "stall"
+    (silent, open) or "forever" (item lines with distinct keys, no END).
+    `late` bytes go `late_delay` s after a kept reply.  `conns` holds each
+    connection's command lines, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.script = (b"END\r\n", "keep")
+        self.forever_key = b"t:f%d"
+        self.late = None
+        self.late_delay = 0.1
+        self.values = {b"t:a": b"A", b"t:b": b"B", b"t:c": b"C"}
+        self.conns = []
+        self.sent = 0
+
+    def _serve(self, c):
+        lines = []
+        self.conns.append(lines)
+        buf = b""
+        try:
+            c.settimeout(None)
+            while not self._stop:
+                data = c.recv(65536)
+                if not data:
+                    return
+                buf += data
+                while b"\r\n" in buf:
+                    line, buf = buf.split(b"\r\n", 1)
+                    lines.append(line)
+                    if not self._answer(c, line):
+                        return
+        except OSError:
+            return
+        finally:
+            with self._lock:
+                self._conns.discard(c)
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def _answer(self, c, line):
+        words = line.split(b" ")
+        if words[0] == b"lru_crawler":
+            payload, then = self.script
+            c.sendall(payload)
+            self.sent += len(payload)
+            if then == "close":
+                return False
+            if then == "stall":
+                while not self._stop:
+                    time.sleep(0.05)
+                return False
+            if then == "forever":
+                i = 0
+                while not self._stop:
+                    chunk = b"".join(item(self.forever_key % j) for j in range(i, i + 5000))
+                    c.sendall(chunk)
+                    self.sent += len(chunk)
+                    i += 5000
+                return False
+            if self.late is not None:
+                time.sleep(self.late_delay)
+                c.sendall(self.late)
+            return True
+        if words[0] == b"stats":
+            c.sendall(b"STAT pid 1\r\nSTAT curr_items %d\r\nEND\r\n" % len(self.values))
+        elif words[0] == b"mg" and len(words) > 1:
+            key, flags = words[1], words[2:]
+            if b"b" in flags:
+                key = base64.b64decode(key)
+            value = self.values.get(key)
+            out = []
+            for f in flags:
+                if f[:1] == b"O":
+                    out.append(f)
+                elif f == b"k":
+                    out.append(b"k" + words[1])
+                elif f == b"b":
+                    out.append(b"b")
+                elif value is not None and f == b"f":
+                    out.append(b"f0")
+                elif value is not None and f == b"c":
+                    out.append(b"c7")
+                elif value is not None and f == b"s":
+                    out.append(b"s%d" % len(value))
+                elif value is not None and f == b"t":
+                    out.append(b"t-1")
+            if value is None:
+                if b"q" not in flags:
+                    c.sendall(b" ".join([b"EN"] + out) + b"\r\n")
+            elif b"v" in flags:
+                c.sendall(b" ".join([b"VA %d" % len(value)] + out) + b"\r\n" + value + b"\r\n")
+            else:
+                c.sendall(b" ".join([b"HD"] + out) + b"\r\n")
+        elif words[0] == b"mn":
+            c.sendall(b"MN\r\n")
+        elif line:
+            c.sendall(b"ERROR\r\n")
+        return True
+
+
+srv = DumpServer().start()
+db = mcdb.Database("mcfdw_it_robust_dump_hostile")
+c = db.connect()
+admin = db.connect()
+for name, opts in (("h", {}), ("hmiss", {"on_failure": "miss"})):
+    # every case's failure counts; none may mark the instance dead for the next
+    db.server(c, name, srv.addr, io_timeout="1s", allow_full_scan="true",
+              failure_limit="1000", **opts)
+    db.sql(c, "CREATE FOREIGN TABLE %st (key text, value text) SERVER %s "
+              "OPTIONS (key_prefix 't:', allow_full_scan 'true')" % (name, name))
+pid = db.value(c, "SELECT pg_backend_pid()")
+
+
+def run(sql, bound=10.0, during=None, way_out=None):
+    return hostile.run_bounded(c, sql, bound=bound, admin=admin, during=during,
+                               way_out=way_out)
+
+
+def rows_of(out):
+    return sorted(tuple(r) for r in (out.rows or []))
+
+
+def degraded(server):
+    return db.value(c, "SELECT coalesce(sum(degraded), 0)::int FROM mc_servers "
+                           "WHERE server = %s", (server,))
+
+
+def dumps_then_more():
+    """Connections that were sent anything after a dump's command."""
+    bad = []
+    for i, lines in enumerate(srv.conns):
+        for j, line in enumerate(lines):
+            if line.startswith(b"lru_crawler") and j + 1 < len(lines):
+                bad.append((i, lines[j + 1:][:3]))
+    return bad
+
+
+def fresh_start():
+    """Forget the connections of earlier cases (closed by the server)."""
+    srv.drop_all()
+    srv.conns = []
+    srv.late = None
+    time.sleep(0.05)
+
+
+# sanity: an honest dump
+fresh_start()
+srv.script = (item(b"t:a") + item(b"t:b") + item(b"other") + b"END\r\n", "keep")
+out = run("SELECT key, value FROM ht ORDER BY key")
+t.is_(rows_of(out), [("a", "A"), ("b", "B")], "an honest dump: the table's rows")
+
+# ---- replies that are not a dump: 08P01, even under on_failure 'miss' ----
+NOT_A_DUMP = [
+    ("a stray VA reply and its value", item(b"t:a") + b"VA 5 f0\r\nPLANT\r\n" + item(b"t:b") + b"END\r\n"),
+    ("a stray VA with a key= value", item(b"t:a") + b"VA 45\r\n" + item(b"t:c")[:-1] + b"\r\n" + b"END\r\n"),
+    ("a stray HD", item(b"t:a") + b"HD\r\n" + item(b"t:b") + b"END\r\n"),
+    ("a stray EN", item(b"t:a") + b"EN\r\n" + b"END\r\n"),
+    ("a stray MN", b"MN\r\n" + item(b"t:a") + b"END\r\n"),
+    ("a stray NS", item(b"t:a") + b"NS\r\n" + b"END\r\n"),
+    ("a line past the line bound", item(b"t:a") + item(b"t:" + b"x" * 3000) + b"END\r\n"),
+    ("an embedded NUL byte", item(b"t:a\x00b") + b"END\r\n"),
+    ("a NUL byte after the key", b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n"),
+    ("a control byte in the key", item(b"t:a\x01b") + b"END\r\n"),
+    ("bad URL-encoding (%zz)", item(b"t:a%zzb") + b"END\r\n"),
+    ("bad URL-encoding (cut %4)", b"key=t:a%4\n" + b"END\r\n"),
+    ("a key over 250 bytes", item(b"t:" + b"k" * 249) + b"END\r\n"),
+    ("a key over 250 bytes, URL-encoded", item(b"t:" + b"%41" * 249) + b"END\r\n"),
+    ("an empty key", b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n"),
+    ("SERVER_ERROR in the middle", item(b"t:a") + b"SERVER_ERROR out of memory\r\n" + item(b"t:b") + b"END\r\n"),
+    ("ERROR in the middle", item(b"t:a") + b"ERROR\r\n" + b"END\r\n"),
+    ("CLIENT_ERROR in the middle", item(b"t:a") + b"CLIENT_ERROR bad command line format\r\n"),
+    ("END with junk after it on its line", item(b"t:a") + b"END junk\r\n"),
+    ("BUSY in the middle", item(b"t:a") + b"BUSY currently processing crawler request\r\n"),
+    ("NOTSTARTED in the middle", item(b"t:a") + b"NOTSTARTED no items to crawl\r\n"),
+]
+for server in ("h", "hmiss"):
+    for name, payload in NOT_A_DUMP:
+        fresh_start()
+        srv.script = (payload, "keep")
+        out = run("SELECT key, value FROM %st" % server)
+        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran,
+             "%s: %s is a protocol violation (%.2f s)" % (server, name, out.elapsed), repr(out))
+        # the next call: the fake's own value, on a new connection
+        n = len(srv.conns)
+        got = run("SELECT mc_get('t:a', server => '%s')" % server)
+        after = dumps_then_more()
+        t.ok(not after and got.rows == [("A",)] and len(srv.conns) == n + 1,
+             "%s: ... its connection is not used again, the next call works on a new one"
+             % server, repr((after, got, len(srv.conns) - n)))
+
+# a line past the bound with no newline at all: refused at the bound, not at io_timeout
+fresh_start()
+srv.script = (item(b"t:a") + b"key=t:" + b"y" * 5000, "stall")
+out = run("SELECT count(*) FROM ht")
+t.ok(out.pgcode == "08P01" and out.elapsed < 0.9 and not out.overran,
+     "a line past the bound without its newline: 08P01 before io_timeout (%.2f s)" % out.elapsed,
+     repr(out))
+
+# ANALYZE lists keys through the same dump
+fresh_start()
+srv.script = (item(b"t:a") + b"VA 5 f0\r\nPLANT\r\n" + b"END\r\n", "keep")
+out = run("ANALYZE ht")
+t.ok(out.pgcode == "08P01" and not out.overran, "ANALYZE meets a stray VA: 08P01", repr(out))
+
+# ---- what the dump may hold that is no key of the table: documented, skipped ----
+fresh_start()
+srv.values[b"t:" + b"k" * 248] = b"LONG"
+srv.script = (item(b"t:a") + item(b"t:a%00b") + item(b"t:%ff%fe") + item(b"t:" + b"k" * 248)
+              + item(b"t:%62") + b"END\r\n", "keep")
+out = run("SELECT key, value FROM ht")
+t.is_(rows_of(out), [("a", "A"), ("b", "B"), ("k" * 248, "LONG")],
+      "a NUL (%00) or non-UTF-8 key is skipped; a 250-byte key and %62 ('b') are keys")
+del srv.values[b"t:" + b"k" * 248]
+
+# ---- refusals: the whole reply, documented ----
+fresh_start()
+srv.script = (b"NOTSTARTED no items to crawl\r\n", "keep")
+out = run("SELECT key FROM ht")
+t.ok(out.error is None and out.rows == [], "NOTSTARTED (nothing to crawl): an empty table", repr(out))
+for line in (b"SERVER_ERROR out of memory", b"ERROR an unknown error happened"):
+    fresh_start()
+    srv.script = (line + b"\r\n" + item(b"t:a") + b"END\r\n", "keep")
+    out = run("SELECT key FROM ht")
+    got = run("SELECT mc_get('t:a', server => 'h')")
+    t.ok(out.pgcode == "HV000" and line.decode() in (out.detail or "") and out.rows is None
+         and dumps_then_more() == [] and got.rows == [("A",)],
+         "%s, then more lines: the server's refusal, with its line; the connection is not "
+         "used again" % line.split()[0].decode(), repr((out, dumps_then_more(), got)))
+
+# ---- bytes after END ----
+fresh_start()
+srv.script = (item(b"t:a") + b"END\r\n" + b"VA 5 f0\r\nPLANT\r\n", "keep")
+out = run("SELECT key, value FROM ht")
+n = len(srv.conns)
+got = run("SELECT mc_get('t:a', server => 'h')")
+after = dumps_then_more()
+t.ok(rows_of(out) == [("a", "A")] and not after and got.rows == [("A",)] and n == 2,
+     "END then more bytes in the same read: the dump is complete, and its connection is closed, "
+     "not reused (the keys are fetched on a new one)", repr((out, after, got, n)))
+fresh_start()
+srv.script = (item(b"t:a") + b"END\r\n", "keep")
+srv.late = b"VA 5 f0\r\nPLANT\r\n"
+srv.late_delay = 0.1
+out = run("SELECT key, value FROM ht")
+time.sleep(0.3)
+gets = [run("SELECT mc_get('t:%s', server => 'h')" % k) for k in "abc"]
+t.ok((rows_of(out) == [("a", "A")] or out.pgcode == "08P01")
+     and [g.rows for g in gets] == [[("A",)], [("B",)], [("C",)]],
+     "END, then bytes 100 ms later: the scan's fetch may see them (08P01), the next calls never",
+     repr((out, gets)))
+
+# ---- dumps cut short: an error; under on_failure 'miss' nothing from it ----
+CUT = [
+    ("closed mid-line (no newline before close)", item(b"t:a") + item(b"t:b") + b"key=t:c exp=-1", "close"),
+    ("closed before END", item(b"t:a") + item(b"t:b"), "close"),
+    ("closed after END without its CRLF", item(b"t:a") + b"END", "close"),
+    ("stalled mid-line", item(b"t:a") + item(b"t:b") + b"key=t:c ex", "stall"),
+]
+for name, payload, then in CUT:
+    fresh_start()
+    srv.script = (payload, then)
+    out = run("SELECT key, value FROM ht")
+    t.ok(out.pgcode is not None and out.pgcode.startswith("08") and out.rows is None
+         and not out.overran and out.elapsed < 3,
+         "on_failure 'error', %s: an error (%s, %.2f s)" % (name, out.pgcode, out.elapsed), repr(out))
+    got = run("SELECT mc_get('t:a', server => 'h')")
+    t.ok(dumps_then_more() == [] and got.rows == [("A",)],
+         "... its connection is not used again", repr((dumps_then_more(), got)))
+    fresh_start()
+    before = degraded("hmiss")
+    out = run("SELECT key, value FROM hmisst")
+    t.ok(out.error is None and rows_of(out) == [] and degraded("hmiss") == before + 1,
+         "on_failure 'miss', %s: no row from the cut dump, the call degraded" % name,
+         repr((out, before, degraded("hmiss"))))
+
+# a stall with a long io_timeout: a cancel ends it
+db.server(c, "hslow", srv.addr, io_timeout="60s", allow_full_scan="true", failure_limit="1000")
+db.sql(c, "CREATE FOREIGN TABLE hslowt (key text) SERVER hslow OPTIONS (allow_full_scan 'true')")
+fresh_start()
+srv.script = (item(b"t:a") + b"key=t:c ex", "stall")
+timer = threading.Timer(0.5, lambda: admin.cursor().execute("SELECT pg_cancel_backend(%s)", (pid,)))
+timer.start()
+out = run("SELECT count(*) FROM hslowt", bound=10)
+timer.cancel()
+t.ok(out.pgcode == "57014" and not out.overran and out.elapsed < 3,
+     "stalled mid-line, io_timeout 60 s: a cancel ends it (%.2f s)" % out.elapsed, repr(out))
+
+# ---- a dump that never ends: bounded memory, cancellable ----
+
+
+def vm_kb(field):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+db.sql(c, "SET work_mem = '1MB'")
+for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other%d")):
+    fresh_start()
+    srv.forever_key = key
+    srv.script = (b"", "forever")
+    sent0 = srv.sent
+    rss0 = vm_kb("VmRSS")
+    peak = [rss0]
+
+    def watch(elapsed):
+        peak[0] = max(peak[0], vm_kb("VmRSS"))
+        return False
+
+    timer = threading.Timer(3.0, lambda: admin.cursor().execute(
+        "SELECT pg_cancel_backend(%s)", (pid,)))
+    timer.start()
+    out = run("SELECT count(*) FROM ht", bound=15, during=watch)
+    timer.cancel()
+    mb = (srv.sent - sent0) / 1e6
+    t.ok(out.pgcode == "57014" and not out.overran and peak[0] - rss0 < 16 * 1024 and mb > 1,
+         "a dump that never ends (%s): %.0f MB read, backend memory grew %d kB, a cancel ends it"
+         % (label, mb, peak[0] - rss0), repr(out))
+db.sql(c, "RESET work_mem")
+fresh_start()
+srv.script = (item(b"t:a") + b"END\r\n", "keep")
+t.is_(rows_of(run("SELECT key, value FROM ht")), [("a", "A")], "the backend is still fine")
+
+srv.stop()
+c.close()
+admin.close()
+t.done()
