@@ -119,6 +119,8 @@ SOCKET_TESTS=(
 	test/integration/robust_at_most_once.py
 	test/integration/robust_stray_reply.py
 	test/integration/robust_stray_instances.py
+	test/integration/robust_stray_pipeline.py
+	test/integration/robust_dump_hostile.py
 	test/integration/robust_restart.py
 	test/integration/robust_batch.py
 	test/integration/robust_foreign.py
