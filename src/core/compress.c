@@ -12,13 +12,16 @@
  * libdeflate inflates about twice as fast as zlib (docs/benchmarks.md) but
  * only in one shot, into a buffer that must hold the whole value, and it
  * tells neither how far it got nor a truncated stream from a corrupt one.
- * So a value's first step tries libdeflate into the caller's buffer; when
- * that does not end cleanly (the buffer is too small, or the stream is
- * bad) the value starts over in zlib's inflate, which then goes on in
- * steps and says exactly why a stream is bad: a value the first buffer
- * holds costs one libdeflate call, and every other outcome (a value larger
- * than the first guess, a zip bomb, a truncated or corrupt stream) is what
- * zlib alone said, at most one libdeflate attempt later.  Writes use
+ * So a value's steps try libdeflate into the caller's buffer, starting
+ * over into each larger buffer the caller grows (a buffer that doubles
+ * costs at most twice the value's own work, all of it at libdeflate's
+ * speed, so the caller may start small); when a step does not end cleanly
+ * for another reason (the stream is bad), or the buffer already has the
+ * caller's bound, the value starts over in zlib's inflate, which goes on
+ * in steps and says exactly why: a value the buffer holds costs one
+ * libdeflate call, and every other outcome (a zip bomb, a truncated or
+ * corrupt stream: a truncated one may fill a buffer with libdeflate's
+ * guesses past its end) is what zlib alone said.  Writes use
  * libdeflate's zlib format at level 6, zlib's default: the same header
  * ("78 9c"), readable by every zlib.
  */
@@ -33,6 +36,7 @@
 static struct libdeflate_decompressor *ld_inf;
 static const unsigned char *inf_src;	/* the value being inflated */
 static size_t inf_len;
+static size_t inf_bound;		/* the largest buffer the caller grows to */
 static bool inf_zlib;			/* this value went over to zlib */
 
 static z_stream inf;
@@ -46,12 +50,13 @@ static struct libdeflate_compressor *ld_def;
 #define DEFLATE_LEVEL 6
 
 McZStatus
-mc_inflate_start(const void *src, size_t len)
+mc_inflate_start(const void *src, size_t len, size_t bound)
 {
 	if (ld_inf == NULL && (ld_inf = libdeflate_alloc_decompressor()) == NULL)
 		return MC_Z_NOMEM;
 	inf_src = src;
 	inf_len = len;
+	inf_bound = bound;
 	inf_zlib = false;
 	return MC_Z_DONE;
 }
@@ -85,21 +90,25 @@ mc_inflate_more(char *dst, size_t cap, size_t *produced)
 		size_t		base = *produced;
 		size_t		in_used = 0;
 		size_t		out = 0;
+		enum libdeflate_result rc = LIBDEFLATE_INSUFFICIENT_SPACE;
 		McZStatus	st;
 
 		/*
 		 * One shot into the rest of the buffer: done only when the stream
 		 * ended exactly at the value's last byte (anything after it is
-		 * CORRUPT, which zlib below says).
+		 * CORRUPT, which zlib below says).  Too small a buffer under the
+		 * bound keeps nothing: the caller grows it and this starts over.
 		 */
-		if (base < cap &&
-			libdeflate_zlib_decompress_ex(ld_inf, inf_src, inf_len, dst + base,
-										  cap - base, &in_used, &out) == LIBDEFLATE_SUCCESS &&
-			in_used == inf_len)
+		if (base < cap)
+			rc = libdeflate_zlib_decompress_ex(ld_inf, inf_src, inf_len, dst + base,
+											   cap - base, &in_used, &out);
+		if (rc == LIBDEFLATE_SUCCESS && in_used == inf_len)
 		{
 			*produced = base + out;
 			return MC_Z_DONE;
 		}
+		if (rc == LIBDEFLATE_INSUFFICIENT_SPACE && cap < inf_bound)
+			return MC_Z_FULL;
 		if ((st = zlib_start()) != MC_Z_DONE)
 			return st;
 	}

@@ -29,7 +29,7 @@ inflate_grow(const void *src, size_t len, size_t cap0, size_t limit,
 	size_t		cap = cap0;
 	size_t		produced = 0;
 	char	   *buf = malloc(cap);
-	McZStatus	st = mc_inflate_start(src, len);
+	McZStatus	st = mc_inflate_start(src, len, limit);
 
 	if (st != MC_Z_DONE)
 		return st;
@@ -269,6 +269,34 @@ main(void)
 		tap_ok(st == MC_Z_DONE && outlen == n && memcmp(out, src, n) == 0,
 			   "the next value inflates whole after a truncated one");
 		free(out);
+	}
+	/*
+	 * Under the caller's bound, too small a buffer keeps nothing: the next,
+	 * larger one starts the value over in one shot.  At the bound, FULL is
+	 * zlib's word, with the bound's bytes produced.
+	 */
+	{
+		size_t		n = 8192;
+		unsigned char src[8192];
+		char		z[9000];
+		char		dst[8193];
+		size_t		zlen;
+		size_t		produced = 0;
+
+		fill(src, n, 11, 0);
+		mc_deflate(src, n, z, sizeof(z), &zlen);
+		mc_inflate_start(z, zlen, n + 1);
+		st = mc_inflate_more(dst, 100, &produced);
+		tap_ok(st == MC_Z_FULL && produced == 0,
+			   "under the bound, a 100-byte buffer is FULL and keeps nothing (%zu)", produced);
+		st = mc_inflate_more(dst, n + 1, &produced);
+		tap_ok(st == MC_Z_DONE && produced == n && memcmp(dst, src, n) == 0,
+			   "the larger buffer then holds the whole value");
+		produced = 0;
+		mc_inflate_start(z, zlen, 100);
+		st = mc_inflate_more(dst, 100, &produced);
+		tap_ok(st == MC_Z_FULL && produced == 100 && memcmp(dst, src, 100) == 0,
+			   "at a bound of 100, FULL with the first 100 bytes produced (%zu)", produced);
 	}
 	mc_compress_release();
 	return tap_done();
