@@ -3,7 +3,8 @@
  * application's client does.
  *
  * Owns: the server options compression, compressed_flag,
- * compress_threshold, max_value_size and serialized_flag at work:
+ * compress_threshold, compression_level, max_value_size and
+ * serialized_flag at work:
  * inflating a value whose flags carry compressed_flag (straight into the
  * buffer the caller returns: no copy of the inflated bytes), deflating a
  * value written at or over compress_threshold and marking it, and refusing
@@ -208,7 +209,7 @@ McValueDeflate(McServer *srv, const char **data, size_t *len, uint32 *flags)
 	if (cap > MaxAllocSize)
 		return false;
 	z = palloc(cap);
-	if (mc_deflate(*data, *len, z, cap, &zlen) != MC_Z_DONE || zlen >= *len)
+	if (mc_deflate(*data, *len, cfg->compression_level, z, cap, &zlen) != MC_Z_DONE || zlen >= *len)
 	{
 		pfree(z);
 		return false;

@@ -22,8 +22,8 @@
  * libdeflate call, and every other outcome (a zip bomb, a truncated or
  * corrupt stream: a truncated one may fill a buffer with libdeflate's
  * guesses past its end) is what zlib alone said.  Writes use
- * libdeflate's zlib format at level 6, zlib's default: the same header
- * ("78 9c"), readable by every zlib.
+ * libdeflate's zlib format at the server's level (6, zlib's default,
+ * unless the option says otherwise), readable by every zlib.
  */
 #include "compress.h"
 
@@ -44,10 +44,8 @@ static bool inf_ready;
 static const unsigned char *inf_next;	/* input not yet handed to zlib */
 static size_t inf_left;
 
-static struct libdeflate_compressor *ld_def;
-
-/* Level 6: zlib's Z_DEFAULT_COMPRESSION, what the clients write. */
-#define DEFLATE_LEVEL 6
+/* one compressor per level in use, made on its first value */
+static struct libdeflate_compressor *ld_def[MC_DEFLATE_MAX_LEVEL + 1];
 
 McZStatus
 mc_inflate_start(const void *src, size_t len, size_t bound)
@@ -162,14 +160,19 @@ mc_deflate_bound(size_t len)
 }
 
 McZStatus
-mc_deflate(const void *src, size_t len, char *dst, size_t cap, size_t *outlen)
+mc_deflate(const void *src, size_t len, int level, char *dst, size_t cap,
+		   size_t *outlen)
 {
+	struct libdeflate_compressor **c;
 	size_t		n;
 
-	if (ld_def == NULL && (ld_def = libdeflate_alloc_compressor(DEFLATE_LEVEL)) == NULL)
+	if (level < MC_DEFLATE_MIN_LEVEL || level > MC_DEFLATE_MAX_LEVEL)
+		level = MC_DEFLATE_DEFAULT_LEVEL;
+	c = &ld_def[level];
+	if (*c == NULL && (*c = libdeflate_alloc_compressor(level)) == NULL)
 		return MC_Z_NOMEM;
 	/* 0: the stream did not fit in cap */
-	n = libdeflate_zlib_compress(ld_def, src, len, dst, cap);
+	n = libdeflate_zlib_compress(*c, src, len, dst, cap);
 	if (n == 0)
 		return MC_Z_FULL;
 	*outlen = n;
@@ -181,8 +184,11 @@ mc_compress_release(void)
 {
 	libdeflate_free_decompressor(ld_inf);
 	ld_inf = NULL;
-	libdeflate_free_compressor(ld_def);
-	ld_def = NULL;
+	for (int i = 0; i <= MC_DEFLATE_MAX_LEVEL; i++)
+	{
+		libdeflate_free_compressor(ld_def[i]);
+		ld_def[i] = NULL;
+	}
 	if (inf_ready)
 		inflateEnd(&inf);
 	inf_ready = false;
