@@ -31,6 +31,7 @@
 
 #include "options.h"
 #include "client_stats.h"
+#include "compress.h"
 
 PG_FUNCTION_INFO_V1(mcfdw_validator);
 
@@ -582,6 +583,10 @@ static const McOption options_table[] = {
 	{.name = "compress_threshold", .context = ForeignServerRelationId,
 	 .default_value = "4096", .parse = opt_int, .field = CFG_FIELD(compress_threshold),
 	 .min = 0, .max = (int) (MaxAllocSize / 2), .unit = GUC_UNIT_BYTE},
+	{.name = "compression_level", .context = ForeignServerRelationId,
+	 .default_value = CppAsString2(MC_DEFLATE_DEFAULT_LEVEL), .parse = opt_int,
+	 .field = CFG_FIELD(compression_level),
+	 .min = MC_DEFLATE_MIN_LEVEL, .max = MC_DEFLATE_MAX_LEVEL},
 	{.name = "max_value_size", .context = ForeignServerRelationId,
 	 .default_value = "16MB", .parse = opt_int, .field = CFG_FIELD(max_value_size),
 	 .min = MC_MIN_MAX_VALUE_SIZE, .max = (int) (MaxAllocSize / 2), .unit = GUC_UNIT_BYTE},

@@ -3,7 +3,8 @@
  * application's client does.
  *
  * Owns: the server options compression, compressed_flag,
- * compress_threshold, max_value_size and serialized_flag at work:
+ * compress_threshold, compression_level, max_value_size and
+ * serialized_flag at work:
  * inflating a value whose flags carry compressed_flag (straight into the
  * buffer the caller returns: no copy of the inflated bytes), deflating a
  * value written at or over compress_threshold and marking it, and refusing
@@ -31,11 +32,14 @@
 #include "values.h"
 
 /*
- * First guess at the inflated size: zlib rarely gains more than 8x on the
- * values clients compress (JSON about 4x).  A value that fits is inflated
- * in one libdeflate call; a larger one goes on in zlib, doubling from here.
+ * First size of a buffer for an inflated value: JSON and text gain 3-5x
+ * under zlib (docs/benchmarks.md's JSON-ish records 4.06x, so a 4x guess
+ * would redo nearly every one).  A value that fits is inflated in one
+ * libdeflate call; a larger one starts over in a buffer twice as large,
+ * so a buffer is at most this guess or twice its value, never past
+ * max_value_size + 1, and the work at most about twice the inflating.
  */
-#define INFLATE_FIRST_GUESS(len)	Max((size_t) (len) * 8, (size_t) 1024)
+#define INFLATE_FIRST_GUESS(len)	Max((size_t) (len) * 6, (size_t) 1024)
 
 /*
  * Inflate src[0..len) into *buf (VARHDRSZ bytes of room, then *cap bytes
@@ -56,7 +60,7 @@ inflate_into(McServer *srv, const char *src, size_t len, char **buf, size_t *cap
 		*cap = Min(INFLATE_FIRST_GUESS(len), limit);
 		*buf = *buf ? repalloc(*buf, VARHDRSZ + *cap) : palloc(VARHDRSZ + *cap);
 	}
-	st = mc_inflate_start(src, len);
+	st = mc_inflate_start(src, len, limit);
 	if (st != MC_Z_DONE)
 		return st;
 	while ((st = mc_inflate_more(*buf + VARHDRSZ, Min(*cap, limit), &produced)) == MC_Z_FULL)
@@ -99,6 +103,9 @@ McValueDecode(McServer *srv, const char *data, size_t len, bool has_flags,
 				pfree(buf);
 			return NULL;
 		}
+		/* a value that gained less than the guess gives the slack back */
+		if (cap / 2 > n)
+			buf = repalloc(buf, VARHDRSZ + n);
 		v = (struct varlena *) buf;
 		SET_VARSIZE(v, n + VARHDRSZ);
 		return v;
@@ -202,7 +209,7 @@ McValueDeflate(McServer *srv, const char **data, size_t *len, uint32 *flags)
 	if (cap > MaxAllocSize)
 		return false;
 	z = palloc(cap);
-	if (mc_deflate(*data, *len, z, cap, &zlen) != MC_Z_DONE || zlen >= *len)
+	if (mc_deflate(*data, *len, cfg->compression_level, z, cap, &zlen) != MC_Z_DONE || zlen >= *len)
 	{
 		pfree(z);
 		return false;

@@ -12,15 +12,18 @@
  * libdeflate inflates about twice as fast as zlib (docs/benchmarks.md) but
  * only in one shot, into a buffer that must hold the whole value, and it
  * tells neither how far it got nor a truncated stream from a corrupt one.
- * So a value's first step tries libdeflate into the caller's buffer; when
- * that does not end cleanly (the buffer is too small, or the stream is
- * bad) the value starts over in zlib's inflate, which then goes on in
- * steps and says exactly why a stream is bad: a value the first buffer
- * holds costs one libdeflate call, and every other outcome (a value larger
- * than the first guess, a zip bomb, a truncated or corrupt stream) is what
- * zlib alone said, at most one libdeflate attempt later.  Writes use
- * libdeflate's zlib format at level 6, zlib's default: the same header
- * ("78 9c"), readable by every zlib.
+ * So a value's steps try libdeflate into the caller's buffer, starting
+ * over into each larger buffer the caller grows (a buffer that doubles
+ * costs at most twice the value's own work, all of it at libdeflate's
+ * speed, so the caller may start small); when a step does not end cleanly
+ * for another reason (the stream is bad), or the buffer already has the
+ * caller's bound, the value starts over in zlib's inflate, which goes on
+ * in steps and says exactly why: a value the buffer holds costs one
+ * libdeflate call, and every other outcome (a zip bomb, a truncated or
+ * corrupt stream: a truncated one may fill a buffer with libdeflate's
+ * guesses past its end) is what zlib alone said.  Writes use
+ * libdeflate's zlib format at the server's level (6, zlib's default,
+ * unless the option says otherwise), readable by every zlib.
  */
 #include "compress.h"
 
@@ -33,6 +36,7 @@
 static struct libdeflate_decompressor *ld_inf;
 static const unsigned char *inf_src;	/* the value being inflated */
 static size_t inf_len;
+static size_t inf_bound;		/* the largest buffer the caller grows to */
 static bool inf_zlib;			/* this value went over to zlib */
 
 static z_stream inf;
@@ -40,18 +44,17 @@ static bool inf_ready;
 static const unsigned char *inf_next;	/* input not yet handed to zlib */
 static size_t inf_left;
 
-static struct libdeflate_compressor *ld_def;
-
-/* Level 6: zlib's Z_DEFAULT_COMPRESSION, what the clients write. */
-#define DEFLATE_LEVEL 6
+/* one compressor per level in use, made on its first value */
+static struct libdeflate_compressor *ld_def[MC_DEFLATE_MAX_LEVEL + 1];
 
 McZStatus
-mc_inflate_start(const void *src, size_t len)
+mc_inflate_start(const void *src, size_t len, size_t bound)
 {
 	if (ld_inf == NULL && (ld_inf = libdeflate_alloc_decompressor()) == NULL)
 		return MC_Z_NOMEM;
 	inf_src = src;
 	inf_len = len;
+	inf_bound = bound;
 	inf_zlib = false;
 	return MC_Z_DONE;
 }
@@ -85,21 +88,25 @@ mc_inflate_more(char *dst, size_t cap, size_t *produced)
 		size_t		base = *produced;
 		size_t		in_used = 0;
 		size_t		out = 0;
+		enum libdeflate_result rc = LIBDEFLATE_INSUFFICIENT_SPACE;
 		McZStatus	st;
 
 		/*
 		 * One shot into the rest of the buffer: done only when the stream
 		 * ended exactly at the value's last byte (anything after it is
-		 * CORRUPT, which zlib below says).
+		 * CORRUPT, which zlib below says).  Too small a buffer under the
+		 * bound keeps nothing: the caller grows it and this starts over.
 		 */
-		if (base < cap &&
-			libdeflate_zlib_decompress_ex(ld_inf, inf_src, inf_len, dst + base,
-										  cap - base, &in_used, &out) == LIBDEFLATE_SUCCESS &&
-			in_used == inf_len)
+		if (base < cap)
+			rc = libdeflate_zlib_decompress_ex(ld_inf, inf_src, inf_len, dst + base,
+											   cap - base, &in_used, &out);
+		if (rc == LIBDEFLATE_SUCCESS && in_used == inf_len)
 		{
 			*produced = base + out;
 			return MC_Z_DONE;
 		}
+		if (rc == LIBDEFLATE_INSUFFICIENT_SPACE && cap < inf_bound)
+			return MC_Z_FULL;
 		if ((st = zlib_start()) != MC_Z_DONE)
 			return st;
 	}
@@ -153,14 +160,19 @@ mc_deflate_bound(size_t len)
 }
 
 McZStatus
-mc_deflate(const void *src, size_t len, char *dst, size_t cap, size_t *outlen)
+mc_deflate(const void *src, size_t len, int level, char *dst, size_t cap,
+		   size_t *outlen)
 {
+	struct libdeflate_compressor **c;
 	size_t		n;
 
-	if (ld_def == NULL && (ld_def = libdeflate_alloc_compressor(DEFLATE_LEVEL)) == NULL)
+	if (level < MC_DEFLATE_MIN_LEVEL || level > MC_DEFLATE_MAX_LEVEL)
+		level = MC_DEFLATE_DEFAULT_LEVEL;
+	c = &ld_def[level];
+	if (*c == NULL && (*c = libdeflate_alloc_compressor(level)) == NULL)
 		return MC_Z_NOMEM;
 	/* 0: the stream did not fit in cap */
-	n = libdeflate_zlib_compress(ld_def, src, len, dst, cap);
+	n = libdeflate_zlib_compress(*c, src, len, dst, cap);
 	if (n == 0)
 		return MC_Z_FULL;
 	*outlen = n;
@@ -172,8 +184,11 @@ mc_compress_release(void)
 {
 	libdeflate_free_decompressor(ld_inf);
 	ld_inf = NULL;
-	libdeflate_free_compressor(ld_def);
-	ld_def = NULL;
+	for (int i = 0; i <= MC_DEFLATE_MAX_LEVEL; i++)
+	{
+		libdeflate_free_compressor(ld_def[i]);
+		ld_def[i] = NULL;
+	}
 	if (inf_ready)
 		inflateEnd(&inf);
 	inf_ready = false;

@@ -5,10 +5,11 @@
  * inflated size is not stored anywhere, so the caller grows its buffer and
  * decides when it is too large), and deflating a value.  Must not: include
  * PostgreSQL headers, allocate caller-visible memory, or decide limits.
- * It keeps one libdeflate decompressor and compressor and one zlib inflate
- * stream per process (libdeflate first, zlib for a value the first buffer
- * does not hold or a bad stream), allocated once and reset before every
- * use, so an error raised between two steps leaves nothing to free.
+ * It keeps one libdeflate decompressor, a compressor per level in use and
+ * one zlib inflate stream per process (libdeflate first, zlib for a bad
+ * stream or one that fills the caller's bound), allocated once and reset
+ * before every use, so an error raised between two steps leaves nothing to
+ * free.
  */
 #ifndef MCFDW_COMPRESS_H
 #define MCFDW_COMPRESS_H
@@ -27,30 +28,46 @@ typedef enum McZStatus
 } McZStatus;
 
 /*
- * mc_inflate_start: begin inflating the zlib stream src[0..len).  src must
- * stay in place until the stream is done.  Returns MC_Z_DONE (ready) or
- * MC_Z_NOMEM.
+ * mc_inflate_start: begin inflating the zlib stream src[0..len) into a
+ * buffer the caller grows up to bound bytes (it refuses a value that fills
+ * that many).  src must stay in place until the stream is done.  Returns
+ * MC_Z_DONE (ready) or MC_Z_NOMEM.
  * mc_inflate_more: inflate on into dst[*produced..cap), adding to
  * *produced.  dst may move between calls (zlib keeps its own window), so
  * the caller may grow its buffer with realloc and call again with the new
  * address.  Returns DONE, FULL (grow and call again), CORRUPT or
- * TRUNCATED.  The first call is the fast one (the whole value in one shot
- * when it fits in cap): a first buffer sized to hold the usual value pays.
+ * TRUNCATED.  While the buffer is under bound, a FULL may have kept
+ * nothing (*produced unchanged): the next call starts the value over in
+ * the larger buffer, in one fast shot, so a caller that starts small and
+ * doubles pays at most twice the value's inflating.  Only at bound does
+ * FULL mean the value is larger than bound.
  */
-extern McZStatus mc_inflate_start(const void *src, size_t len);
+extern McZStatus mc_inflate_start(const void *src, size_t len, size_t bound);
 extern McZStatus mc_inflate_more(char *dst, size_t cap, size_t *produced);
 
 /* Bytes mc_deflate may need for len bytes of input. */
 extern size_t mc_deflate_bound(size_t len);
 
 /*
- * mc_deflate: the zlib stream (header "78 9c", as Dalli, pylibmc and
- * pymemcache write it) of src[0..len) into dst (cap >= mc_deflate_bound),
- * its length in *outlen.  Returns MC_Z_DONE, MC_Z_NOMEM, or MC_Z_FULL if
- * cap was too small.
+ * Deflate's levels as libdeflate numbers them: 1 fastest, 12 smallest; 6
+ * is zlib's default (Z_DEFAULT_COMPRESSION), what the clients write.
  */
-extern McZStatus mc_deflate(const void *src, size_t len, char *dst, size_t cap,
-							size_t *outlen);
+#define MC_DEFLATE_MIN_LEVEL		1
+#define MC_DEFLATE_MAX_LEVEL		12
+#define MC_DEFLATE_DEFAULT_LEVEL	6
+
+/*
+ * mc_deflate: the zlib stream of src[0..len) at level (MC_DEFLATE_MIN_LEVEL
+ * to MC_DEFLATE_MAX_LEVEL) into dst (cap >= mc_deflate_bound), its length
+ * in *outlen; a level out of that range (options.c refuses one) writes
+ * the default's.  The header is the one zlib writes at that level ("78 9c"
+ * at 6, as Dalli, pylibmc and pymemcache write; "78 01" at 1): its level
+ * bits are a hint no reader checks, so any zlib reads every level's
+ * stream.  Returns MC_Z_DONE, MC_Z_NOMEM, or MC_Z_FULL if cap was too
+ * small.
+ */
+extern McZStatus mc_deflate(const void *src, size_t len, int level, char *dst,
+							size_t cap, size_t *outlen);
 
 /*
  * mc_compress_release: free the process's libdeflate and zlib state.  A

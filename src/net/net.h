@@ -89,6 +89,7 @@ typedef struct McServerConfig
 	bool		compression;	/* compression 'zlib' */
 	uint32		compressed_flag;	/* the bits marking a zlib value; 0 = none */
 	int			compress_threshold; /* deflate writes of this many bytes; 0 = never */
+	int			compression_level;	/* deflate's level, 1 (fastest) to 12 */
 	int			max_value_size; /* bytes a value may inflate to */
 	uint32		serialized_flag;	/* the bits marking a serialized object; 0 = none */
 	/* what the server's owner lets roles with USAGE do (server_cache.c checks) */

@@ -195,7 +195,7 @@ run(const char *name, void (*make) (char *, size_t), int nvals, int rounds)
 				size_t		n = 0;
 				McZStatus	st;
 
-				mc_inflate_start(b[i].z, b[i].zlen);
+				mc_inflate_start(b[i].z, b[i].zlen, VLEN * 8);
 				while ((st = mc_inflate_more(out, cap, &n)) == MC_Z_FULL)
 					cap *= 2;
 				if (st != MC_Z_DONE || n != VLEN)

@@ -257,5 +257,32 @@ yvals2 = values(7, "y")
 t.is_(mcfdw_write("py", yvals2, False), len(yvals2), "mcfdw stored every value (mc_set)")
 compare("mcfdw wrote, pymemcache read", yvals2, {k: pm.get(k) for k in ykeys})
 
+# ---- compression_level '1': mcfdw's fastest deflate, read by every client ------
+server("dalli_l1", key_prefix="app:", compression="zlib", compressed_flag="2",
+       serialized_flag="1", compression_level="1")
+vals3 = values(8, "d")
+t.is_(mcfdw_write("dalli_l1", {k: v for k, v in vals3.items() if ":t:" in k}, False)
+      + mcfdw_write("dalli_l1", {k: v for k, v in vals3.items() if ":b:" in k}, True),
+      len(vals3), "mcfdw stored every value at compression_level 1 (mc_set, mc_set_multi)")
+cur.execute("SELECT DISTINCT substr(r.value, 1, 2) FROM unnest(%s::text[]) k, mc_get_raw(k, 'dalli_l1') r "
+            "WHERE r.flags & 2 <> 0", (sorted(vals3),))
+hdrs = {bytes(r[0]) for r in cur.fetchall()}
+t.ok(hdrs == {b"\x78\x01"}, "the level-1 values carry zlib's level-1 header (78 01)", str(hdrs))
+got = {}
+for line in dalli("read", [(k.encode(),) for k in sorted(vals3)]).split("\n"):
+    if line and not line.endswith(" -"):
+        k, v = line.split(" ")
+        got[bytes.fromhex(k).decode()] = bytes.fromhex(v)
+compare("mcfdw wrote at level 1, Dalli read", vals3, got)
+
+server("py_l1", compression="zlib", compressed_flag="8", serialized_flag="1",
+       compress_threshold="100", compression_level="1")
+pvals3 = values(9, "p")
+t.is_(mcfdw_write("py_l1", pvals3, True), len(pvals3), "mcfdw stored every value at level 1 (mc_set_multi)")
+compare("mcfdw wrote at level 1, pylibmc read", pvals3, {k: pl.get(k) for k in sorted(pvals3)})
+yvals3 = values(10, "y")
+t.is_(mcfdw_write("py_l1", yvals3, False), len(yvals3), "mcfdw stored every value at level 1 (mc_set)")
+compare("mcfdw wrote at level 1, pymemcache read", yvals3, {k: pm.get(k) for k in sorted(yvals3)})
+
 m.stop()
 t.done()

@@ -199,7 +199,8 @@ for stmt in [
     "idle_timeout '60', on_failure 'miss', key_prefix 'dmp:')" % ports[0],
     "CREATE SERVER ring FOREIGN DATA WRAPPER mcfdw OPTIONS (servers '127.0.0.1:%d:2, 127.0.0.1:%d', "
     "distribution 'dalli', key_prefix 'app:', long_keys 'dalli', compression 'zlib', "
-    "compressed_flag '2', compress_threshold '1kB', max_value_size '4MB', serialized_flag '1', "
+    "compressed_flag '2', compress_threshold '1kB', compression_level '1', max_value_size '4MB', "
+    "serialized_flag '1', "
     "legacy_misses 'true', max_reply_size '1MB')" % (ports[1], ports[2]),
     "CREATE SERVER secure FOREIGN DATA WRAPPER mcfdw OPTIONS (servers 'localhost:%d', "
     "tls 'verify-full', tls_ca_file '%s', tls_server_name 'localhost', tls_cert_file '%s', "

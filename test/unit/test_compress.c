@@ -7,11 +7,14 @@
  * input stops at the caller's bound (a zip bomb costs the bound, not the
  * bomb), and that every prefix of a stream is TRUNCATED and every damaged
  * stream (flipped bits, trailing bytes, gzip or raw deflate framing) is
- * reported, never inflated to other bytes.
+ * reported, never inflated to other bytes; and that every compression
+ * level writes a stream zlib itself reads.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
 
 #include "compress.h"
 #include "tap.h"
@@ -29,7 +32,7 @@ inflate_grow(const void *src, size_t len, size_t cap0, size_t limit,
 	size_t		cap = cap0;
 	size_t		produced = 0;
 	char	   *buf = malloc(cap);
-	McZStatus	st = mc_inflate_start(src, len);
+	McZStatus	st = mc_inflate_start(src, len, limit);
 
 	if (st != MC_Z_DONE)
 		return st;
@@ -81,7 +84,7 @@ main(void)
 			bool		ok;
 
 			fill(src, n, (unsigned) (n * 7 + kind), kind);
-			st = mc_deflate(src, n, z, cap, &zlen);
+			st = mc_deflate(src, n, MC_DEFLATE_DEFAULT_LEVEL, z, cap, &zlen);
 			ok = tap_ok(st == MC_Z_DONE && zlen >= 2 && (unsigned char) z[0] == 0x78 &&
 						(unsigned char) z[1] == 0x9c,
 						"deflate %zu bytes (kind %d): %zu bytes, zlib header 78 9c", n, kind, zlen);
@@ -133,7 +136,7 @@ main(void)
 		int			flips = 0;
 
 		fill(src, sizeof(src), 42, 0);
-		mc_deflate(src, sizeof(src), z, sizeof(z), &zlen);
+		mc_deflate(src, sizeof(src), MC_DEFLATE_DEFAULT_LEVEL, z, sizeof(z), &zlen);
 		for (size_t i = 0; i < zlen; i++)
 			for (int bit = 0; bit < 8; bit += 3)
 			{
@@ -186,7 +189,7 @@ main(void)
 		char	   *z = malloc(cap);
 		size_t		zlen = 0;
 
-		st = mc_deflate(zeros, n, z, cap, &zlen);
+		st = mc_deflate(zeros, n, MC_DEFLATE_DEFAULT_LEVEL, z, cap, &zlen);
 		free(zeros);
 		tap_ok(st == MC_Z_DONE && zlen < n / 500, "256 MB of zeros deflate to %zu bytes", zlen);
 		st = inflate_grow(z, zlen, 4096, (1u << 20) + 1, &out, &outlen);
@@ -222,7 +225,7 @@ main(void)
 				bool		refused;
 
 				fill(src, n, (unsigned) (extra + 1), 0);
-				mc_deflate(src, n, z, cap, &zlen);
+				mc_deflate(src, n, MC_DEFLATE_DEFAULT_LEVEL, z, cap, &zlen);
 				st = inflate_grow(z, zlen, firsts[f], max + 1, &out, &outlen);
 				refused = st == MC_Z_FULL || (st == MC_Z_DONE && outlen >= max + 1);
 				if (extra == 0)
@@ -251,7 +254,7 @@ main(void)
 		bool		all = true;
 
 		fill(src, n, 7, 0);
-		mc_deflate(src, n, z, sizeof(z), &zlen);
+		mc_deflate(src, n, MC_DEFLATE_DEFAULT_LEVEL, z, sizeof(z), &zlen);
 		for (size_t first = 1; first <= n + 2; first += (first < n - 2 ? 997 : 1))
 		{
 			st = inflate_grow(z, zlen, first, n + 1, &out, &outlen);
@@ -269,6 +272,69 @@ main(void)
 		tap_ok(st == MC_Z_DONE && outlen == n && memcmp(out, src, n) == 0,
 			   "the next value inflates whole after a truncated one");
 		free(out);
+	}
+	/*
+	 * Under the caller's bound, too small a buffer keeps nothing: the next,
+	 * larger one starts the value over in one shot.  At the bound, FULL is
+	 * zlib's word, with the bound's bytes produced.
+	 */
+	{
+		size_t		n = 8192;
+		unsigned char src[8192];
+		char		z[9000];
+		char		dst[8193];
+		size_t		zlen;
+		size_t		produced = 0;
+
+		fill(src, n, 11, 0);
+		mc_deflate(src, n, MC_DEFLATE_DEFAULT_LEVEL, z, sizeof(z), &zlen);
+		mc_inflate_start(z, zlen, n + 1);
+		st = mc_inflate_more(dst, 100, &produced);
+		tap_ok(st == MC_Z_FULL && produced == 0,
+			   "under the bound, a 100-byte buffer is FULL and keeps nothing (%zu)", produced);
+		st = mc_inflate_more(dst, n + 1, &produced);
+		tap_ok(st == MC_Z_DONE && produced == n && memcmp(dst, src, n) == 0,
+			   "the larger buffer then holds the whole value");
+		produced = 0;
+		mc_inflate_start(z, zlen, 100);
+		st = mc_inflate_more(dst, 100, &produced);
+		tap_ok(st == MC_Z_FULL && produced == 100 && memcmp(dst, src, 100) == 0,
+			   "at a bound of 100, FULL with the first 100 bytes produced (%zu)", produced);
+	}
+	/*
+	 * Every level (the server option compression_level) writes a zlib
+	 * stream with a valid header that zlib's own uncompress() reads back,
+	 * and that inflates here; an out-of-range level writes the default's.
+	 */
+	for (int level = MC_DEFLATE_MIN_LEVEL - 1; level <= MC_DEFLATE_MAX_LEVEL + 1; level++)
+	{
+		size_t		n = 20000;
+		unsigned char *src = malloc(n);
+		size_t		cap = mc_deflate_bound(n);
+		char	   *z = malloc(cap);
+		unsigned char *back = malloc(n);
+		uLongf		backlen = n;
+		size_t		zlen = 0;
+		unsigned	hdr;
+
+		fill(src, n, (unsigned) level, 0);
+		st = mc_deflate(src, n, level, z, cap, &zlen);
+		hdr = ((unsigned char) z[0] << 8) | (unsigned char) z[1];
+		tap_ok(st == MC_Z_DONE && zlen < n && (unsigned char) z[0] == 0x78 && hdr % 31 == 0,
+			   "level %d: %zu bytes deflate to %zu, header %04x", level, n, zlen, hdr);
+		tap_ok(uncompress(back, &backlen, (unsigned char *) z, zlen) == Z_OK &&
+			   backlen == n && memcmp(back, src, n) == 0,
+			   "level %d: zlib's uncompress reads the stream back", level);
+		st = inflate_grow(z, zlen, 1024, n + 1, &out, &outlen);
+		tap_ok(st == MC_Z_DONE && outlen == n && memcmp(out, src, n) == 0,
+			   "level %d: the stream inflates here", level);
+		if (level == MC_DEFLATE_MIN_LEVEL || level == MC_DEFLATE_DEFAULT_LEVEL)
+			tap_ok(hdr == (level == MC_DEFLATE_MIN_LEVEL ? 0x7801u : 0x789cu),
+				   "level %d writes zlib's header for it (%04x)", level, hdr);
+		free(out);
+		free(src);
+		free(z);
+		free(back);
 	}
 	mc_compress_release();
 	return tap_done();
