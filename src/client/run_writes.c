@@ -296,40 +296,11 @@ defer_error(RunState *r, int s, void (*raise) (void *arg), void *arg)
 	return true;
 }
 
-/* defer_error's raisers: a failed instance's error, an error reply's */
+/* defer_error's raiser of a failed instance's error */
 static void
 raise_failure(void *arg)
 {
 	McConnFailRaise((McConn *) arg);
-}
-
-typedef struct RunReplyError
-{
-	RunState   *r;
-	RunInst    *ri;
-	int			s;
-	McConn	   *conn;
-	const char *base;
-	const McReply *rep;
-	const char *line;
-} RunReplyError;
-
-static void too_large(RunState *r, RunInst *ri, int s, McConn *conn, const char *line);
-
-static void
-raise_too_large(void *arg)
-{
-	RunReplyError *e = arg;
-
-	too_large(e->r, e->ri, e->s, e->conn, e->line);
-}
-
-static void
-raise_reply_error(void *arg)
-{
-	RunReplyError *e = arg;
-
-	McConnReplyError(e->conn, e->base, e->rep);
 }
 
 /*
@@ -377,6 +348,7 @@ raise_settled(RunState *r)
  * nothing, so the refused one is any unanswered set; but the limit is on
  * the item's size, so the largest of them (key and value) is over it too:
  * that one is named.  The key is the routed one, printable bytes only.
+ * Returns when no set is unanswered: there is none to name.
  */
 static void
 too_large(RunState *r, RunInst *ri, int s, McConn *conn, const char *line)
@@ -413,6 +385,33 @@ too_large(RunState *r, RunInst *ri, int s, McConn *conn, const char *line)
 			 errhint("memcached's item size limit is set with its -I option (1 MB by default).")));
 }
 
+/* An error reply to a write, for defer_error's raiser (error_reply). */
+typedef struct RunReplyError
+{
+	RunState   *r;
+	RunInst    *ri;
+	int			s;
+	McConn	   *conn;
+	const char *base;
+	const McReply *rep;
+	const char *line;
+} RunReplyError;
+
+/*
+ * defer_error's raiser of an error reply: the server's "object too large"
+ * names the set over the limit (too_large); any other error reply, or that
+ * one with no set unanswered, is raised as the server gave it.
+ */
+static void
+raise_reply_error(void *arg)
+{
+	RunReplyError *e = arg;
+
+	if (e->rep->type == MC_REPLY_SERVER_ERROR && strstr(e->line, "object too large") != NULL)
+		too_large(e->r, e->ri, e->s, e->conn, e->line);
+	McConnReplyError(e->conn, e->base, e->rep);
+}
+
 /*
  * An error reply to a write ends the instance's part: the failing op
  * cannot be told (errors carry no opaque), so every unanswered op of it
@@ -436,9 +435,7 @@ error_reply(RunState *r, RunInst *ri, int s, McConn *conn, const char *base,
 	{
 		RunReplyError e = {r, ri, s, conn, base, rep, line};
 
-		if (rep->type != MC_REPLY_SERVER_ERROR || strstr(line, "object too large") == NULL ||
-			!defer_error(r, s, raise_too_large, &e))
-			defer_error(r, s, raise_reply_error, &e);
+		defer_error(r, s, raise_reply_error, &e);
 	}
 	note_error(r, "instance %s replied: %s", McInstanceName(&r->srv->net, s), line);
 	settle_rest(r, ri, MC_OP_FAILED);
