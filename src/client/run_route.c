@@ -5,15 +5,15 @@
  * Owns: the failover rule, the one place that says where a key goes given
  * the instances dead or failed in this call and what becomes of it when
  * none is left (failover_map, run_route.h's McRunRoutePick), for a run of
- * one and the rounds of a run of many's writes alike; the run of one
- * (run.h's McRunOne) once its instance is dead or failed, its request sent
- * alone by the engine (McEngineSendOne) on the instance the rule chose,
- * tried on the next while failover allows; and the ops of a run of many
- * grouped by instance, each instance's a slice of one array: a read's
- * keys checked and routed once each (keys.c), de-duplicated and given
- * their instance (health.c), a write's unanswered ops by the failover rule
- * (a home op to its own instance), a dump's or a flush's to the instance
- * it names.  Must not: encode, send or read requests (run_reads.c,
+ * one, a read's keys and the rounds of a run of many's writes alike; the
+ * run of one (run.h's McRunOne) once its instance is dead or failed, its
+ * request sent alone by the engine (McEngineSendOne) on the instance the
+ * rule chose, tried on the next while failover allows; and the ops of a
+ * run of many grouped by instance, each instance's a slice of one array:
+ * a read's keys checked and routed once each (keys.c), de-duplicated and
+ * given their instance by the failover rule, a write's unanswered ops by
+ * it too (a home op to its own instance), a dump's or a flush's to the
+ * instance it names.  Must not: encode, send or read requests (run_reads.c,
  * run_writes.c and the engine do), wait, or keep state between calls.
  */
 #include "postgres.h"
@@ -24,13 +24,14 @@
 #include "run_route.h"
 
 /*
- * The failover rule, the one a run of one (McRunRouteOne) and every round
- * of a run of many's writes (run_route_writes) follow.  A key goes to its own
- * instance; with failover on, to where the client family would send it
- * with the instances down that health holds dead (alive, from
- * McInstanceAliveMap: NULL when none is) or that failed in this call
- * (failed: NULL when none did), as Dalli does on the spot, each failure
- * still counting towards failure_limit.  With no instance left the call
+ * The failover rule, the one a run of one (McRunRouteOne), a read's keys
+ * (run_route_reads) and every round of a run of many's writes
+ * (run_route_writes) follow.  A key goes to its own instance; with
+ * failover on, to where the client family would send it with the
+ * instances down that health holds dead (alive, from McInstanceAliveMap:
+ * NULL when none is) or that failed in this call (failed: NULL when none
+ * did), as Dalli does on the spot, each failure still counting towards
+ * failure_limit.  With no instance left the call
  * raises (McInstancePickWith), or under on_failure 'miss': a key when no
  * instance failed in this call meets its own instance (all are dead: it
  * refuses the key as the instance's failure), and a key with every
@@ -226,7 +227,9 @@ group_items(RunState *r, const int *inst_of, int n, int *slots)
 
 /*
  * A read's keys: skip NULLs, check and route (once per key), de-duplicate,
- * choose the instance, then group them by instance.
+ * choose the instance by the failover rule (no instance failed in this
+ * call yet: one that fails in it leaves its keys misses, or raises), then
+ * group them by instance.
  */
 void
 run_route_reads(RunState *r, const Datum *elems, const bool *nulls, int n)
@@ -235,18 +238,17 @@ run_route_reads(RunState *r, const Datum *elems, const bool *nulls, int n)
 	KeySet		set;
 	uint32		cap = 16;
 	bool		alivebuf[MC_MAX_ENDPOINTS];
-	const bool *alive = McInstanceAliveMap(srv, alivebuf);
-	bool		any_alive = false;
+	bool		mapbuf[MC_MAX_ENDPOINTS];
+	bool		none;
+	const bool *map = failover_map(srv, McInstanceAliveMap(srv, alivebuf), NULL,
+								   r->miss, mapbuf, &none);
 	RunInst    *inst = r->inst;
 	RunKey	   *keys;
 	int			nkeys = 0;
 	char		rawbuf[MC_MAX_KEY_PREFIX + MC_KEY_MAX];
 
-	/* on_failure 'miss' with every instance dead: route as if all were up */
-	for (int s = 0; alive && s < srv->cfg.nendpoints; s++)
-		any_alive |= alive[s];
-	if (alive && !any_alive && r->miss)
-		alive = NULL;
+	/* none is left only when an instance failed in this call: none has yet */
+	Assert(!none);
 	while (cap < (uint32) n * 2)
 		cap <<= 1;
 	set.slots = palloc(sizeof(int) * cap);
@@ -279,7 +281,12 @@ run_route_reads(RunState *r, const Datum *elems, const bool *nulls, int n)
 			k->src = McEngineKeyArenaKeep(&r->digests, raw, rawlen);
 			k->len = rawlen;
 		}
-		k->instance = (uint16) McInstancePickHashed(srv, h, raw, rawlen, alive, r->failover);
+		/*
+		 * McRunRoutePick's pick, the hash known: under the run's failover
+		 * (off in a strict run: a dead instance's keys go to it, which
+		 * refuses them)
+		 */
+		k->instance = (uint16) McInstancePickHashed(srv, h, raw, rawlen, map, r->failover);
 		inst[k->instance].nitems++;
 		nkeys++;
 	}
