@@ -17,14 +17,15 @@
  * an instance's part (its start, restart, at most once, timeouts,
  * interrupts, health) to the engine (engine.h).  A single-key call is a
  * run of one (McRunOne), routed and failed over by the same failover rule
- * as the rounds of a run of many (run.c), its one request sent alone by
- * the engine (McEngineSendOne) rather than pipelined: a pipelined run of
- * one key costs more instructions than a whole mc_get.
+ * as the rounds of a run of many (run_route.c), its one request sent
+ * alone by the engine (McEngineSendOne) rather than pipelined: a pipelined
+ * run of one key costs more instructions than a whole mc_get.
  */
 #ifndef MCFDW_RUN_H
 #define MCFDW_RUN_H
 
 #include "engine.h"
+#include "run_route.h"
 #include "server.h"
 
 /*
@@ -98,26 +99,6 @@ McRunGets(McServer *srv, const Datum *keys, const bool *nulls, int n,
 	return McRunExec(srv, &run);
 }
 
-extern MC_HIDDEN bool McRunOneRouted(McServer *srv, McOpRun *run, int failed);
-extern MC_HIDDEN bool McRunOneFailed(McServer *srv, McOpRun *run, int index,
-									 McEngOne sent);
-
-/*
- * The failover rule's choice of an instance for key (run.c says the rule):
- * map the instances it may go to (NULL: every one, as when none is dead
- * and none failed in this call), none when there is none left and the
- * key is a miss (-1).  Raises when none is left without on_failure 'miss'.
- */
-static inline int
-McRunPick(McServer *srv, const char *key, size_t len, const bool *map, bool none)
-{
-	if (unlikely(none))
-		return -1;
-	if (map == NULL && srv->cfg.nendpoints == 1)
-		return 0;
-	return McInstancePickWith(srv, key, len, map);
-}
-
 /*
  * Run run->op on server srv, a run of one: true with the reply in
  * run->reply and run->base; false when on_failure 'miss' answered it (the
@@ -125,9 +106,9 @@ McRunPick(McServer *srv, const char *key, size_t len, const bool *map, bool none
  * otherwise is raised.  The request, with a fresh opaque token, goes into
  * run->req and run->hdr; a plain get (the value alone, nothing else sent)
  * takes the short encoder the multi-get uses.  With no instance dead the
- * key goes to its own (McRunPick with every instance allowed), and only a
- * failure there takes the failover rule further (McRunOneFailed); with
- * one dead the rule routes it from the start (McRunOneRouted).  Soft
+ * key goes to its own (McRunRoutePick with every instance allowed), and
+ * only a failure there takes the failover rule further (McRunRouteFailed);
+ * with one dead the rule routes it from the start (McRunRouteOne).  Soft
  * (failing over, or 'miss') only where the instance's failure is not the
  * call's error: one instance alone has nowhere to fail over to.  Always
  * inline (a file with several callers would get a copy called instead):
@@ -155,13 +136,13 @@ McRunOne(McServer *srv, McOpRun *run)
 	run->srv = srv;
 	if (likely(srv->ndead == 0))
 	{
-		int			index = McRunPick(srv, op->key, op->keylen, NULL, false);
+		int			index = McRunRoutePick(srv, op->key, op->keylen, NULL, false);
 		McEngOne	sent = McEngineSendOne(srv, index, run, srv->cfg.on_failure_miss ||
 										   (srv->cfg.failover && srv->cfg.nendpoints > 1));
 
-		return likely(sent == MC_ENG_ONE_REPLY) || McRunOneFailed(srv, run, index, sent);
+		return likely(sent == MC_ENG_ONE_REPLY) || McRunRouteFailed(srv, run, index, sent);
 	}
-	return McRunOneRouted(srv, run, -1);
+	return McRunRouteOne(srv, run, -1);
 }
 
 #endif							/* MCFDW_RUN_H */

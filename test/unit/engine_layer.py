@@ -18,15 +18,19 @@ session's sockets (they ask server_cache.c: McServerConnStats,
 McServerCloseIdle).  A file still doing so is listed in PENDING with what
 it waits for, and reported as TODO until it no longer needs the entry.
 
-A single-key call is a run of one, the runner's (run.h's McRunOne, run.c):
-only the runner asks the engine to send a request alone (McEngineSendOne),
-so the one failover rule (run.c) routes a run of one and the rounds of a
-run of many alike.  A request is described once, as the engine's
-operation (McOp), text commands included (only engine.c spells out a
-stats, flush_all or lru_crawler metadump command): no file above the
-engine encodes one (mc_encode_*, McRequest), only the runner (engine.c's
-request alone, run.c's runs) encodes a request, batch writes take the
-same type as a single-key call, and run.c is the one client of the
+The runner is the files of RUNNER (client/run*.[ch]: run.c the run
+itself, run_route.c the failover rule and the routing, run_reads.c and
+run_writes.c each kind's pipelines, run_int.h their shared state, which
+no other file includes).  A single-key call is a run of one, the
+runner's (run.h's McRunOne, run_route.c's McRunRouteOne): only they ask
+the engine to send a request alone (McEngineSendOne), so the one failover
+rule (run_route.c) routes a run of one and the rounds of a run of many
+alike.  A request is described once, as the engine's operation (McOp),
+text commands included (only engine.c spells out a stats, flush_all or
+lru_crawler metadump command): no file above the engine encodes one
+(mc_encode_*, McRequest), only the runner (engine.c's request alone, the
+runner's files' runs) encodes a request, batch writes take the same type
+as a single-key call, and the runner's files are the one client of the
 pipelined engine (McEngine): no other file sets one up or gives it fill,
 read or start callbacks.
 
@@ -43,6 +47,9 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src"
 LAYERS = ("client", "sql", "fdw")         # the engine's folder and those above it
 EVERY = ("client", "sql", "fdw", "net", "core")
 ABOVE = ("sql", "fdw")
+# The runner's files (all in client/), and of them the run of one's.
+RUNNER = ("run.c", "run.h", "run_int.h", "run_route.c", "run_route.h", "run_reads.c", "run_writes.c")
+RUN_OF_ONE = ("run.h", "run_route.c")
 PENDING = {}
 n = 0
 
@@ -98,34 +105,45 @@ def main():
             ("McConnPrepare", "pipeline.c", "readies a connection for a pipelined run")):
         check("only %s %s (%s)" % (owner, what, fn),
               offenders(r"\b(%s)\s*\(" % fn, (owner, "conn*.c"), EVERY))
+    # The runner is the files RUNNER names, no more, no fewer: a runner's
+    # file that is not named would be refused as any other file by the
+    # rules below, and a name that is no file would let one in.
+    runner = sorted(os.path.basename(f) for f in glob.glob(os.path.join(SRC, "client", "run*.[ch]")))
+    check("RUNNER names the runner's files (client/run*.[ch])",
+          sorted(set(runner) ^ set(RUNNER)))
+    # The runner's state is its files' alone.
+    check("only the runner's files include run_int.h",
+          offenders(r'#\s*include\s+"run_int\.h"', RUNNER, EVERY, "[ch]", strings=False))
     # A single-key call is a run of one, the runner's (run.h's McRunOne,
-    # run.c): it alone asks the engine to send a request alone, so the
-    # failover rule routing it is the one the runner's rounds follow.
-    check("only the runner's run of one (run.c, run.h) sends a request alone (McEngineSendOne)",
-          offenders(r"\b(McEngineSendOne)\s*\(", ("engine.[ch]", "run.[ch]"), EVERY, "[ch]"))
+    # run_route.c's McRunRouteOne): they alone ask the engine to send a
+    # request alone, so the failover rule routing it is the one the
+    # runner's rounds follow.
+    check("only the runner's run of one (%s) sends a request alone (McEngineSendOne)"
+          % ", ".join(RUN_OF_ONE),
+          offenders(r"\b(McEngineSendOne)\s*\(", ("engine.[ch]",) + RUN_OF_ONE, EVERY, "[ch]"))
     # One operation type: requests are described as the engine's McOp and
     # encoded by it (McEngineOpEncode), never put together above it, and
     # the batch writes take the same type as a single-key call.
     for f in sources(ABOVE):
         check("%s builds no request by hand (an McOp for the engine)" % os.path.basename(f),
               calls(f, r"\b(mc_encode_\w+|McRequest)\b"))
-    # The runner's files (engine.c: a request alone; run.c: runs) are the
+    # The runner's files (engine.c: a request alone; RUNNER: runs) are the
     # only ones outside core/ (which defines the encoders) to encode a
     # request, whatever the encoder, and the only callers of the engine's
     # own encoder.
-    check("only the runner (engine.c, run.c) encodes a request (mc_encode_*, McEngineOpEncode)",
-          offenders(r"\b(mc_encode_\w+|McEngineOpEncode\w*)\s*\(", ("engine.c", "run.c"),
-                    ("client", "sql", "fdw", "net")))
-    # One runner of many requests: run.c is the pipelined engine's only
-    # client.  A second one would set up an McEngine (McEngineInit,
-    # McEngineRun) and give it callbacks: a fill or read (what a read
-    # returns, McEngRead), a start or dropped.
+    check("only the runner (engine.[ch], run*.[ch]) encodes a request (mc_encode_*, McEngineOpEncode)",
+          offenders(r"\b(mc_encode_\w+|McEngineOpEncode\w*)\s*\(", ("engine.[ch]",) + RUNNER,
+                    ("client", "sql", "fdw", "net"), "[ch]"))
+    # One runner of many requests: the runner's files are the pipelined
+    # engine's only client.  A second one would set up an McEngine
+    # (McEngineInit, McEngineRun) and give it callbacks: a fill or read
+    # (what a read returns, McEngRead), a start or dropped.
     # (net/ and core/, below the engine, cannot include its header; their
     # transports have read callbacks of their own)
-    check("run.c is the one client of the pipelined engine (no other McEngine, fill or read)",
+    check("the runner (run*.[ch]) is the one client of the pipelined engine (no other McEngine, fill or read)",
           offenders((r"\b(McEngineInit|McEngineRun)\s*\(", r"\b(McEngRead|McEngine)\b",
                      r"(?:\.|->)\s*(fill|read|start|dropped|gave_up|line_cmd)\s*=(?!=)"),
-                    ("engine.c", "run.c")))
+                    ("engine.[ch]",) + RUNNER, LAYERS, "[ch]"))
     # The text commands that are operations (MC_OP_STATS, MC_OP_FLUSH,
     # MC_OP_DUMP) are encoded by the engine alone (McEngineOpEncode): no
     # other file above the connection layer spells out a "stats ...",
