@@ -9,7 +9,7 @@
  * a pipelined run alike), whether an instance may be tried now and
  * reporting every outcome to health.c.  Where a request goes and where it
  * fails over to, and what on_failure 'miss' makes of a key with no
- * instance left, is the runner's failover rule (run.c), for a run of one
+ * instance left, is the runner's failover rule (run_route.c), for a run of one
  * and the rounds of a run of many alike.  Building any operation's
  * command from its kind, key and fields (McEngineOpEncode: a run of one's
  * and the runner's alike): the meta commands (mg, ms, md, ma), and the

@@ -10,7 +10,7 @@
  * and whether it is bound to its key's own instance; a key dump is one on
  * an instance instead.  A single-key call is a run of one, the runner's
  * (McRunOne, run.h, its scratch in an McOpRun): routed, failed over and
- * degraded under on_failure 'miss' by the runner's failover rule (run.c),
+ * degraded under on_failure 'miss' by the runner's failover rule (run_route.c),
  * the one its runs of many follow, and sent here (McEngineSendOne) as one
  * meta command with a fresh opaque token on its instance, its one reply
  * read into the operation's result, kept at most once by the engine's
@@ -182,7 +182,7 @@ McOpNextOpaque(void)
 /*
  * The request of a run of one (run->req, encoded), sent to instance index
  * and its one reply read (McEngineSendOne): the engine's single-request
- * function, called by the runner's run of one alone (run.h, run.c;
+ * function, called by the runner's run of one alone (run.h, run_route.c;
  * engine_layer.py checks), which routes it and fails it over.  With soft
  * set an instance that is dead or fails gives MC_ENG_ONE_FAILED (counted)
  * instead of an error.  What became of it:

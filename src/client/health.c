@@ -11,7 +11,7 @@
  * the connection's outcome reaches the health record; choosing the
  * instance for a key, with failover.  Must not: send requests or touch
  * sockets (the engine and the conn_*.c files do), decide where a request
- * goes after a failure (run.c's failover rule) or whether it may be sent
+ * goes after a failure (run_route.c's failover rule) or whether it may be sent
  * again (engine.c's at most once),
  * build requests or know what commands mean (engine.c, run.c
  * do).
@@ -309,7 +309,7 @@ McInstancePickHashed(McServer *srv, uint32 hash, const char *key, size_t len,
  * McInstanceAliveMap (NULL: all alive), or -1 when it would reach none: its
  * instance is dead and failover is off (the read fails, or is a miss with
  * on_failure 'miss'), or failover finds no live instance.  The choice of
- * a run of one (run.c), reported instead of raised, for mc_route: nothing
+ * a run of one (run_route.c), reported instead of raised, for mc_route: nothing
  * is contacted.
  */
 int

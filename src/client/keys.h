@@ -1,7 +1,7 @@
 /*
  * keys.h — the key rules (keys.c): what goes on the wire for a key, and the
  * routed form its instance is chosen by.  Included by the files that take
- * keys from SQL (sql_args.c, run.c, batch_sql.c, xact.c, the foreign-table files).
+ * keys from SQL (sql_args.c, run_route.c, run_reads.c, batch_sql.c, xact.c, the foreign-table files).
  */
 #ifndef MCFDW_KEYS_H
 #define MCFDW_KEYS_H

@@ -11,7 +11,7 @@
  * instance answered; otherwise the calls make their own round trips,
  * failing over, degrading or raising as they would.  Memory: the rows,
  * keys and values of one batch, within work_mem.  Must not: decode values
- * (reads.c, values.c), route keys (run.c) or plan (prefetch.c).
+ * (reads.c, values.c), route keys (run_route.c) or plan (prefetch.c).
  */
 #include "postgres.h"
 

@@ -11,7 +11,7 @@
  * McValueTextValid says which).  An operation on_failure 'miss' answered
  * degrades the call: reads give NULL.  mc_get and mc_get_bytea first ask
  * the batch a prefetching node read for this row (prefetch.h).  Must not: apply key rules (keys.c),
- * build requests, route them or touch sockets (run.c, engine.c), parse bytes
+ * build requests, route them or touch sockets (the runner's run*.c, engine.c), parse bytes
  * (protocol.c) or know zlib (values.c, compress.c).
  */
 #include "postgres.h"

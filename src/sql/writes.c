@@ -8,7 +8,7 @@
  * instance, run.h), and turning a write's reply into a SQL value.  An operation
  * on_failure 'miss' answered degrades the call: writes and deletes give
  * false, counters NULL.  Must not: apply key rules itself (keys.c does),
- * build requests, route them or touch sockets (run.c and engine.c do, and report
+ * build requests, route them or touch sockets (the runner's run*.c and engine.c do, and report
  * to health.c), parse bytes (protocol.c does) or compress (values.c
  * does).  Every function takes an optional server name; NULL means
  * mcfdw.server.
