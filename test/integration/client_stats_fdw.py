@@ -194,11 +194,13 @@ got, byt = counted("SELECT mc_get('csf:1', 'csf'); SELECT count(*) FROM csf_all"
 want = {("get", WHERE["csf:1"]): (1, 1, 1, 0, 0, 0)}
 for inst in INST:
     n = sum(1 for k in PRESENT if WHERE[k] == inst)
-    want[("full_scan", inst)] = (2, n, n, 0, 0, 0)
+    # the listing, then a pipeline only where keys were listed: the ring
+    # follows the rig's ports, so all the keys may sit on one instance
+    want[("full_scan", inst)] = (1 + (n > 0), n, n, 0, 0, 0)
     # the planner's item count, unless a recent one is cached
     if got.get(("stats", inst)) == (1, 0, 0, 0, 0, 0):
         want[("stats", inst)] = got[("stats", inst)]
-t.is_(got, want, "full scan: per instance the key listing and one pipeline of the listed keys, all hits")
+t.is_(got, want, "full scan: per instance the key listing and one pipeline of the listed keys (none where none was listed), all hits")
 t.ok(bytes_flowed(byt, "full_scan"), "full scan: bytes sent and received", repr(byt))
 got, _ = counted("ANALYZE csf_all")
 want = {k: v for k, v in want.items() if k[0] == "full_scan"}
