@@ -19,8 +19,9 @@
  * of one itself is run.h's McRunOne): the opaque token sequence, one
  * request and one reply on the instance's own connection (conn.c's
  * McConnRoundtrip: its retry of a pooled socket closed while idle, never
- * for a request that must not run twice); a stats operation on its
- * instance (McEngineStatLines: the views' and the planner's), and which of
+ * for a request that must not run twice); a stats operation on the
+ * instance the runner names (McEngineStatLines, the runner's alone: run.h's
+ * McRunStats, for the views and the planner), its bounds, and which of
  * its failures count against the instance's health.  Runs of many: each
  * instance's part of a run (McEngInst) and its state machine — started on
  * a probed pooled socket or a connect finished on the shared wait
@@ -227,11 +228,12 @@ McEngineSendOne(McServer *srv, int index, McOpRun *run, bool soft)
 
 /*
  * A stats operation on its instance, softly: false when the instance is
- * dead (not contacted) or failed (counted); see McConnStatLines.  It runs
- * alone, not in a run of the runner (run.c): its bounds are its own (the
- * caller's limit covering connect and reply and told apart from the
- * instance's failure, io_timeout over the whole reply rather than each
- * wait, a cap on the reply's size), where a pipelined run's are one
+ * dead (not contacted) or failed (counted); see McConnStatLines.  The
+ * runner's McRunStats (run.c) asks for it, and it is sent alone, not
+ * pipelined in a run of many: its bounds are its own (the caller's limit
+ * covering connect and reply and told apart from the instance's failure,
+ * io_timeout over the whole reply rather than each wait, a cap on the
+ * reply's size), where a pipelined run's are one
  * deadline that is the instance's failure and io_timeout per wait.  A
  * rejected login is not counted, and not raised either: the views show it
  * as they show any failing instance (its cause, never the password, in

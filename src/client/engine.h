@@ -22,9 +22,9 @@
  *
  * Text commands are operations too, encoded here alone: a key dump
  * (MC_OP_DUMP, "lru_crawler metadump <what>") and flush_all (MC_OP_FLUSH)
- * are runs of the runner; a stats command (MC_OP_STATS) runs alone on its
- * instance (McEngineStatLines), under bounds of its own no pipelined run
- * has.
+ * are runs of the runner; a stats command (MC_OP_STATS) is the runner's
+ * too (run.h's McRunStats), sent alone on its instance (McEngineStatLines),
+ * under bounds of its own no pipelined run has.
  *
  * Runs of many requests of one server go out many at a time, one pipeline
  * per instance.  The engine's one client, the runner (run.c: reads,
@@ -66,7 +66,7 @@ typedef enum McOpKind
 	MC_OP_STATS,				/* "stats <group>" to one instance (key: the
 								 * group, NULL for plain "stats"; instance:
 								 * which), its STAT lines until END to a
-								 * line callback (McEngineStatLines) */
+								 * line callback (run.h's McRunStats) */
 	MC_OP_FLUSH					/* "flush_all" to one instance (instance:
 								 * which), answered OK (a run, run.h) */
 } McOpKind;
@@ -231,7 +231,8 @@ McOpText(McOp *op, McOpKind kind, int instance, const char *group)
 /*
  * A stats operation (MC_OP_STATS) on its instance, softly, its "STAT"
  * lines to cb: false when the instance is dead or failed (engine.c says
- * which failures count against its health).
+ * which failures count against its health).  Called by the runner alone
+ * (run.h's McRunStats; engine_layer.py checks), as McEngineSendOne is.
  */
 extern bool McEngineStatLines(McServer *srv, const McOp *op,
 							  int limit_ms, bool limit_counts,

@@ -11,9 +11,11 @@
  * fresh socket) from its first op with a fresh tag (run_start); and key
  * dumps: one command per instance (encoded by the engine from its op,
  * routed by run_route.c), its reply read a line at a time and each line
- * handed to the caller.  The runner's files together are the one client
- * of the engine's pipelined runs (engine.c's McEngineRun); where a key
- * goes, and the run of one (run.h's McRunOne), are run_route.c's.
+ * handed to the caller; stats commands (McRunStats), each on the instance
+ * its op names, sent alone by the engine under its own bounds.  The
+ * runner's files together are the one client of the engine's pipelined
+ * runs (engine.c's McEngineRun); where a key goes, and the run of one
+ * (run.h's McRunOne), are run_route.c's.
  *
  * Why O and not k: memcached echoes k as the key was stored, and an item a
  * binary-protocol client (Dalli) stored under a key with spaces comes back
@@ -105,6 +107,25 @@ exec_dumps(RunState *r)
 	for (int i = 0; i < r->nops; i++)
 		if (r->ops[i].result == MC_OP_PENDING)
 			r->ops[i].result = MC_OP_DONE;
+}
+
+/* ---- stats commands ------------------------------------------------------ */
+
+/*
+ * A stats command goes to the instance its op names, alone: a view asks
+ * one instance after the other and the planner within a bound of its own,
+ * neither of which a pipelined run's one deadline (the instance's failure
+ * when it passes) and per-wait io_timeout could keep.  Whether the
+ * instance may be asked, the command's bounds and what its failure counts
+ * for are the engine's (McEngineStatLines).
+ */
+bool
+McRunStats(McServer *srv, const McOp *op, int limit_ms, bool limit_counts,
+		   McStatLineFn cb, void *arg)
+{
+	Assert(op->kind == MC_OP_STATS);
+	Assert(op->instance >= 0 && op->instance < srv->cfg.nendpoints);
+	return McEngineStatLines(srv, op, limit_ms, limit_counts, cb, arg);
 }
 
 /* ---- an instance's part -------------------------------------------------- */

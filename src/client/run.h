@@ -7,8 +7,9 @@
  * result code; reads (get with wanted fields), each hit handed to a
  * callback with the reply parsed in place; key dumps (MC_OP_DUMP, one per
  * instance), each line handed to a callback; flushes (MC_OP_FLUSH, one per
- * instance), each answered OK.  Reads come as the keys
- * themselves (text datums), not as McOps: a multi-get holds tens of
+ * instance), each answered OK; stats commands (MC_OP_STATS, McRunStats),
+ * one instance at a time, each line handed to a callback.  Reads come as
+ * the keys themselves (text datums), not as McOps: a multi-get holds tens of
  * thousands, and the runner keeps a 24-byte record per distinct key
  * where an McOp is 80.  The runner routes them (health, failover, a
  * write's home instance), asks each distinct key of a read once, encodes
@@ -144,5 +145,18 @@ McRunOne(McServer *srv, McOpRun *run)
 	}
 	return McRunRouteOne(srv, run, -1);
 }
+
+/*
+ * A stats operation (MC_OP_STATS, engine.h's McOpText) on the instance it
+ * names, softly, each "STAT" line to cb: false when the instance is dead
+ * (not contacted) or failed.  Run alone, not pipelined: its bounds are its
+ * own (engine.c's McEngineStatLines says them and which failures count
+ * against the instance's health).  limit_ms bounds connect and reply
+ * together; limit_counts says whether that limit passing is the
+ * instance's failure (a view's mcfdw.stats_timeout) or only the caller
+ * giving up (the planner's item count: nothing recorded).
+ */
+extern bool McRunStats(McServer *srv, const McOp *op, int limit_ms,
+					   bool limit_counts, McStatLineFn cb, void *arg);
 
 #endif							/* MCFDW_RUN_H */

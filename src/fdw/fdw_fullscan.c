@@ -15,8 +15,9 @@
  * multi-get (McRunGets), whose hits fdw_scan.c turns into rows.  The keys are all listed before the first is fetched: a dump
  * holds its instance's connection until its END.  ANALYZE's sample is a
  * bounded random choice among the listed keys, fetched the same way.  Also
- * owns the per-server item counts ("curr_items" of the stats command),
- * asked with a short bound and kept for MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
+ * owns the per-server item counts ("curr_items" of the stats command, a
+ * run of the runner's: McRunStats), asked with a short bound and kept for
+ * MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
  * paths (fdw.c), or touch a connection (the runner runs the dumps).
  *
  * What a full scan cannot list: items whose key cannot be a key of the
@@ -579,7 +580,7 @@ McFullScanItems(Oid serverid)
 		if ((alive != NULL && !alive[i]) || left <= 0)
 			continue;
 		McOpText(&op, MC_OP_STATS, i, NULL);
-		if (McEngineStatLines(srv, &op, (int) left, false, count_line, &items))
+		if (McRunStats(srv, &op, (int) left, false, count_line, &items))
 		{
 			total += items;
 			any = true;

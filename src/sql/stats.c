@@ -3,12 +3,15 @@
  * what every statistics SRF shares (slabs.c has the slab views).
  *
  * Owns: asking every memcached instance of the servers the user may use for
- * its "stats" groups, one instance after the other, and typing the STAT
- * lines (int64, double, text).  Must not: raise because an instance
- * is down or misbehaves (a dashboard has to keep working when a node dies:
- * every command is sent softly, and such an instance contributes no rows, or
- * one row with its error in mc_server_stats), nor swallow a cancel or a
- * statement timeout, nor keep any state between calls.
+ * its "stats" groups, one instance after the other, each command a stats
+ * operation (McOp) the runner runs (McRunStats), and typing the STAT lines
+ * (int64, double, text).  Must not: call the engine or a connection (the
+ * runner and the engine send the command, bound it and tell health),
+ * raise because an instance is down or misbehaves (a dashboard has to keep
+ * working when a node dies: every command is sent softly, and such an
+ * instance contributes no rows, or one row with its error in
+ * mc_server_stats), nor swallow a cancel or a statement timeout, nor keep
+ * any state between calls.
  *
  * Memory: the STAT values arrive as pointers into the connection's read
  * buffer; the callbacks parse numbers in place and copy only what becomes a
@@ -27,6 +30,7 @@
 #include "utils/tuplestore.h"
 
 #include "engine.h"
+#include "run.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(mc_stats);
@@ -92,11 +96,12 @@ target_servers(FunctionCallInfo fcinfo)
 }
 
 /*
- * Send one stats command ("stats <group>", NULL for plain "stats")
- * softly, bounded by mcfdw.stats_timeout (see McConnStatLines).  On failure *err says why, in words a dashboard can
- * show: an instance already marked dead is not contacted at all
- * (McEngineStatLines returns at once), so its last recorded error is
- * given with that fact; otherwise the failure just recorded.
+ * Run one stats command ("stats <group>", NULL for plain "stats") through
+ * the runner (run.h's McRunStats), softly, bounded by mcfdw.stats_timeout,
+ * that limit passing counted as the instance's failure.  On failure *err
+ * says why, in words a dashboard can show: an instance already marked dead
+ * is not contacted at all (the run returns at once), so its last recorded
+ * error is given with that fact; otherwise the failure just recorded.
  */
 bool
 McStatLines(McServer *srv, int index, const char *group, McStatLineFn cb,
@@ -108,7 +113,7 @@ McStatLines(McServer *srv, int index, const char *group, McStatLineFn cb,
 		GetCurrentTimestamp() < h->dead_until;
 
 	McOpText(&op, MC_OP_STATS, index, group);
-	if (McEngineStatLines(srv, &op, mc_stats_timeout, true, cb, arg))
+	if (McRunStats(srv, &op, mc_stats_timeout, true, cb, arg))
 		return true;
 	if (was_dead)
 		*err = psprintf("instance is marked dead after %d failures in a row, most recently: %s",

@@ -25,8 +25,11 @@ no other file includes).  A single-key call is a run of one, the
 runner's (run.h's McRunOne, run_route.c's McRunRouteOne): only they ask
 the engine to send a request alone (McEngineSendOne), so the one failover
 rule (run_route.c) routes a run of one and the rounds of a run of many
-alike.  A request is described once, as the engine's operation (McOp),
-text commands included (only engine.c spells out a stats, flush_all or
+alike.  A stats command is the runner's as well (run.h's McRunStats):
+only the runner's files ask the engine to send one (McEngineStatLines),
+so the views and the planner go through the runner as every other
+request does.  A request is described once, as the engine's operation
+(McOp), text commands included (only engine.c spells out a stats, flush_all or
 lru_crawler metadump command): no file above the engine encodes one
 (mc_encode_*, McRequest), only the runner (engine.c's request alone, the
 runner's files' runs) encodes a request, batch writes take the same type
@@ -121,6 +124,11 @@ def main():
     check("only the runner's run of one (%s) sends a request alone (McEngineSendOne)"
           % ", ".join(RUN_OF_ONE),
           offenders(r"\b(McEngineSendOne)\s*\(", ("engine.[ch]",) + RUN_OF_ONE, EVERY, "[ch]"))
+    # A stats command is an operation of the runner's too (run.h's
+    # McRunStats): the views and the planner ask the runner, never the
+    # engine, whose stats function only the runner's files call.
+    check("only the runner (%s) runs a stats command (McEngineStatLines)" % "run*.[ch]",
+          offenders(r"\b(McEngineStatLines)\s*\(", ("engine.[ch]",) + RUNNER, EVERY, "[ch]"))
     # One operation type: requests are described as the engine's McOp and
     # encoded by it (McEngineOpEncode), never put together above it, and
     # the batch writes take the same type as a single-key call.
