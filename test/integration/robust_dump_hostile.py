@@ -13,8 +13,11 @@ raised even under on_failure 'miss'; a dump cut short (closed mid-line or
 before its END, stalled) is an error, and under on_failure 'miss' lists
 nothing from that instance (a degraded call), never the keys before the
 cut; a stall ends by io_timeout or a cancel; a dump that never ends stays
-in bounded memory and ends by a cancel; bytes after END never reach the
-next call; and a connection whose dump went wrong is never used again."""
+in bounded memory and ends by a cancel, unless it lists more keys than
+the instance can hold (twice what its stats say, plus 10,000): then it is
+a protocol violation, ended within seconds with bounded temporary files,
+and an honest memcached written to while it is scanned never trips that
+bound; bytes after END never reach the next call; and a connection whose dump went wrong is never used again."""
 
 import base64
 import threading
@@ -49,6 +52,7 @@ class DumpServer(hostile.Listener):
         self.values = {b"t:a": b"A", b"t:b": b"B", b"t:c": b"C"}
         self.conns = []
         self.sent = 0
+        self.stats_items = None     # the curr_items "stats" says; None: len(values)
 
     def _serve(self, c):
         lines = []
@@ -101,7 +105,8 @@ class DumpServer(hostile.Listener):
                 c.sendall(self.late)
             return True
         if words[0] == b"stats":
-            c.sendall(b"STAT pid 1\r\nSTAT curr_items %d\r\nEND\r\n" % len(self.values))
+            items = len(self.values) if self.stats_items is None else self.stats_items
+            c.sendall(b"STAT pid 1\r\nSTAT curr_items %d\r\nEND\r\n" % items)
         elif words[0] == b"mg" and len(words) > 1:
             key, flags = words[1], words[2:]
             if b"b" in flags:
@@ -338,7 +343,21 @@ def vm_kb(field):
     return 0
 
 
+def temp_bytes():
+    """This database's temporary file bytes, this session's flushed first."""
+    db.value(c, "SELECT pg_stat_force_next_flush()")
+    return db.value(c, "SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()")
+
+
 db.sql(c, "SET work_mem = '1MB'")
+# an instance that says it holds a billion items: its endless dump runs
+# until a cancel (jit off: the planner's billion rows would JIT-compile the
+# query, and LLVM's memory is not the scan's)
+db.sql(c, "SET jit = off")
+srv.stats_items = 10 ** 9
+db.server(c, "hbig", srv.addr, io_timeout="1s", allow_full_scan="true", failure_limit="1000")
+db.sql(c, "CREATE FOREIGN TABLE hbigt (key text, value text) SERVER hbig "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other%d")):
     fresh_start()
     srv.forever_key = key
@@ -354,18 +373,102 @@ for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other
     timer = threading.Timer(3.0, lambda: admin.cursor().execute(
         "SELECT pg_cancel_backend(%s)", (pid,)))
     timer.start()
-    out = run("SELECT count(*) FROM ht", bound=15, during=watch)
+    out = run("SELECT count(*) FROM hbigt", bound=15, during=watch)
     timer.cancel()
     mb = (srv.sent - sent0) / 1e6
     t.ok(out.pgcode == "57014" and not out.overran and peak[0] - rss0 < 16 * 1024 and mb > 1,
-         "a dump that never ends (%s): %.0f MB read, backend memory grew %d kB, a cancel ends it"
-         % (label, mb, peak[0] - rss0), repr(out))
+         "a dump that never ends (%s), of an instance of a billion items: %.0f MB read, "
+         "backend memory grew %d kB, a cancel ends it" % (label, mb, peak[0] - rss0), repr(out))
+srv.stats_items = None
+
+# an instance that holds 3 items (its stats say) lists at most 2 * 3 + 10,000
+# keys: past that, a protocol violation, under either on_failure, long
+# before any cancel, with the temporary files bounded
+for server in ("h", "hmiss"):
+    for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other%d")):
+        fresh_start()
+        srv.forever_key = key
+        srv.script = (b"", "forever")
+        temp0 = temp_bytes()
+        timer = threading.Timer(5.0, lambda: admin.cursor().execute(
+            "SELECT pg_cancel_backend(%s)", (pid,)))
+        timer.start()
+        out = run("SELECT count(*) FROM %st" % server, bound=15)
+        timer.cancel()
+        temp = temp_bytes() - temp0
+        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran and out.elapsed < 4
+             and "listed more keys than it holds: more than 10006," in (out.detail or "")
+             and "count 3 items" in (out.detail or "") and temp < 8 * 1024 * 1024,
+             "%s: an endless dump (%s) listing more keys than its instance holds: 08P01 in "
+             "%.2f s, %d bytes of temporary files" % (server, label, out.elapsed, temp), repr(out))
+        n = len(srv.conns)
+        srv.script = (item(b"t:a") + b"END\r\n", "keep")
+        got = run("SELECT mc_get('t:a', server => '%s')" % server)
+        t.ok(got.rows == [("A",)] and len(srv.conns) == n + 1,
+             "%s: ... its connection is not used again, the next call works on a new one" % server,
+             repr((got, len(srv.conns) - n)))
+# at the bound exactly: every key listed; one more: the error
+for n, code in ((2 * 3 + 10000, None), (2 * 3 + 10001, "08P01")):
+    fresh_start()
+    srv.script = (b"".join(item(b"t:n%d" % i) for i in range(n)) + b"END\r\n", "keep")
+    out = run("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT key FROM ht")
+    plan = "\n".join(r[0] for r in out.rows or [])
+    t.ok(out.pgcode == code and (code is not None or "Memcached Keys Kept: %d" % n in plan),
+         "a dump of %d keys from an instance of 3 items: %s" % (n, code or "listed whole"),
+         repr(out))
+db.sql(c, "RESET jit")
 db.sql(c, "RESET work_mem")
 fresh_start()
 srv.script = (item(b"t:a") + b"END\r\n", "keep")
 t.is_(rows_of(run("SELECT key, value FROM ht")), [("a", "A")], "the backend is still fine")
 
 srv.stop()
+
+# ---- an honest memcached written to while it is scanned never trips the bound ----
+mc = mcrig.start_memcached("-m", "64")
+db.server(c, "honest", mc.addr, allow_full_scan="true")
+db.sql(c, "CREATE FOREIGN TABLE honestt (key text, value text) SERVER honest "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+N = 50000
+for lo in range(1, N + 1, 10000):
+    db.sql(c, "SELECT mc_set_multi(ARRAY(SELECT 't:' || i FROM generate_series(%d, %d) i), "
+              "ARRAY(SELECT 'v' || i FROM generate_series(%d, %d) i), server => 'honest')"
+           % (lo, lo + 9999, lo, lo + 9999))
+t.is_(db.value(c, "SELECT count(*) FROM honestt"), N, "an honest memcached of 50,000 keys: scanned whole")
+written = [0]
+stop_writing = threading.Event()
+
+
+def writer():
+    """New keys as fast as one pipelined client writes them, until told to stop."""
+    w = mcrig.connect(mc.port)
+    i = 0
+    while not stop_writing.is_set():
+        w.sendall(b"".join(b"ms t:w%d 1 q\r\nx\r\n" % j for j in range(i, i + 2000)) + b"mn\r\n")
+        buf = b""
+        while not buf.endswith(b"MN\r\n"):
+            buf += w.recv(65536)
+        i += 2000
+        written[0] = i
+    w.close()
+
+
+th = threading.Thread(target=writer, daemon=True)
+th.start()
+mcrig.wait_for(lambda: written[0] > 0, what="the writer to start")
+results = []
+for _ in range(3):
+    w0 = written[0]
+    out = run("SELECT count(*) FROM honestt", bound=60)
+    results.append((out.pgcode, out.rows and out.rows[0][0], written[0] - w0))
+stop_writing.set()
+th.join(10)
+t.ok(all(code is None and n >= N for code, n, _ in results) and sum(w for _, _, w in results) > 0,
+     "three scans of it while a client writes new keys as fast as it can: every key, no error "
+     "(rows, keys written during each: %s)" % ", ".join("%s/%d" % (n, w) for _, n, w in results),
+     repr(results))
+mc.stop()
+
 c.close()
 admin.close()
 t.done()
