@@ -8,7 +8,8 @@ listed keys from a little store of its own.  Each case runs a full scan
 checks: the backend survives; no row comes from a line that is not an item
 of the dump; a reply that is not a dump (a meta reply line, a line past
 the line bound, a control or NUL byte, a key= field badly URL-encoded or
-over 250 bytes, an error in the middle) is a protocol violation (08P01),
+over 250 bytes, an error in the middle) is a protocol violation (08P01)
+whose detail quotes the line,
 raised even under on_failure 'miss'; a dump cut short (closed mid-line or
 before its END, stalled) is an error, and under on_failure 'miss' lists
 nothing from that instance (a degraded call), never the keys before the
@@ -160,6 +161,13 @@ def run(sql, bound=10.0, during=None, way_out=None):
                                way_out=way_out)
 
 
+def quoted(line):
+    """A server's line as a message quotes it: 40 bytes at most, the
+    unprintable ones as '?'."""
+    text = "".join(chr(b) if 0x20 <= b < 0x7f else "?" for b in line[:40])
+    return text + ("..." if len(line) > 40 else "")
+
+
 def rows_of(out):
     return sorted(tuple(r) for r in (out.rows or []))
 
@@ -194,36 +202,62 @@ out = run("SELECT key, value FROM ht ORDER BY key")
 t.is_(rows_of(out), [("a", "A"), ("b", "B")], "an honest dump: the table's rows")
 
 # ---- replies that are not a dump: 08P01, even under on_failure 'miss' ----
+# (what it is, the reply, the line the detail quotes: None where no line is whole)
 NOT_A_DUMP = [
-    ("a stray VA reply and its value", item(b"t:a") + b"VA 5 f0\r\nPLANT\r\n" + item(b"t:b") + b"END\r\n"),
-    ("a stray VA with a key= value", item(b"t:a") + b"VA 45\r\n" + item(b"t:c")[:-1] + b"\r\n" + b"END\r\n"),
-    ("a stray HD", item(b"t:a") + b"HD\r\n" + item(b"t:b") + b"END\r\n"),
-    ("a stray EN", item(b"t:a") + b"EN\r\n" + b"END\r\n"),
-    ("a stray MN", b"MN\r\n" + item(b"t:a") + b"END\r\n"),
-    ("a stray NS", item(b"t:a") + b"NS\r\n" + b"END\r\n"),
-    ("a line past the line bound", item(b"t:a") + item(b"t:" + b"x" * 3000) + b"END\r\n"),
-    ("an embedded NUL byte", item(b"t:a\x00b") + b"END\r\n"),
-    ("a NUL byte after the key", b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n"),
-    ("a control byte in the key", item(b"t:a\x01b") + b"END\r\n"),
-    ("bad URL-encoding (%zz)", item(b"t:a%zzb") + b"END\r\n"),
-    ("bad URL-encoding (cut %4)", b"key=t:a%4\n" + b"END\r\n"),
-    ("a key over 250 bytes", item(b"t:" + b"k" * 249) + b"END\r\n"),
-    ("a key over 250 bytes, URL-encoded", item(b"t:" + b"%41" * 249) + b"END\r\n"),
-    ("an empty key", b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n"),
-    ("SERVER_ERROR in the middle", item(b"t:a") + b"SERVER_ERROR out of memory\r\n" + item(b"t:b") + b"END\r\n"),
-    ("ERROR in the middle", item(b"t:a") + b"ERROR\r\n" + b"END\r\n"),
-    ("CLIENT_ERROR in the middle", item(b"t:a") + b"CLIENT_ERROR bad command line format\r\n"),
-    ("END with junk after it on its line", item(b"t:a") + b"END junk\r\n"),
-    ("BUSY in the middle", item(b"t:a") + b"BUSY currently processing crawler request\r\n"),
-    ("NOTSTARTED in the middle", item(b"t:a") + b"NOTSTARTED no items to crawl\r\n"),
+    ("a stray VA reply and its value", item(b"t:a") + b"VA 5 f0\r\nPLANT\r\n" + item(b"t:b") + b"END\r\n",
+     b"VA 5 f0"),
+    ("a stray VA with a key= value", item(b"t:a") + b"VA 45\r\n" + item(b"t:c")[:-1] + b"\r\n" + b"END\r\n",
+     b"VA 45"),
+    ("a stray HD", item(b"t:a") + b"HD\r\n" + item(b"t:b") + b"END\r\n",
+     b"HD"),
+    ("a stray EN", item(b"t:a") + b"EN\r\n" + b"END\r\n",
+     b"EN"),
+    ("a stray MN", b"MN\r\n" + item(b"t:a") + b"END\r\n",
+     b"MN"),
+    ("a stray NS", item(b"t:a") + b"NS\r\n" + b"END\r\n",
+     b"NS"),
+    ("a line past the line bound", item(b"t:a") + item(b"t:" + b"x" * 3000) + b"END\r\n",
+     None),
+    ("an embedded NUL byte", item(b"t:a\x00b") + b"END\r\n",
+     item(b"t:a\x00b")[:-1]),
+    ("a NUL byte after the key", b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n",
+     b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1"),
+    ("a control byte in the key", item(b"t:a\x01b") + b"END\r\n",
+     item(b"t:a\x01b")[:-1]),
+    ("bad URL-encoding (%zz)", item(b"t:a%zzb") + b"END\r\n",
+     item(b"t:a%zzb")[:-1]),
+    ("bad URL-encoding (cut %4)", b"key=t:a%4\n" + b"END\r\n",
+     b"key=t:a%4"),
+    ("a key over 250 bytes", item(b"t:" + b"k" * 249) + b"END\r\n",
+     item(b"t:" + b"k" * 249)[:-1]),
+    ("a key over 250 bytes, URL-encoded", item(b"t:" + b"%41" * 249) + b"END\r\n",
+     item(b"t:" + b"%41" * 249)[:-1]),
+    ("an empty key", b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n",
+     b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1"),
+    ("SERVER_ERROR in the middle", item(b"t:a") + b"SERVER_ERROR out of memory\r\n" + item(b"t:b") + b"END\r\n",
+     b"SERVER_ERROR out of memory"),
+    ("ERROR in the middle", item(b"t:a") + b"ERROR\r\n" + b"END\r\n",
+     b"ERROR"),
+    ("CLIENT_ERROR in the middle", item(b"t:a") + b"CLIENT_ERROR bad command line format\r\n",
+     b"CLIENT_ERROR bad command line format"),
+    ("END with junk after it on its line", item(b"t:a") + b"END junk\r\n",
+     b"END junk"),
+    ("BUSY in the middle", item(b"t:a") + b"BUSY currently processing crawler request\r\n",
+     b"BUSY currently processing crawler request"),
+    ("NOTSTARTED in the middle", item(b"t:a") + b"NOTSTARTED no items to crawl\r\n",
+     b"NOTSTARTED no items to crawl"),
 ]
 for server in ("h", "hmiss"):
-    for name, payload in NOT_A_DUMP:
+    for name, payload, bad in NOT_A_DUMP:
         fresh_start()
         srv.script = (payload, "keep")
         out = run("SELECT key, value FROM %st" % server)
-        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran,
-             "%s: %s is a protocol violation (%.2f s)" % (server, name, out.elapsed), repr(out))
+        want = ('unexpected line in the reply to "lru_crawler metadump hash": "%s"' % quoted(bad)
+                if bad is not None else "a line of the reply exceeds")
+        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran
+             and want in (out.detail or ""),
+             "%s: %s is a protocol violation, the detail quoting it (%.2f s)"
+             % (server, name, out.elapsed), repr(out))
         # the next call: the fake's own value, on a new connection
         n = len(srv.conns)
         got = run("SELECT mc_get('t:a', server => '%s')" % server)
