@@ -199,6 +199,7 @@ dump_overflow(McFullScan *fs, int s)
 {
 	McServer   *srv = fs->srv;
 	const DumpInst *d = &fs->insts[s];
+	char		size[128];
 
 	McInstanceNoteError(srv, s, "its key dump listed more keys than it holds");
 	if (!d->size.known)
@@ -207,12 +208,16 @@ dump_overflow(McFullScan *fs, int s)
 				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
 				 errdetail("Instance %s listed more than " UINT64_FORMAT " keys, the most a full scan takes from an instance whose item count could not be read.",
 						   McInstanceName(&srv->net, s), d->bound)));
+	if (d->size.maxbytes > 0)
+		snprintf(size, sizeof(size), "%.0f items and %.0f bytes of memory",
+				 d->size.items, d->size.maxbytes);
+	else
+		snprintf(size, sizeof(size), "%.0f items", d->size.items);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
-			 errdetail("Instance %s listed more keys than it holds: more than " UINT64_FORMAT ", where its stats count %.0f items and %.0f bytes of memory (a full scan takes twice what an instance can hold, plus %d).",
-					   McInstanceName(&srv->net, s), d->bound, d->size.items,
-					   d->size.maxbytes, MC_DUMP_SLACK)));
+			 errdetail("Instance %s listed more keys than it holds: more than " UINT64_FORMAT ", where its stats count %s (a full scan takes twice what an instance can hold, plus %d).",
+					   McInstanceName(&srv->net, s), d->bound, size, MC_DUMP_SLACK)));
 }
 
 /* One line of instance s's dump (the run's line). */

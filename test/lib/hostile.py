@@ -348,7 +348,7 @@ class DumpServer(LineServer):
     `forever_key`, no END).  With `every_request`, every request line is
     answered so, whatever it asks ("stats" included).  `late` bytes go
     `late_delay` s after a kept reply.  "stats" says `stats_items` items
-    (None: as many as `values` holds); "mg" reads `values`; `sent` counts
+    (None: as many as `values` holds; "omitted": no curr_items line); "mg" reads `values`; `sent` counts
     the bytes of dump replies."""
 
     def __init__(self):
@@ -391,7 +391,8 @@ class DumpServer(LineServer):
             return self._dump(c)
         if words[0] == b"stats":
             items = len(self.values) if self.stats_items is None else self.stats_items
-            c.sendall(b"STAT pid 1\r\nSTAT curr_items %d\r\nEND\r\n" % items)
+            c.sendall(b"STAT pid 1\r\n" + (b"STAT curr_items %d\r\n" % items if items != "omitted" else b"")
+                      + b"END\r\n")
         elif words[0] == b"mg" and len(words) > 1:
             c.sendall(self._mg(words))
         elif words[0] == b"mn":
