@@ -35,6 +35,7 @@
 
 #include "access/tupdesc.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "commands/explain.h"
 #include "executor/tuptable.h"
@@ -591,6 +592,7 @@ typedef struct ItemCount
 								 * TopMemoryContext, room for cap */
 	int			nsizes;
 	int			cap;
+	uint32		instances;		/* whose sizes: instances_id */
 } ItemCount;
 
 static ItemCount counts[MC_COUNT_SLOTS];
@@ -616,10 +618,32 @@ count_line(void *arg, const char *name, size_t namelen,
 	}
 }
 
-/* The slot's per-instance sizes, n of them, all unknown. */
-static void
-count_sizes_reset(ItemCount *slot, int n)
+/*
+ * The server's instances, in order: sizes counted before ALTER SERVER
+ * changed them are not the instances' now.
+ */
+static uint32
+instances_id(const McServer *srv)
 {
+	uint32		h = 0;
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		const McEndpoint *e = &srv->cfg.endpoints[i];
+
+		h = hash_combine(h, hash_bytes((const unsigned char *) e->host, strlen(e->host)) ^
+						 (uint32) e->port);
+	}
+	return h;
+}
+
+/* The slot's per-instance sizes, those of srv's instances, all unknown. */
+static void
+count_sizes_reset(ItemCount *slot, const McServer *srv)
+{
+	int			n = srv->cfg.nendpoints;
+
+	slot->instances = instances_id(srv);
 	if (slot->cap < n)
 	{
 		InstSize   *sizes = MemoryContextAlloc(TopMemoryContext, sizeof(InstSize) * n);
@@ -668,7 +692,7 @@ McFullScanItems(Oid serverid)
 	alive = McInstanceAliveMap(srv, alivebuf);
 	/* asked again if the loop raises */
 	slot->serverid = InvalidOid;
-	count_sizes_reset(slot, srv->cfg.nendpoints);
+	count_sizes_reset(slot, srv);
 	end = TimestampTzPlusMilliseconds(now, MC_COUNT_LIMIT_MS);
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
@@ -704,20 +728,35 @@ dump_bound(const InstSize *z)
 	return b >= (double) PG_INT64_MAX ? (uint64) PG_INT64_MAX : (uint64) b;
 }
 
+/* The count slot of srv, or NULL. */
+static ItemCount *
+count_slot(const McServer *srv)
+{
+	for (int i = 0; i < MC_COUNT_SLOTS; i++)
+		if (counts[i].serverid == srv->serverid)
+			return &counts[i];
+	return NULL;
+}
+
 /*
  * Each instance's dump bound, from its size as counted for planning
  * (McFullScanItems: the count this statement's planning asked for, or one
- * at most MC_COUNT_TTL_S old).
+ * at most MC_COUNT_TTL_S old, asked again when the server's instances
+ * changed since).
  */
 static void
 dump_bounds(McFullScan *fs, McServer *srv)
 {
-	const ItemCount *slot = NULL;
+	ItemCount  *slot;
 
 	(void) McFullScanItems(srv->serverid);
-	for (int i = 0; i < MC_COUNT_SLOTS; i++)
-		if (counts[i].serverid == srv->serverid)
-			slot = &counts[i];
+	slot = count_slot(srv);
+	if (slot != NULL && slot->instances != instances_id(srv))
+	{
+		slot->serverid = InvalidOid;
+		(void) McFullScanItems(srv->serverid);
+		slot = count_slot(srv);
+	}
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
 		DumpInst   *d = &fs->insts[i];

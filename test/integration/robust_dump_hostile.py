@@ -357,6 +357,28 @@ t.ok(out.error is None and "Memcached Keys Kept: 10007" in plan,
      "an instance whose stats give no item count: a dump of 10007 keys is listed whole "
      "(its bound is 10,000,000)", repr(out))
 srv.stats_items = None
+
+# the bounds follow the instances, not their places in the list: after ALTER
+# SERVER swaps them, an instance of many items is not held to the bound of
+# one of 3 (the sizes counted for the old list are asked again)
+fresh_start()
+big = hostile.DumpServer().start()
+big.stats_items = 10 ** 6
+big.script = (b"".join(item(b"t:n%d" % i) for i in range(20000)) + b"END\r\n", "keep")
+srv.script = (item(b"t:a") + b"END\r\n", "keep")
+db.server(c, "hswap", "%s,%s" % (srv.addr, big.addr), io_timeout="1s", allow_full_scan="true",
+          failure_limit="1000")
+db.sql(c, "CREATE FOREIGN TABLE hswapt (key text, value text) SERVER hswap "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+listed = []
+for servers in ("%s,%s" % (srv.addr, big.addr), "%s,%s" % (big.addr, srv.addr)):
+    db.sql(c, "ALTER SERVER hswap OPTIONS (SET servers '%s')" % servers)
+    out = run("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT key FROM hswapt")
+    listed.append((out.pgcode, [r[0].strip() for r in out.rows or [] if "Items Listed" in r[0]]))
+t.ok(listed == [(None, ["Memcached Items Listed: 20001"])] * 2,
+     "instances of 3 and 1,000,000 items, then their order swapped: both scans list all 20,001 keys",
+     repr(listed))
+big.stop()
 db.sql(c, "RESET jit")
 db.sql(c, "RESET work_mem")
 fresh_start()
