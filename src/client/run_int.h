@@ -1,14 +1,15 @@
 /*
  * run_int.h — what the runner's files share: a run's state, for run.c,
- * run_route.c, run_reads.c and run_writes.c alone.
+ * run_route.c, run_reads.c, run_writes.c and run_mn.c alone.
  *
  * Owns: the types of a run in progress (RunState; RunInst, an instance's
  * share of a round; RunKey, a distinct key of a read), the slice of
  * unsent request text an instance is filled to, the functions the
  * runner's files call of each other, and the helpers more than one kind
- * of run uses (settle_rest; the end of a pipeline: queue_last_mn, mn_due,
- * mn_stray; a round of the engine: run_round), inline so that none is a
- * call from one of the runner's files into another.  Must not: be
+ * of run uses (settle_rest; the end of a pipeline: queue_last_mn, mn_due;
+ * a round of the engine: run_round), inline so that none is a call from
+ * one of the runner's files into another; an "MN" not due fails its
+ * instance out of line (run_mn.c's run_mn_stray).  Must not: be
  * included outside the runner's files (the rest of the extension sees
  * run.h).
  */
@@ -140,18 +141,6 @@ mn_due(const RunInst *ri, McConn *conn, bool more)
 }
 
 /*
- * An "MN" not due (mn_due): the instance fails as out of step.  Out of
- * line, off the reply loops' way (a copy in each file that calls it).
- */
-static pg_noinline pg_attribute_unused() McEngRead
-mn_stray(RunState *r, McConn *conn, bool soft)
-{
-	McInstanceMisbehaved(r->srv, conn, soft, ERRCODE_PROTOCOL_VIOLATION, "read from",
-						 "an end of pipeline (MN) came before its request or before the replies it ends");
-	return MC_ENG_FAILED;
-}
-
-/*
  * Once every request of an instance's part is queued, the "mn" that closes
  * it (queued once): its "MN" is the end of the part's replies.
  */
@@ -180,6 +169,9 @@ extern MC_HIDDEN void run_route_reads(RunState *r, const Datum *elems,
 									  const bool *nulls, int n);
 extern MC_HIDDEN bool run_route_writes(RunState *r);
 extern MC_HIDDEN void run_route_instances(RunState *r);
+
+/* run_mn.c: an "MN" not due (mn_due): the instance fails as out of step */
+extern MC_HIDDEN McEngRead run_mn_stray(RunState *r, McConn *conn, bool soft);
 
 /* run_reads.c, run_writes.c: a run of their kind, its result McRunExec's */
 extern MC_HIDDEN int run_reads_exec(RunState *r);

@@ -215,7 +215,7 @@ read_gets(RunState *r, int s, McConn *conn, char *buf, size_t len,
 		{
 			if (!mn_due(ri, conn, off + rep.consumed < len))
 			{
-				res = mn_stray(r, conn, r->soft);
+				res = run_mn_stray(r, conn, r->soft);
 				break;
 			}
 			ri->next_match = ri->nitems;

@@ -474,7 +474,7 @@ write_reply(RunState *r, int s, McConn *conn, char *base, McReplyType t,
 	if (t == MC_REPLY_MN)
 	{
 		if (!mn_due(ri, conn, more))
-			return mn_stray(r, conn, r->engine.soft);
+			return run_mn_stray(r, conn, r->engine.soft);
 		if (ri->segmented && ri->seg_end < ri->nitems && !r->stopping)
 		{
 			/* a segment is done: its unnamed ops took the quiet outcome */

@@ -10,13 +10,16 @@
  * the server's key prefix followed by the table's, in a tuplestore (which
  * spills to disk past work_mem, so memory stays bounded whatever the size
  * of the cache) with the instance that listed each, so that an instance
- * whose dump fails part-way under on_failure 'miss' lists none; then
+ * whose dump fails part-way under on_failure 'miss' lists none, and the
+ * bound of each instance's dump (twice what its stats say it can hold:
+ * dump_bound), past which the dump is the scan's error; then
  * handing them out in batches of MC_FULLSCAN_BATCH keys to the pipelined
  * multi-get (McRunGets), whose hits fdw_scan.c turns into rows.  The keys are all listed before the first is fetched: a dump
  * holds its instance's connection until its END.  ANALYZE's sample is a
  * bounded random choice among the listed keys, fetched the same way.  Also
  * owns the per-server item counts ("curr_items" of the stats command, a
- * run of the runner's: McRunStats), asked with a short bound and kept for
+ * run of the runner's: McRunStats, and each instance's "limit_maxbytes"
+ * for the dumps' bounds), asked with a short bound and kept for
  * MC_COUNT_TTL_S in this backend.  Must not: build rows, plan
  * paths (fdw.c), or touch a connection (the runner runs the dumps).
  *
@@ -33,6 +36,7 @@
 
 #include "access/tupdesc.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "commands/explain.h"
 #include "executor/tuptable.h"
@@ -64,6 +68,29 @@
 #define MC_BUSY_WAIT_MS		2000
 #define MC_BUSY_STEP_MS		50
 
+/*
+ * The most keys an instance's dump may list (dump_bound): twice what the
+ * instance can hold, plus MC_DUMP_SLACK.  What it can hold is the larger of
+ * its item count and its memory limit over MC_ITEM_MIN_BYTES (memcached's
+ * item header alone is 48 bytes, so no item takes less); twice that, for
+ * the items written while the dump runs (they may be listed, and under
+ * eviction new items take the place of ones already walked past), and the
+ * slack for an instance near empty that is written to meanwhile.  An
+ * instance whose "stats" could not be read (planning's bound passed, or it
+ * is not memcached's) may list MC_DUMP_UNKNOWN keys.
+ */
+#define MC_ITEM_MIN_BYTES	48
+#define MC_DUMP_SLACK		10000
+#define MC_DUMP_UNKNOWN		UINT64CONST(10000000)
+
+/* What an instance's "stats" says of its size: the bound of its dump. */
+typedef struct InstSize
+{
+	bool		known;			/* it answered with curr_items or limit_maxbytes */
+	double		items;			/* curr_items */
+	double		maxbytes;		/* limit_maxbytes */
+} InstSize;
+
 /* One instance's dump, while the dumps of every instance run together. */
 typedef struct DumpInst
 {
@@ -74,10 +101,14 @@ typedef struct DumpInst
 	McMdLine	refusal;		/* MC_MD_ITEM when it did not refuse */
 	char		refusal_line[128];
 	uint64		lines;
+	uint64		bound;			/* the most lines of items it may list */
+	InstSize	size;			/* what bound comes from */
 	/* keys kept from its dump; all dropped when the dump failed */
 	uint64		kept;
 	bool		failed;
 } DumpInst;
+
+static void dump_bounds(McFullScan *fs, McServer *srv);
 
 struct McFullScan
 {
@@ -157,6 +188,40 @@ keep_key(McFullScan *fs, int s, const char *key, size_t len)
 	fs->kept++;
 }
 
+/*
+ * Instance s listed more keys than it can hold (DumpInst's bound): a
+ * server that streams items without ever sending END would otherwise fill
+ * the temporary files until a cancel, statement_timeout or
+ * temp_file_limit.  Raised whatever on_failure says, as every reply out of
+ * step with the protocol is (health.c); its connection, mid-reply, is
+ * never used again.
+ */
+static pg_noinline void
+dump_overflow(McFullScan *fs, int s)
+{
+	McServer   *srv = fs->srv;
+	const DumpInst *d = &fs->insts[s];
+	char		size[128];
+
+	McInstanceNoteError(srv, s, "its key dump listed more keys than it holds");
+	if (!d->size.known)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+				 errdetail("Instance %s listed more than " UINT64_FORMAT " keys, the most a full scan takes from an instance whose item count could not be read.",
+						   McInstanceName(&srv->net, s), d->bound)));
+	if (d->size.maxbytes > 0)
+		snprintf(size, sizeof(size), "%.0f items and %.0f bytes of memory",
+				 d->size.items, d->size.maxbytes);
+	else
+		snprintf(size, sizeof(size), "%.0f items", d->size.items);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("could not list the keys of memcached server \"%s\"", srv->name),
+			 errdetail("Instance %s listed more keys than it holds: more than " UINT64_FORMAT ", where its stats count %s (a full scan takes twice what an instance can hold, plus %d).",
+					   McInstanceName(&srv->net, s), d->bound, size, MC_DUMP_SLACK)));
+}
+
 /* One line of instance s's dump (the run's line). */
 static McLineVerdict
 dump_line(void *arg, int s, const char *line, size_t len)
@@ -170,7 +235,8 @@ dump_line(void *arg, int s, const char *line, size_t len)
 	switch (t)
 	{
 		case MC_MD_ITEM:
-			d->lines++;
+			if (unlikely(++d->lines > d->bound))
+				dump_overflow(fs, s);
 			keep_key(fs, s, key, keylen);
 			return MC_LINE_MORE;
 		case MC_MD_END:
@@ -331,6 +397,7 @@ dump_all(McFullScan *fs, McServer *srv)
 	fs->insts = palloc0(sizeof(DumpInst) * srv->cfg.nendpoints);
 	MemoryContextSwitchTo(old);
 	fs->srv = srv;
+	dump_bounds(fs, srv);
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
 		fs->insts[i].hash = true;
@@ -522,6 +589,11 @@ typedef struct ItemCount
 	Oid			serverid;
 	TimestampTz at;
 	double		items;			/* -1: could not be asked */
+	InstSize   *sizes;			/* per instance, for the dumps' bounds; in
+								 * TopMemoryContext, room for cap */
+	int			nsizes;
+	int			cap;
+	uint32		instances;		/* whose sizes: instances_id */
 } ItemCount;
 
 static ItemCount counts[MC_COUNT_SLOTS];
@@ -530,11 +602,60 @@ static void
 count_line(void *arg, const char *name, size_t namelen,
 		   const char *value, size_t valuelen)
 {
+	InstSize   *z = arg;
 	uint64_t	n;
 
 	if (namelen == 10 && memcmp(name, "curr_items", 10) == 0 &&
 		mc_parse_u64(value, valuelen, UINT64_MAX, &n))
-		*(double *) arg += (double) n;
+	{
+		z->items += (double) n;
+		z->known = true;
+	}
+	else if (namelen == 14 && memcmp(name, "limit_maxbytes", 14) == 0 &&
+			 mc_parse_u64(value, valuelen, UINT64_MAX, &n))
+	{
+		z->maxbytes = (double) n;
+		z->known = true;
+	}
+}
+
+/*
+ * The server's instances, in order: sizes counted before ALTER SERVER
+ * changed them are not the instances' now.
+ */
+static uint32
+instances_id(const McServer *srv)
+{
+	uint32		h = 0;
+
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		const McEndpoint *e = &srv->cfg.endpoints[i];
+
+		h = hash_combine(h, hash_bytes((const unsigned char *) e->host, strlen(e->host)) ^
+						 (uint32) e->port);
+	}
+	return h;
+}
+
+/* The slot's per-instance sizes, those of srv's instances, all unknown. */
+static void
+count_sizes_reset(ItemCount *slot, const McServer *srv)
+{
+	int			n = srv->cfg.nendpoints;
+
+	slot->instances = instances_id(srv);
+	if (slot->cap < n)
+	{
+		InstSize   *sizes = MemoryContextAlloc(TopMemoryContext, sizeof(InstSize) * n);
+
+		if (slot->sizes != NULL)
+			pfree(slot->sizes);
+		slot->sizes = sizes;
+		slot->cap = n;
+	}
+	memset(slot->sizes, 0, sizeof(InstSize) * n);
+	slot->nsizes = n;
 }
 
 /*
@@ -570,10 +691,13 @@ McFullScanItems(Oid serverid)
 	}
 	srv = McServerGet(serverid);
 	alive = McInstanceAliveMap(srv, alivebuf);
+	/* asked again if the loop raises */
+	slot->serverid = InvalidOid;
+	count_sizes_reset(slot, srv);
 	end = TimestampTzPlusMilliseconds(now, MC_COUNT_LIMIT_MS);
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
-		double		items = 0;
+		InstSize	items = {0};
 		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
 		McOp		op;
 
@@ -582,12 +706,64 @@ McFullScanItems(Oid serverid)
 		McOpText(&op, MC_OP_STATS, i, NULL);
 		if (McRunStats(srv, &op, (int) left, false, count_line, &items))
 		{
-			total += items;
+			total += items.items;
 			any = true;
+			slot->sizes[i] = items;
 		}
 	}
 	slot->serverid = serverid;
 	slot->at = now;
 	slot->items = any ? total : -1;
 	return slot->items;
+}
+
+/* The bound of a dump of an instance of this size (see MC_DUMP_SLACK). */
+static uint64
+dump_bound(const InstSize *z)
+{
+	double		b;
+
+	if (!z->known)
+		return MC_DUMP_UNKNOWN;
+	b = 2 * Max(z->items, z->maxbytes / MC_ITEM_MIN_BYTES) + MC_DUMP_SLACK;
+	return b >= (double) PG_INT64_MAX ? (uint64) PG_INT64_MAX : (uint64) b;
+}
+
+/* The count slot of srv, or NULL. */
+static ItemCount *
+count_slot(const McServer *srv)
+{
+	for (int i = 0; i < MC_COUNT_SLOTS; i++)
+		if (counts[i].serverid == srv->serverid)
+			return &counts[i];
+	return NULL;
+}
+
+/*
+ * Each instance's dump bound, from its size as counted for planning
+ * (McFullScanItems: the count this statement's planning asked for, or one
+ * at most MC_COUNT_TTL_S old, asked again when the server's instances
+ * changed since).
+ */
+static void
+dump_bounds(McFullScan *fs, McServer *srv)
+{
+	ItemCount  *slot;
+
+	(void) McFullScanItems(srv->serverid);
+	slot = count_slot(srv);
+	if (slot != NULL && slot->instances != instances_id(srv))
+	{
+		slot->serverid = InvalidOid;
+		(void) McFullScanItems(srv->serverid);
+		slot = count_slot(srv);
+	}
+	for (int i = 0; i < srv->cfg.nendpoints; i++)
+	{
+		DumpInst   *d = &fs->insts[i];
+
+		if (slot != NULL && i < slot->nsizes)
+			d->size = slot->sizes[i];
+		d->bound = dump_bound(&d->size);
+	}
 }

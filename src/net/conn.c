@@ -459,13 +459,14 @@ McConnName(McConn *conn)
 }
 
 /*
- * The first line of a reply, for a message: at most 40 bytes, up to its
+ * The first line of a reply, for a message (the server's bytes, quoted by
+ * every file of the connection the same way): at most 40 bytes, up to its
  * line end, anything unprintable as '?'.  Empty when it holds any part of
  * the password of 6 bytes or more (a peer echoing the login, whole or cut),
  * which no message may show.
  */
-static void
-quote_line(McConn *conn, const char *base, size_t len, char *out, size_t outlen)
+void
+conn_quote_line(McConn *conn, const char *base, size_t len, char *out, size_t outlen)
 {
 	const char *pw = conn->net->cfg->password;
 	size_t		n = 0;
@@ -560,7 +561,7 @@ McConnForeignReply(McConn *conn, const char *base, size_t len, int how)
 		(line_is(base, len, "ERROR") || (len > 6 && memcmp(base, "ERROR ", 6) == 0)) &&
 		!(len >= 31 && memcmp(base, "ERROR Too many open connections", 31) == 0))
 	{
-		quote_line(conn, base, len, quoted, sizeof(quoted));
+		conn_quote_line(conn, base, len, quoted, sizeof(quoted));
 		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
 				  "the server does not know the meta protocol's commands (it answered \"%s\"): memcached 1.6 or later is required",
 				  quoted);
@@ -571,7 +572,7 @@ McConnForeignReply(McConn *conn, const char *base, size_t len, int how)
 	if ((how & MC_FOREIGN_UNPARSED) && !conn->io.replied &&
 		base == conn->io.rbuf + conn->io.rstart)
 	{
-		quote_line(conn, base, len, quoted, sizeof(quoted));
+		conn_quote_line(conn, base, len, quoted, sizeof(quoted));
 		conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
 				  "what answered is not memcached 1.6 or later (its first reply%s%s%s is not meta protocol)",
 				  quoted[0] ? ", \"" : "", quoted, quoted[0] ? "\"," : "");

@@ -310,6 +310,8 @@ extern void conn_fd_touch(McConn *conn);
 
 /* conn.c */
 extern void conn_out_free(McConn *conn);
+extern void conn_quote_line(McConn *conn, const char *base, size_t len,
+							char *out, size_t outlen);
 
 /*
  * Free a buffer of a connection's part for good and forget its size (the

@@ -40,7 +40,8 @@ McConnLinesQueue(McConn *conn, const char *cmd)
  * to cb.  MC_LINES_DONE when cb said the reply is complete; MC_LINES_FAILED
  * when the instance failed (cause kept in conn, as for every call of the
  * connection layer): a closed socket, a line longer than max_line, or a
- * line cb found out of place; MC_LINES_RETRY when a pooled socket turned
+ * line cb found out of place (quoted in the cause, as conn.c quotes a
+ * server's bytes); MC_LINES_RETRY when a pooled socket turned
  * out closed while idle before any byte came (closed; nothing ran).  cmd
  * names the command in messages.
  */
@@ -52,6 +53,7 @@ McConnLinesRead(McConn *conn, const char *cmd, size_t max_line,
 	ssize_t		n = McConnRecvSome(conn, 1, &drained);
 	char	   *base;
 	size_t		have;
+	char		quoted[48];
 
 	if (n == -2)
 		return MC_LINES_RETRY;
@@ -76,14 +78,18 @@ McConnLinesRead(McConn *conn, const char *cmd, size_t max_line,
 		if (base[0] == 'C' && McConnForeignReply(conn, base, have, 0))
 			return MC_LINES_FAILED;
 		v = cb(arg, base, linelen);
+		/* the server's line, for the message, before its bytes are consumed */
+		if (v == MC_LINE_BAD)
+			conn_quote_line(conn, base, linelen, quoted, sizeof(quoted));
 		McConnConsume(conn, nl + 1 - base);
 		if (v == MC_LINE_DONE)
 			return MC_LINES_DONE;
 		if (v == MC_LINE_BAD)
 		{
 			conn_fail(conn, false, ERRCODE_PROTOCOL_VIOLATION, "read from",
-					  "unexpected line in the reply to \"%.*s\"",
-					  (int) Min(strlen(cmd) - 2, 40), cmd);
+					  "unexpected line in the reply to \"%.*s\"%s%s%s",
+					  (int) Min(strlen(cmd) - 2, 40), cmd,
+					  quoted[0] ? ": \"" : "", quoted, quoted[0] ? "\"" : "");
 			return MC_LINES_FAILED;
 		}
 	}

@@ -41,7 +41,7 @@ def attempt(conn, query, args=None):
         return ("error", text, getattr(e, "pgcode", None))
 
 
-class Answering(hostile.Listener):
+class Answering(hostile.LineServer):
     """A peer that is not memcached 1.6: each request line gets answer(line);
     None closes the connection after what was sent."""
 
@@ -49,28 +49,12 @@ class Answering(hostile.Listener):
         super().__init__()
         self.answer = answer
 
-    def _serve(self, c):
-        buf = b""
-        try:
-            c.settimeout(30)
-            while not self._stop:
-                data = c.recv(65536)
-                if not data:
-                    return
-                buf += data
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    out = self.answer(line.rstrip(b"\r"))
-                    if out is None:
-                        return
-                    c.sendall(out)
-        except OSError:
-            return
-        finally:
-            try:
-                c.close()
-            except OSError:
-                pass
+    def _answer(self, c, line, lines):
+        out = self.answer(line)
+        if out is None:
+            return False
+        c.sendall(out)
+        return True
 
 
 def http(line):

@@ -8,15 +8,19 @@ listed keys from a little store of its own.  Each case runs a full scan
 checks: the backend survives; no row comes from a line that is not an item
 of the dump; a reply that is not a dump (a meta reply line, a line past
 the line bound, a control or NUL byte, a key= field badly URL-encoded or
-over 250 bytes, an error in the middle) is a protocol violation (08P01),
+over 250 bytes, an error in the middle) is a protocol violation (08P01)
+whose detail quotes the line,
 raised even under on_failure 'miss'; a dump cut short (closed mid-line or
 before its END, stalled) is an error, and under on_failure 'miss' lists
 nothing from that instance (a degraded call), never the keys before the
 cut; a stall ends by io_timeout or a cancel; a dump that never ends stays
-in bounded memory and ends by a cancel; bytes after END never reach the
-next call; and a connection whose dump went wrong is never used again."""
+in bounded memory and ends by a cancel, unless it lists more keys than
+the instance can hold (twice what its stats say, plus 10,000): then it is
+a protocol violation, ended within seconds with bounded temporary files,
+and an honest memcached written to while it is scanned never trips that
+bound; bytes after END never reach the next call; and a connection whose
+dump went wrong is never used again."""
 
-import base64
 import threading
 import time
 
@@ -26,118 +30,9 @@ import mcrig
 
 t = mcrig.TAP()
 
-ITEM = b"key=%s exp=-1 la=1700000000 cas=%d fetch=no cls=1 size=64\n"
+item = hostile.item
 
-
-def item(key, cas=1):
-    return ITEM % (key, cas)
-
-
-class DumpServer(hostile.Listener):
-    """A fake memcached whose metadump reply is `script`: (bytes, then),
-    then one of "keep" (go on serving the connection), "close", "stall"
-    (silent, open) or "forever" (item lines with distinct keys, no END).
-    `late` bytes go `late_delay` s after a kept reply.  `conns` holds each
-    connection's command lines, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.script = (b"END\r\n", "keep")
-        self.forever_key = b"t:f%d"
-        self.late = None
-        self.late_delay = 0.1
-        self.values = {b"t:a": b"A", b"t:b": b"B", b"t:c": b"C"}
-        self.conns = []
-        self.sent = 0
-
-    def _serve(self, c):
-        lines = []
-        self.conns.append(lines)
-        buf = b""
-        try:
-            c.settimeout(None)
-            while not self._stop:
-                data = c.recv(65536)
-                if not data:
-                    return
-                buf += data
-                while b"\r\n" in buf:
-                    line, buf = buf.split(b"\r\n", 1)
-                    lines.append(line)
-                    if not self._answer(c, line):
-                        return
-        except OSError:
-            return
-        finally:
-            with self._lock:
-                self._conns.discard(c)
-            try:
-                c.close()
-            except OSError:
-                pass
-
-    def _answer(self, c, line):
-        words = line.split(b" ")
-        if words[0] == b"lru_crawler":
-            payload, then = self.script
-            c.sendall(payload)
-            self.sent += len(payload)
-            if then == "close":
-                return False
-            if then == "stall":
-                while not self._stop:
-                    time.sleep(0.05)
-                return False
-            if then == "forever":
-                i = 0
-                while not self._stop:
-                    chunk = b"".join(item(self.forever_key % j) for j in range(i, i + 5000))
-                    c.sendall(chunk)
-                    self.sent += len(chunk)
-                    i += 5000
-                return False
-            if self.late is not None:
-                time.sleep(self.late_delay)
-                c.sendall(self.late)
-            return True
-        if words[0] == b"stats":
-            c.sendall(b"STAT pid 1\r\nSTAT curr_items %d\r\nEND\r\n" % len(self.values))
-        elif words[0] == b"mg" and len(words) > 1:
-            key, flags = words[1], words[2:]
-            if b"b" in flags:
-                key = base64.b64decode(key)
-            value = self.values.get(key)
-            out = []
-            for f in flags:
-                if f[:1] == b"O":
-                    out.append(f)
-                elif f == b"k":
-                    out.append(b"k" + words[1])
-                elif f == b"b":
-                    out.append(b"b")
-                elif value is not None and f == b"f":
-                    out.append(b"f0")
-                elif value is not None and f == b"c":
-                    out.append(b"c7")
-                elif value is not None and f == b"s":
-                    out.append(b"s%d" % len(value))
-                elif value is not None and f == b"t":
-                    out.append(b"t-1")
-            if value is None:
-                if b"q" not in flags:
-                    c.sendall(b" ".join([b"EN"] + out) + b"\r\n")
-            elif b"v" in flags:
-                c.sendall(b" ".join([b"VA %d" % len(value)] + out) + b"\r\n" + value + b"\r\n")
-            else:
-                c.sendall(b" ".join([b"HD"] + out) + b"\r\n")
-        elif words[0] == b"mn":
-            c.sendall(b"MN\r\n")
-        elif line:
-            c.sendall(b"ERROR\r\n")
-        return True
-
-
-srv = DumpServer().start()
+srv = hostile.DumpServer().start()
 db = mcdb.Database("mcfdw_it_robust_dump_hostile")
 c = db.connect()
 admin = db.connect()
@@ -153,6 +48,13 @@ pid = db.value(c, "SELECT pg_backend_pid()")
 def run(sql, bound=10.0, during=None, way_out=None):
     return hostile.run_bounded(c, sql, bound=bound, admin=admin, during=during,
                                way_out=way_out)
+
+
+def quoted(line):
+    """A server's line as a message quotes it: 40 bytes at most, the
+    unprintable ones as '?'."""
+    text = "".join(chr(b) if 0x20 <= b < 0x7f else "?" for b in line[:40])
+    return text + ("..." if len(line) > 40 else "")
 
 
 def rows_of(out):
@@ -189,36 +91,62 @@ out = run("SELECT key, value FROM ht ORDER BY key")
 t.is_(rows_of(out), [("a", "A"), ("b", "B")], "an honest dump: the table's rows")
 
 # ---- replies that are not a dump: 08P01, even under on_failure 'miss' ----
+# (what it is, the reply, the line the detail quotes: None where no line is whole)
 NOT_A_DUMP = [
-    ("a stray VA reply and its value", item(b"t:a") + b"VA 5 f0\r\nPLANT\r\n" + item(b"t:b") + b"END\r\n"),
-    ("a stray VA with a key= value", item(b"t:a") + b"VA 45\r\n" + item(b"t:c")[:-1] + b"\r\n" + b"END\r\n"),
-    ("a stray HD", item(b"t:a") + b"HD\r\n" + item(b"t:b") + b"END\r\n"),
-    ("a stray EN", item(b"t:a") + b"EN\r\n" + b"END\r\n"),
-    ("a stray MN", b"MN\r\n" + item(b"t:a") + b"END\r\n"),
-    ("a stray NS", item(b"t:a") + b"NS\r\n" + b"END\r\n"),
-    ("a line past the line bound", item(b"t:a") + item(b"t:" + b"x" * 3000) + b"END\r\n"),
-    ("an embedded NUL byte", item(b"t:a\x00b") + b"END\r\n"),
-    ("a NUL byte after the key", b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n"),
-    ("a control byte in the key", item(b"t:a\x01b") + b"END\r\n"),
-    ("bad URL-encoding (%zz)", item(b"t:a%zzb") + b"END\r\n"),
-    ("bad URL-encoding (cut %4)", b"key=t:a%4\n" + b"END\r\n"),
-    ("a key over 250 bytes", item(b"t:" + b"k" * 249) + b"END\r\n"),
-    ("a key over 250 bytes, URL-encoded", item(b"t:" + b"%41" * 249) + b"END\r\n"),
-    ("an empty key", b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n"),
-    ("SERVER_ERROR in the middle", item(b"t:a") + b"SERVER_ERROR out of memory\r\n" + item(b"t:b") + b"END\r\n"),
-    ("ERROR in the middle", item(b"t:a") + b"ERROR\r\n" + b"END\r\n"),
-    ("CLIENT_ERROR in the middle", item(b"t:a") + b"CLIENT_ERROR bad command line format\r\n"),
-    ("END with junk after it on its line", item(b"t:a") + b"END junk\r\n"),
-    ("BUSY in the middle", item(b"t:a") + b"BUSY currently processing crawler request\r\n"),
-    ("NOTSTARTED in the middle", item(b"t:a") + b"NOTSTARTED no items to crawl\r\n"),
+    ("a stray VA reply and its value", item(b"t:a") + b"VA 5 f0\r\nPLANT\r\n" + item(b"t:b") + b"END\r\n",
+     b"VA 5 f0"),
+    ("a stray VA with a key= value", item(b"t:a") + b"VA 45\r\n" + item(b"t:c")[:-1] + b"\r\n" + b"END\r\n",
+     b"VA 45"),
+    ("a stray HD", item(b"t:a") + b"HD\r\n" + item(b"t:b") + b"END\r\n",
+     b"HD"),
+    ("a stray EN", item(b"t:a") + b"EN\r\n" + b"END\r\n",
+     b"EN"),
+    ("a stray MN", b"MN\r\n" + item(b"t:a") + b"END\r\n",
+     b"MN"),
+    ("a stray NS", item(b"t:a") + b"NS\r\n" + b"END\r\n",
+     b"NS"),
+    ("a line past the line bound", item(b"t:a") + item(b"t:" + b"x" * 3000) + b"END\r\n",
+     None),
+    ("an embedded NUL byte", item(b"t:a\x00b") + b"END\r\n",
+     item(b"t:a\x00b")[:-1]),
+    ("a NUL byte after the key", b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n",
+     b"key=t:a exp=-1\x00 la=1 cas=1 fetch=no cls=1 size=1"),
+    ("a control byte in the key", item(b"t:a\x01b") + b"END\r\n",
+     item(b"t:a\x01b")[:-1]),
+    ("bad URL-encoding (%zz)", item(b"t:a%zzb") + b"END\r\n",
+     item(b"t:a%zzb")[:-1]),
+    ("bad URL-encoding (cut %4)", b"key=t:a%4\n" + b"END\r\n",
+     b"key=t:a%4"),
+    ("a key over 250 bytes", item(b"t:" + b"k" * 249) + b"END\r\n",
+     item(b"t:" + b"k" * 249)[:-1]),
+    ("a key over 250 bytes, URL-encoded", item(b"t:" + b"%41" * 249) + b"END\r\n",
+     item(b"t:" + b"%41" * 249)[:-1]),
+    ("an empty key", b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1\n" + b"END\r\n",
+     b"key= exp=-1 la=1 cas=1 fetch=no cls=1 size=1"),
+    ("SERVER_ERROR in the middle", item(b"t:a") + b"SERVER_ERROR out of memory\r\n" + item(b"t:b") + b"END\r\n",
+     b"SERVER_ERROR out of memory"),
+    ("ERROR in the middle", item(b"t:a") + b"ERROR\r\n" + b"END\r\n",
+     b"ERROR"),
+    ("CLIENT_ERROR in the middle", item(b"t:a") + b"CLIENT_ERROR bad command line format\r\n",
+     b"CLIENT_ERROR bad command line format"),
+    ("END with junk after it on its line", item(b"t:a") + b"END junk\r\n",
+     b"END junk"),
+    ("BUSY in the middle", item(b"t:a") + b"BUSY currently processing crawler request\r\n",
+     b"BUSY currently processing crawler request"),
+    ("NOTSTARTED in the middle", item(b"t:a") + b"NOTSTARTED no items to crawl\r\n",
+     b"NOTSTARTED no items to crawl"),
 ]
 for server in ("h", "hmiss"):
-    for name, payload in NOT_A_DUMP:
+    for name, payload, bad in NOT_A_DUMP:
         fresh_start()
         srv.script = (payload, "keep")
         out = run("SELECT key, value FROM %st" % server)
-        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran,
-             "%s: %s is a protocol violation (%.2f s)" % (server, name, out.elapsed), repr(out))
+        want = ('unexpected line in the reply to "lru_crawler metadump hash": "%s"' % quoted(bad)
+                if bad is not None else "a line of the reply exceeds")
+        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran
+             and want in (out.detail or ""),
+             "%s: %s is a protocol violation, the detail quoting it (%.2f s)"
+             % (server, name, out.elapsed), repr(out))
         # the next call: the fake's own value, on a new connection
         n = len(srv.conns)
         got = run("SELECT mc_get('t:a', server => '%s')" % server)
@@ -338,7 +266,21 @@ def vm_kb(field):
     return 0
 
 
+def temp_bytes():
+    """This database's temporary file bytes, this session's flushed first."""
+    db.value(c, "SELECT pg_stat_force_next_flush()")
+    return db.value(c, "SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()")
+
+
 db.sql(c, "SET work_mem = '1MB'")
+# an instance that says it holds a billion items: its endless dump runs
+# until a cancel (jit off: the planner's billion rows would JIT-compile the
+# query, and LLVM's memory is not the scan's)
+db.sql(c, "SET jit = off")
+srv.stats_items = 10 ** 9
+db.server(c, "hbig", srv.addr, io_timeout="1s", allow_full_scan="true", failure_limit="1000")
+db.sql(c, "CREATE FOREIGN TABLE hbigt (key text, value text) SERVER hbig "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
 for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other%d")):
     fresh_start()
     srv.forever_key = key
@@ -351,21 +293,142 @@ for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other
         peak[0] = max(peak[0], vm_kb("VmRSS"))
         return False
 
+    temp0 = temp_bytes()
     timer = threading.Timer(3.0, lambda: admin.cursor().execute(
         "SELECT pg_cancel_backend(%s)", (pid,)))
     timer.start()
-    out = run("SELECT count(*) FROM ht", bound=15, during=watch)
+    out = run("SELECT count(*) FROM hbigt", bound=15, during=watch)
     timer.cancel()
     mb = (srv.sent - sent0) / 1e6
-    t.ok(out.pgcode == "57014" and not out.overran and peak[0] - rss0 < 16 * 1024 and mb > 1,
-         "a dump that never ends (%s): %.0f MB read, backend memory grew %d kB, a cancel ends it"
-         % (label, mb, peak[0] - rss0), repr(out))
+    temp = temp_bytes() - temp0
+    # the keys of the table spill past work_mem: what the bounded cases below measure
+    t.ok(out.pgcode == "57014" and not out.overran and peak[0] - rss0 < 16 * 1024 and mb > 1
+         and (temp > 1024 * 1024 or key != b"t:f%d"),
+         "a dump that never ends (%s), of an instance of a billion items: %.0f MB read, "
+         "%d bytes of temporary files, backend memory grew %d kB, a cancel ends it"
+         % (label, mb, temp, peak[0] - rss0), repr(out))
+srv.stats_items = None
+
+# an instance that holds 3 items (its stats say) lists at most 2 * 3 + 10,000
+# keys: past that, a protocol violation, under either on_failure, long
+# before any cancel, with the temporary files bounded
+for server in ("h", "hmiss"):
+    for label, key in (("keys of the table", b"t:f%d"), ("keys of no table", b"other%d")):
+        fresh_start()
+        srv.forever_key = key
+        srv.script = (b"", "forever")
+        temp0 = temp_bytes()
+        timer = threading.Timer(5.0, lambda: admin.cursor().execute(
+            "SELECT pg_cancel_backend(%s)", (pid,)))
+        timer.start()
+        out = run("SELECT count(*) FROM %st" % server, bound=15)
+        timer.cancel()
+        temp = temp_bytes() - temp0
+        t.ok(out.pgcode == "08P01" and out.rows is None and not out.overran and out.elapsed < 4
+             and "listed more keys than it holds: more than 10006," in (out.detail or "")
+             and "count 3 items" in (out.detail or "") and temp < 8 * 1024 * 1024,
+             "%s: an endless dump (%s) listing more keys than its instance holds: 08P01 in "
+             "%.2f s, %d bytes of temporary files" % (server, label, out.elapsed, temp), repr(out))
+        n = len(srv.conns)
+        srv.script = (item(b"t:a") + b"END\r\n", "keep")
+        got = run("SELECT mc_get('t:a', server => '%s')" % server)
+        t.ok(got.rows == [("A",)] and len(srv.conns) == n + 1,
+             "%s: ... its connection is not used again, the next call works on a new one" % server,
+             repr((got, len(srv.conns) - n)))
+# at the bound exactly: every key listed; one more: the error
+for n, code in ((2 * 3 + 10000, None), (2 * 3 + 10001, "08P01")):
+    fresh_start()
+    srv.script = (b"".join(item(b"t:n%d" % i) for i in range(n)) + b"END\r\n", "keep")
+    out = run("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT key FROM ht")
+    plan = "\n".join(r[0] for r in out.rows or [])
+    t.ok(out.pgcode == code and (code is not None or "Memcached Keys Kept: %d" % n in plan),
+         "a dump of %d keys from an instance of 3 items: %s" % (n, code or "listed whole"),
+         repr(out))
+# an instance whose stats give no item count: the fallback bound (10,000,000), not 10,006
+srv.stats_items = "omitted"
+db.server(c, "hnocount", srv.addr, io_timeout="1s", allow_full_scan="true", failure_limit="1000")
+db.sql(c, "CREATE FOREIGN TABLE hnocountt (key text, value text) SERVER hnocount "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+fresh_start()
+srv.script = (b"".join(item(b"t:n%d" % i) for i in range(2 * 3 + 10001)) + b"END\r\n", "keep")
+out = run("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT key FROM hnocountt")
+plan = "\n".join(r[0] for r in out.rows or [])
+t.ok(out.error is None and "Memcached Keys Kept: 10007" in plan,
+     "an instance whose stats give no item count: a dump of 10007 keys is listed whole "
+     "(its bound is 10,000,000)", repr(out))
+srv.stats_items = None
+
+# the bounds follow the instances, not their places in the list: after ALTER
+# SERVER swaps them, an instance of many items is not held to the bound of
+# one of 3 (the sizes counted for the old list are asked again)
+fresh_start()
+big = hostile.DumpServer().start()
+big.stats_items = 10 ** 6
+big.script = (b"".join(item(b"t:n%d" % i) for i in range(20000)) + b"END\r\n", "keep")
+srv.script = (item(b"t:a") + b"END\r\n", "keep")
+db.server(c, "hswap", "%s,%s" % (srv.addr, big.addr), io_timeout="1s", allow_full_scan="true",
+          failure_limit="1000")
+db.sql(c, "CREATE FOREIGN TABLE hswapt (key text, value text) SERVER hswap "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+listed = []
+for servers in ("%s,%s" % (srv.addr, big.addr), "%s,%s" % (big.addr, srv.addr)):
+    db.sql(c, "ALTER SERVER hswap OPTIONS (SET servers '%s')" % servers)
+    out = run("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT key FROM hswapt")
+    listed.append((out.pgcode, [r[0].strip() for r in out.rows or [] if "Items Listed" in r[0]]))
+t.ok(listed == [(None, ["Memcached Items Listed: 20001"])] * 2,
+     "instances of 3 and 1,000,000 items, then their order swapped: both scans list all 20,001 keys",
+     repr(listed))
+big.stop()
+db.sql(c, "RESET jit")
 db.sql(c, "RESET work_mem")
 fresh_start()
 srv.script = (item(b"t:a") + b"END\r\n", "keep")
 t.is_(rows_of(run("SELECT key, value FROM ht")), [("a", "A")], "the backend is still fine")
 
 srv.stop()
+
+# ---- an honest memcached written to while it is scanned never trips the bound ----
+mc = mcrig.start_memcached("-m", "64")
+db.server(c, "honest", mc.addr, allow_full_scan="true")
+db.sql(c, "CREATE FOREIGN TABLE honestt (key text, value text) SERVER honest "
+          "OPTIONS (key_prefix 't:', allow_full_scan 'true')")
+N = 50000
+db.sql(c, "INSERT INTO honestt SELECT i::text, 'v' || i FROM generate_series(1, %d) i" % N)
+t.is_(db.value(c, "SELECT count(*) FROM honestt"), N, "an honest memcached of 50,000 keys: scanned whole")
+written = [0]
+stop_writing = threading.Event()
+
+
+def writer():
+    """New keys as fast as one pipelined client writes them, until told to stop."""
+    w = mcrig.connect(mc.port)
+    i = 0
+    while not stop_writing.is_set():
+        w.sendall(b"".join(b"ms t:w%d 1 q\r\nx\r\n" % j for j in range(i, i + 2000)) + b"mn\r\n")
+        buf = b""
+        while not buf.endswith(b"MN\r\n"):
+            buf += w.recv(65536)
+        i += 2000
+        written[0] = i
+    w.close()
+
+
+th = threading.Thread(target=writer, daemon=True)
+th.start()
+mcrig.wait_for(lambda: written[0] > 0, what="the writer to start")
+results = []
+for _ in range(3):
+    w0 = written[0]
+    out = run("SELECT count(*) FROM honestt", bound=60)
+    results.append((out.pgcode, out.rows and out.rows[0][0], written[0] - w0))
+stop_writing.set()
+th.join(10)
+t.ok(all(code is None and n >= N for code, n, _ in results) and sum(w for _, _, w in results) > 0,
+     "three scans of it while a client writes new keys as fast as it can: every key, no error "
+     "(rows, keys written during each: %s)" % ", ".join("%s/%d" % (n, w) for _, n, w in results),
+     repr(results))
+mc.stop()
+
 c.close()
 admin.close()
 t.done()

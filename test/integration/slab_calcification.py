@@ -21,7 +21,7 @@ import mcrig
 t = mcrig.TAP()
 
 
-class FakeStats(hostile.Listener):
+class FakeStats(hostile.LineServer):
     """Answers the four stats commands from self.groups (group -> lines)."""
 
     def __init__(self):
@@ -29,27 +29,17 @@ class FakeStats(hostile.Listener):
         self.groups = {}
         self.lock = threading.Lock()
 
-    def _serve(self, c):
-        buf = b""
-        try:
-            while True:
-                data = c.recv(65536)
-                if not data:
-                    return
-                buf += data
-                while b"\r\n" in buf:
-                    line, buf = buf.split(b"\r\n", 1)
-                    words = line.decode().split()
-                    if words[:1] != ["stats"]:
-                        c.sendall(b"ERROR\r\n")
-                        continue
-                    group = words[1] if len(words) > 1 else ""
-                    with self.lock:
-                        lines = list(self.groups.get(group, []))
-                    c.sendall(b"".join(b"STAT %s %s\r\n" % (n.encode(), str(v).encode())
-                                       for n, v in lines) + b"END\r\n")
-        except OSError:
-            return
+    def _answer(self, c, line, lines):
+        words = line.decode().split()
+        if words[:1] != ["stats"]:
+            c.sendall(b"ERROR\r\n")
+            return True
+        group = words[1] if len(words) > 1 else ""
+        with self.lock:
+            lines = list(self.groups.get(group, []))
+        c.sendall(b"".join(b"STAT %s %s\r\n" % (n.encode(), str(v).encode())
+                           for n, v in lines) + b"END\r\n")
+        return True
 
 
 def scenario(classes, pool=0, automove=0, general=None):

@@ -8,9 +8,15 @@ contract itself, the way a buggy proxy, a crashing server or a busy one does:
       lets a request execute and then resets the client instead of answering
       (drop-after-execute), or, for the soak, does either at random along
       with delays past io_timeout and plain drops;
+  LineServer()                  a fake server of text lines: each request line
+      handed to the subclass's _answer, each connection's lines kept;
+  DumpServer()                  a fake memcached whose "lru_crawler metadump"
+      reply is scripted (then kept, closed, stalled or streamed forever),
+      with "stats", the multi-get and "mn" of a little store of its own;
   HostileServer(behaviour)      a fake memcached that answers every request
       with an endless stream of "EN" lines, endless STAT lines with no END,
-      STAT lines trickled a byte at a time, or a connection-limit refusal;
+      STAT lines trickled a byte at a time, a key dump that never ends,
+      stalls or is refused as busy, or a connection-limit refusal;
   SynBlackhole()                a port whose connects neither complete nor
       fail (its accept queue is full), to exercise connect_timeout;
   run_bounded(conn, sql)        run one statement with a hard wall-clock bound:
@@ -26,6 +32,7 @@ is a path, except SynBlackhole's: a Unix socket's full accept queue refuses
 a non-blocking connect at once (EAGAIN) instead of leaving it pending.
 """
 
+import base64
 import random
 import select
 import socket
@@ -68,8 +75,9 @@ def _reset(sock):
 
 class Listener:
     """A listening socket (mcrig.listen()) whose accepted connections are served by
-    the subclass's _serve(sock), each in a daemon thread; `accepted` counts
-    them, drop_all() closes them, stop() closes the listener too."""
+    the subclass's _serve(sock), each in a daemon thread and closed when it
+    returns (or raises OSError); `accepted` counts them, drop_all() closes
+    them, stop() closes the listener too."""
 
     def __init__(self):
         self.accepted = 0
@@ -116,7 +124,20 @@ class Listener:
             self.accepted += 1
             with self._lock:
                 self._conns.add(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+            threading.Thread(target=self._serve_then_close, args=(c,), daemon=True).start()
+
+    def _serve_then_close(self, c):
+        try:
+            self._serve(c)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(c)
+            try:
+                c.close()
+            except OSError:
+                pass
 
 
 class HostileProxy(Listener):
@@ -276,7 +297,150 @@ class HostileProxy(Listener):
                     pass
 
 
-class HostileServer(Listener):
+ITEM = b"key=%s exp=-1 la=1700000000 cas=%d fetch=no cls=1 size=64\n"
+
+
+def item(key, cas=1):
+    """A metadump line of an item (memcached's own form)."""
+    return ITEM % (key, cas)
+
+
+class LineServer(Listener):
+    """A fake server of text lines: each connection's request lines (ended
+    by "\\r\\n") are kept in `conns` (one list a connection, in order) and
+    handed to the subclass's _answer(sock, line, lines), lines being the
+    connection's so far, which answers and returns False to close the
+    connection."""
+
+    def __init__(self):
+        super().__init__()
+        self.conns = []
+
+    @property
+    def requests(self):
+        """The first request line of each connection."""
+        return [lines[0] for lines in self.conns if lines]
+
+    def _serve(self, c):
+        lines = []
+        self.conns.append(lines)
+        buf = b""
+        c.settimeout(None)
+        while not self._stop:
+            data = c.recv(65536)
+            if not data:
+                return
+            buf += data
+            while b"\r\n" in buf:
+                line, buf = buf.split(b"\r\n", 1)
+                lines.append(line)
+                if not self._answer(c, line, lines):
+                    return
+
+    def _answer(self, c, line, lines):
+        raise NotImplementedError
+
+
+class DumpServer(LineServer):
+    """A fake memcached whose metadump reply is `script`: (bytes, then),
+    then one of "keep" (go on serving the connection), "close", "stall"
+    (silent, open) or "forever" (item lines with distinct keys, from
+    `forever_key`, no END).  With `every_request`, every request line is
+    answered so, whatever it asks ("stats" included).  `late` bytes go
+    `late_delay` s after a kept reply.  "stats" says `stats_items` items
+    (None: as many as `values` holds; "omitted": no curr_items line); "mg" reads `values`; `sent` counts
+    the bytes of dump replies."""
+
+    def __init__(self):
+        super().__init__()
+        self.script = (b"END\r\n", "keep")
+        self.every_request = False
+        self.forever_key = b"t:f%d"
+        self.late = None
+        self.late_delay = 0.1
+        self.values = {b"t:a": b"A", b"t:b": b"B", b"t:c": b"C"}
+        self.stats_items = None
+        self.sent = 0
+
+    def _dump(self, c):
+        payload, then = self.script
+        c.sendall(payload)
+        self.sent += len(payload)
+        if then == "close":
+            return False
+        if then == "stall":
+            while not self._stop:
+                time.sleep(0.05)
+            return False
+        if then == "forever":
+            i = 0
+            while not self._stop:
+                chunk = b"".join(item(self.forever_key % j) for j in range(i, i + 5000))
+                c.sendall(chunk)
+                self.sent += len(chunk)
+                i += 5000
+            return False
+        if self.late is not None:
+            time.sleep(self.late_delay)
+            c.sendall(self.late)
+        return True
+
+    def _answer(self, c, line, lines):
+        words = line.split(b" ")
+        if words[0] == b"lru_crawler" or self.every_request:
+            return self._dump(c)
+        if words[0] == b"stats":
+            items = len(self.values) if self.stats_items is None else self.stats_items
+            c.sendall(b"STAT pid 1\r\n" + (b"STAT curr_items %d\r\n" % items if items != "omitted" else b"")
+                      + b"END\r\n")
+        elif words[0] == b"mg" and len(words) > 1:
+            c.sendall(self._mg(words))
+        elif words[0] == b"mn":
+            c.sendall(b"MN\r\n")
+        elif line:
+            c.sendall(b"ERROR\r\n")
+        return True
+
+    def _mg(self, words):
+        """The reply to a meta get, from `values`."""
+        key, flags = words[1], words[2:]
+        if b"b" in flags:
+            key = base64.b64decode(key)
+        value = self.values.get(key)
+        out = []
+        for f in flags:
+            if f[:1] == b"O":
+                out.append(f)
+            elif f == b"k":
+                out.append(b"k" + words[1])
+            elif f == b"b":
+                out.append(b"b")
+            elif value is not None and f == b"f":
+                out.append(b"f0")
+            elif value is not None and f == b"c":
+                out.append(b"c7")
+            elif value is not None and f == b"s":
+                out.append(b"s%d" % len(value))
+            elif value is not None and f == b"t":
+                out.append(b"t-1")
+        if value is None:
+            return b"" if b"q" in flags else b" ".join([b"EN"] + out) + b"\r\n"
+        if b"v" in flags:
+            return b" ".join([b"VA %d" % len(value)] + out) + b"\r\n" + value + b"\r\n"
+        return b" ".join([b"HD"] + out) + b"\r\n"
+
+
+# HostileServer's key dump behaviours, as DumpServer scripts answering every request
+DUMP_BEHAVIOURS = {
+    "dump_forever": (b"", "forever"),
+    "dump_stall": (b"key=stall exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n", "stall"),
+    "dump_busy": (b"BUSY currently processing crawler request\r\n", "keep"),
+}
+# ... and those that answer request lines one by one (LineServer's)
+LINE_BEHAVIOURS = set(DUMP_BEHAVIOURS) | {"old_miss", "reorder", "wrong_opaque", "hd_hits"}
+
+
+class HostileServer(DumpServer):
     """A fake memcached whose every connection runs one behaviour:
 
       endless_en      after the first request bytes, "EN\\r\\n" forever
@@ -312,31 +476,27 @@ class HostileServer(Listener):
       hd_hits         the same requests answered in order with "HD O<n>": a
                       hit without the value every request asked for
 
-    `sent` counts bytes written; `requests` holds the first request bytes of
-    each connection of the dump_* behaviours; stop() ends every stream and
-    closes.
+    `sent` counts bytes written; `requests` holds the first request line of
+    each connection of the dump_* behaviours (DumpServer's scripts, every
+    request answered as a dump); stop() ends every stream and closes.
     """
 
     def __init__(self, behaviour, trickle=0.1):
         super().__init__()
         self.behaviour = behaviour
         self.trickle = trickle
-        self.sent = 0
-        self.requests = []
+        if behaviour in DUMP_BEHAVIOURS:
+            self.script = DUMP_BEHAVIOURS[behaviour]
+            self.every_request = True
+            self.forever_key = b"t:forever%d"
 
     def _serve(self, c):
         try:
             if self.behaviour == "conn_limit":
                 c.sendall(b"ERROR Too many open connections\r\n")
                 return
-            if self.behaviour == "old_miss":
-                self._serve_old_miss(c)
-                return
-            if self.behaviour in ("reorder", "wrong_opaque", "hd_hits"):
-                self._serve_multi_get(c)
-                return
-            if self.behaviour in ("dump_forever", "dump_stall", "dump_busy"):
-                self._serve_dump(c)
+            if self.behaviour in LINE_BEHAVIOURS:
+                super()._serve(c)
                 return
             c.settimeout(30)
             first = c.recv(65536)
@@ -380,88 +540,43 @@ class HostileServer(Listener):
                     self.sent += len(chunk)
         except OSError:
             return
-        finally:
-            with self._lock:
-                self._conns.discard(c)
-            try:
-                c.close()
-            except OSError:
-                pass
 
+    def _answer(self, c, line, lines):
+        """The behaviours of request lines (see the class comment): a dump's
+        (DumpServer's), a miss of old, a pipelined multi-get's."""
+        if self.behaviour in DUMP_BEHAVIOURS:
+            return super()._answer(c, line, lines)
+        if self.behaviour == "old_miss":
+            out = b"EN\r\n" if line else b""
+        elif line == b"mn":
+            out = self._multi_get(lines)
+        elif line and not line.startswith(b"mg "):
+            out = b"EN\r\n"
+        else:
+            out = b""
+        c.sendall(out)
+        self.sent += len(out)
+        return True
 
-    def _serve_dump(self, c):
-        """The metadump behaviours (see the class comment)."""
-        c.settimeout(30)
-        data = c.recv(65536)
-        if not data:
-            return
-        self.requests.append(data)
-        if self.behaviour == "dump_busy":
-            c.sendall(b"BUSY currently processing crawler request\r\n")
-            while not self._stop and c.recv(65536):
-                c.sendall(b"BUSY currently processing crawler request\r\n")
-            return
-        if self.behaviour == "dump_stall":
-            c.sendall(b"key=stall exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n")
-            while not self._stop:
-                time.sleep(0.05)
-            return
-        c.settimeout(None)
-        i = 0
-        while not self._stop:
-            chunk = b"".join(b"key=t:forever%d exp=-1 la=1 cas=1 fetch=no cls=1 size=60\n" % j
-                             for j in range(i, i + 10000))
-            c.sendall(chunk)
-            self.sent += len(chunk)
-            i += 10000
-
-    def _serve_multi_get(self, c):
-        """reorder, wrong_opaque, hd_hits (see the class comment)."""
-        c.settimeout(30)
-        buf = b""
+    def _multi_get(self, lines):
+        """reorder, wrong_opaque, hd_hits: the replies to the gets since the
+        last "mn", then its MN."""
         asked = []
-        while not self._stop:
-            data = c.recv(65536)
-            if not data:
-                return
-            buf += data
-            while b"\r\n" in buf:
-                line, buf = buf.split(b"\r\n", 1)
-                words = line.split(b" ")
-                if words[0] == b"mg" and len(words) > 1:
-                    opaque = [w[1:] for w in words if w.startswith(b"O")]
-                    asked.append((words[1], opaque[0] if opaque else b"0"))
-                elif words[0] == b"mn":
-                    out = b""
-                    if self.behaviour == "hd_hits":
-                        out = b"".join(b"HD O%s\r\n" % o for _, o in asked)
-                        asked = []
-                    for i, (key, opaque) in enumerate(reversed(asked)):
-                        if self.behaviour == "wrong_opaque":
-                            opaque = b"%d" % (900000 + i)
-                        out += b"VA %d f0 O%s\r\n%s\r\n" % (len(key), opaque, key)
-                    out += b"MN\r\n"
-                    c.sendall(out)
-                    self.sent += len(out)
-                    asked = []
-                elif line:
-                    c.sendall(b"EN\r\n")
-
-    def _serve_old_miss(self, c):
-        """Every request line is a miss, answered as memcached before 1.6.18
-        answers one: "EN" without the request's opaque token."""
-        c.settimeout(30)
-        buf = b""
-        while not self._stop:
-            data = c.recv(65536)
-            if not data:
-                return
-            buf += data
-            while b"\r\n" in buf:
-                line, buf = buf.split(b"\r\n", 1)
-                if line:
-                    c.sendall(b"EN\r\n")
-                    self.sent += 4
+        for line in reversed(lines[:-1]):
+            if line == b"mn":
+                break
+            words = line.split(b" ")
+            if words[0] == b"mg" and len(words) > 1:
+                opaque = [w[1:] for w in words if w.startswith(b"O")]
+                asked.insert(0, (words[1], opaque[0] if opaque else b"0"))
+        if self.behaviour == "hd_hits":
+            return b"".join(b"HD O%s\r\n" % o for _, o in asked) + b"MN\r\n"
+        out = b""
+        for i, (key, opaque) in enumerate(reversed(asked)):
+            if self.behaviour == "wrong_opaque":
+                opaque = b"%d" % (900000 + i)
+            out += b"VA %d f0 O%s\r\n%s\r\n" % (len(key), opaque, key)
+        return out + b"MN\r\n"
 
 
 class SynBlackhole:

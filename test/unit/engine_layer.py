@@ -20,8 +20,8 @@ it waits for, and reported as TODO until it no longer needs the entry.
 
 The runner is the files of RUNNER (client/run*.[ch]: run.c the run
 itself, run_route.c the failover rule and the routing, run_reads.c and
-run_writes.c each kind's pipelines, run_int.h their shared state, which
-no other file includes).  A single-key call is a run of one, the
+run_writes.c each kind's pipelines, run_mn.c the "MN" neither asked for,
+run_int.h their shared state, which no other file includes).  A single-key call is a run of one, the
 runner's (run.h's McRunOne, run_route.c's McRunRouteOne): only they ask
 the engine to send a request alone (McEngineSendOne), so the one failover
 rule (run_route.c) routes a run of one and the rounds of a run of many
@@ -51,7 +51,8 @@ LAYERS = ("client", "sql", "fdw")         # the engine's folder and those above 
 EVERY = ("client", "sql", "fdw", "net", "core")
 ABOVE = ("sql", "fdw")
 # The runner's files (all in client/), and of them the run of one's.
-RUNNER = ("run.c", "run.h", "run_int.h", "run_route.c", "run_route.h", "run_reads.c", "run_writes.c")
+RUNNER = ("run.c", "run.h", "run_int.h", "run_route.c", "run_route.h", "run_reads.c", "run_writes.c",
+          "run_mn.c")
 RUN_OF_ONE = ("run.h", "run_route.c")
 PENDING = {}
 n = 0
@@ -117,6 +118,11 @@ def main():
     # The runner's state is its files' alone.
     check("only the runner's files include run_int.h",
           offenders(r'#\s*include\s+"run_int\.h"', RUNNER, EVERY, "[ch]", strings=False))
+    # A static function run_int.h defines out of line is a copy in every
+    # file that calls it: only inline helpers belong there, one called out
+    # of line is a runner file's (run_mn.c's run_mn_stray).
+    check("run_int.h defines no function out of line (pg_noinline: a copy in each caller's file)",
+          calls(os.path.join(SRC, "client", "run_int.h"), r"\b(pg_noinline)\b"))
     # A single-key call is a run of one, the runner's (run.h's McRunOne,
     # run_route.c's McRunRouteOne): they alone ask the engine to send a
     # request alone, so the failover rule routing it is the one the
