@@ -17,7 +17,10 @@ before the commit), delivers all its keys after the commit, and releases
 the slot when nothing is in progress; with failover, a delivery to a hung
 instance fails within one mcfdw.wal_timeout, is retried without spinning
 while the instance stays hung, and its keys are deleted there once it
-answers.  While idle the worker reads mc_watches again only after a commit
+answers; an instance cut in the middle of a batch's pipeline (500 of its
+deletes through): the batch is held, and once the instance is back every
+key is deleted, none skipped.  While
+idle the worker reads mc_watches again only after a commit
 that changed it: not at each poll, and not after a commit whose write of
 mc_watches rolled back with its subtransaction.
 """
@@ -419,6 +422,79 @@ t.is_(len(present(f.port, onf)), 0, "once it answers again, its keys are deleted
 q(db, "SELECT mc_unwatch('hung')")
 q(db, "ALTER SYSTEM RESET mcfdw.wal_timeout")
 q(db, "SELECT pg_reload_conf()")
+
+# ---- an instance cut in the middle of a batch's pipeline ---------------------------------
+# one UPDATE of 20,000 rows; the connection to one instance is cut once 500
+# of its deletes went through (the rest of its pipeline, and its "mn", not
+# delivered): the batch is held, and once the instance is back every key is
+# deleted, those deleted before the cut included (sent again: none skipped)
+class Tripwire(bytearray):
+    """FaultProxy.requests that cuts the proxy (mode "close": the next
+    request closes the connection) once `after` "md" requests went through."""
+
+    def __init__(self, px, after):
+        super().__init__()
+        self.px, self.after, self.md_at_cut = px, after, None
+
+    def __iadd__(self, data):
+        bytearray.__iadd__(self, data)
+        if self.md_at_cut is None and self.count(b"md ") >= self.after:
+            self.md_at_cut = self.count(b"md ")
+            self.px.mode = "close"
+        return self
+
+
+g = mcrig.start_memcached()
+h = mcrig.start_memcached()
+ph = FaultProxy(h.port).start()
+q(db, "CREATE SERVER wc FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, connect_timeout '1000', "
+      "io_timeout '2000', retry_delay '1')", ("%s,%s" % (g.addr, ph.addr),))
+q(db, "CREATE USER MAPPING FOR PUBLIC SERVER wc")
+N = 20000
+q(db, "CREATE TABLE chunked (id int PRIMARY KEY, v text)")
+q(db, "INSERT INTO chunked SELECT i, 'a' FROM generate_series(1, %s) i", (N,))
+q(db, "SELECT mc_watch('chunked', ARRAY['ch:{id}'], 'wc')")
+time.sleep(0.5)
+
+
+def chunked_row():
+    return q(db, "SELECT pending, sent, retried FROM mc_wal_watches WHERE \"table\" = 'chunked'::regclass")
+
+
+keys = ["ch:%d" % i for i in range(1, N + 1)]
+q(db, "SELECT mc_set_multi(%s, %s, NULL, NULL, 'wc')", (keys, ["v"] * N))
+onh = [r[0] for r in q(db, "SELECT key FROM mc_route(%s, 'wc') WHERE port = %s", (keys, ph.port))]
+t.ok(len(onh) > 4000 and len(present(h.port, onh)) == len(onh),
+     "%d of %d keys on the instance to be cut" % (len(onh), N))
+wire = Tripwire(ph, 500)
+ph.requests = wire
+ph.record = True
+q(db, "UPDATE chunked SET v = 'b'")
+try:
+    mcrig.wait_for(lambda: chunked_row()[0][2] > 0, 20, interval=0.05, what="a failed delivery")
+except TimeoutError:
+    pass
+retried = chunked_row()[0][2]
+t.ok(wire.md_at_cut is not None and retried > 0 and chunked_row()[0][0] > 0,
+     "an instance cut in the middle of its pipeline (%s deletes through) holds the batch "
+     "(%d keys retried)" % (wire.md_at_cut, retried), repr(chunked_row()))
+time.sleep(1)
+ph.record = False
+ph.mode = "pass"
+try:
+    mcrig.wait_for(lambda: not present(h.port, onh) and not present(g.port, keys), 30,
+                   interval=0.2, what="every key gone")
+except TimeoutError:
+    pass
+left = len(present(h.port, onh)) + len(present(g.port, keys))
+t.ok(left == 0, "once it is back, every one of the %d keys is deleted, on both instances" % N,
+     "%d left" % left)
+try:
+    mcrig.wait_for(lambda: chunked_row()[0][0] == 0, 10, what="pending 0")
+except TimeoutError:
+    pass
+t.is_(chunked_row()[0][0], 0, "... and nothing is pending afterwards")
+q(db, "SELECT mc_unwatch('chunked')")
 
 # ---- the worker runs no one else's code -------------------------------------------------------
 # it runs as the bootstrap superuser; a role that may create objects in
