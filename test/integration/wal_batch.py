@@ -170,18 +170,26 @@ t.ok(wk >= N + 1 and wm >= 1 and other == 0,
      % (wk, wm), repr((wk, wm, other)))
 
 # ---- failover: an instance down while rows change -----------------------------------------
-c = mcrig.start_memcached()
-d = mcrig.start_memcached()
-pd = FaultProxy(d.port).start()
-q(db, "CREATE SERVER wf FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, failover 'true', "
-      "connect_timeout '1000', io_timeout '2000', retry_delay '1')",
-  ("%s,%s" % (c.addr, pd.addr),))
-q(db, "CREATE USER MAPPING FOR PUBLIC SERVER wf")
+def watched_pair(server, table, template, n, options=""):
+    """Two fresh memcacheds, the second behind a fault proxy, as server;
+    table of n rows watched on it with template.  Returns (first, second,
+    proxy)."""
+    a = mcrig.start_memcached()
+    b = mcrig.start_memcached()
+    pb = FaultProxy(b.port).start()
+    q(db, "CREATE SERVER %s FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %%s, %s"
+          "connect_timeout '1000', io_timeout '2000', retry_delay '1')" % (server, options),
+      ("%s,%s" % (a.addr, pb.addr),))
+    q(db, "CREATE USER MAPPING FOR PUBLIC SERVER %s" % server)
+    q(db, "CREATE TABLE %s (id int PRIMARY KEY, v text)" % table)
+    q(db, "INSERT INTO %s SELECT i, 'a' FROM generate_series(1, %%s) i" % table, (n,))
+    q(db, "SELECT mc_watch(%s, ARRAY[%s], %s)", (table, template, server))
+    time.sleep(0.5)
+    return a, b, pb
+
+
 N = 1000
-q(db, "CREATE TABLE fo (id int PRIMARY KEY, v text)")
-q(db, "INSERT INTO fo SELECT i, 'a' FROM generate_series(1, %s) i", (N,))
-q(db, "SELECT mc_watch('fo', ARRAY['fo:{id}'], 'wf')")
-time.sleep(0.5)
+c, d, pd = watched_pair("wf", "fo", "fo:{id}", N, "failover 'true', ")
 keys = ["fo:%d" % i for i in range(1, N + 1)]
 q(db, "SELECT mc_set_multi(%s, %s, NULL, NULL, 'wf')", (keys, ["v"] * N))
 ond = [r[0] for r in q(db, "SELECT key FROM mc_route(%s, 'wf') WHERE port = %s", (keys, pd.port))]
@@ -444,17 +452,8 @@ class Tripwire(bytearray):
         return self
 
 
-g = mcrig.start_memcached()
-h = mcrig.start_memcached()
-ph = FaultProxy(h.port).start()
-q(db, "CREATE SERVER wc FOREIGN DATA WRAPPER mcfdw OPTIONS (servers %s, connect_timeout '1000', "
-      "io_timeout '2000', retry_delay '1')", ("%s,%s" % (g.addr, ph.addr),))
-q(db, "CREATE USER MAPPING FOR PUBLIC SERVER wc")
 N = 20000
-q(db, "CREATE TABLE chunked (id int PRIMARY KEY, v text)")
-q(db, "INSERT INTO chunked SELECT i, 'a' FROM generate_series(1, %s) i", (N,))
-q(db, "SELECT mc_watch('chunked', ARRAY['ch:{id}'], 'wc')")
-time.sleep(0.5)
+g, h, ph = watched_pair("wc", "chunked", "ch:{id}", N)
 
 
 def chunked_row():
