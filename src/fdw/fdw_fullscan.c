@@ -659,16 +659,19 @@ count_sizes_reset(ItemCount *slot, const McServer *srv)
 }
 
 /*
+ * The count slot of the server, asked again unless it is one at most
+ * MC_COUNT_TTL_S old and, with match, counted for match's instances (sizes
+ * counted before ALTER SERVER changed them are not the instances' now).
  * The items of the server's live instances ("curr_items"), or -1 when
- * none answered.  Asked at most once per MC_COUNT_TTL_S per server and
- * backend, within MC_COUNT_LIMIT_MS for all instances together, softly: a
- * server that is down or slow costs planning that bound, once, and the
- * planner falls back to its default.  That bound passing is planning
- * giving up, not the instance failing: it is not counted against its
- * health (a failure within the bound, io_timeout's included, is).
+ * none answered.  Asked within MC_COUNT_LIMIT_MS for all instances
+ * together, softly: a server that is down or slow costs planning that
+ * bound, once, and the planner falls back to its default.  That bound
+ * passing is planning giving up, not the instance failing: it is not
+ * counted against its health (a failure within the bound, io_timeout's
+ * included, is).
  */
-double
-McFullScanItems(Oid serverid)
+static ItemCount *
+count_ask(Oid serverid, const McServer *match)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	ItemCount  *slot = &counts[0];
@@ -682,8 +685,9 @@ McFullScanItems(Oid serverid)
 	for (int i = 0; i < MC_COUNT_SLOTS; i++)
 	{
 		if (counts[i].serverid == serverid &&
-			!TimestampDifferenceExceeds(counts[i].at, now, MC_COUNT_TTL_S * 1000))
-			return counts[i].items;
+			!TimestampDifferenceExceeds(counts[i].at, now, MC_COUNT_TTL_S * 1000) &&
+			(match == NULL || counts[i].instances == instances_id(match)))
+			return &counts[i];
 		/* the slot of this server, else the oldest */
 		if (counts[i].serverid == serverid ||
 			(slot->serverid != serverid && counts[i].at < slot->at))
@@ -714,7 +718,17 @@ McFullScanItems(Oid serverid)
 	slot->serverid = serverid;
 	slot->at = now;
 	slot->items = any ? total : -1;
-	return slot->items;
+	return slot;
+}
+
+/*
+ * The items of the server's live instances, for planning: asked at most
+ * once per MC_COUNT_TTL_S per server and backend (count_ask).
+ */
+double
+McFullScanItems(Oid serverid)
+{
+	return count_ask(serverid, NULL)->items;
 }
 
 /* The bound of a dump of an instance of this size (see MC_DUMP_SLACK). */
@@ -729,40 +743,22 @@ dump_bound(const InstSize *z)
 	return b >= (double) PG_INT64_MAX ? (uint64) PG_INT64_MAX : (uint64) b;
 }
 
-/* The count slot of srv, or NULL. */
-static ItemCount *
-count_slot(const McServer *srv)
-{
-	for (int i = 0; i < MC_COUNT_SLOTS; i++)
-		if (counts[i].serverid == srv->serverid)
-			return &counts[i];
-	return NULL;
-}
-
 /*
  * Each instance's dump bound, from its size as counted for planning
- * (McFullScanItems: the count this statement's planning asked for, or one
- * at most MC_COUNT_TTL_S old, asked again when the server's instances
- * changed since).
+ * (count_ask: the count this statement's planning asked for, or one at
+ * most MC_COUNT_TTL_S old, asked again when the server's instances changed
+ * since).
  */
 static void
 dump_bounds(McFullScan *fs, McServer *srv)
 {
-	ItemCount  *slot;
+	const ItemCount *slot = count_ask(srv->serverid, srv);
 
-	(void) McFullScanItems(srv->serverid);
-	slot = count_slot(srv);
-	if (slot != NULL && slot->instances != instances_id(srv))
-	{
-		slot->serverid = InvalidOid;
-		(void) McFullScanItems(srv->serverid);
-		slot = count_slot(srv);
-	}
 	for (int i = 0; i < srv->cfg.nendpoints; i++)
 	{
 		DumpInst   *d = &fs->insts[i];
 
-		if (slot != NULL && i < slot->nsizes)
+		if (i < slot->nsizes)
 			d->size = slot->sizes[i];
 		d->bound = dump_bound(&d->size);
 	}
