@@ -585,6 +585,18 @@ def w2_callgrind():
 
 
 # ---- workload 4: 10,000 single gets in one statement -------------------------
+def sched_ns(pid):
+    """(on a CPU, runnable but waiting for one) nanoseconds of a process's
+    main thread, from /proc/<pid>/schedstat (exact, not tick-sampled); None
+    where it cannot be read."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            on, waiting = f.read().split()[:2]
+        return int(on), int(waiting)
+    except (OSError, ValueError):
+        return None
+
+
 def proc_cpu(pid):
     """(user, system) CPU seconds of a process: /proc/<pid>/stat fields 14, 15."""
     with open("/proc/%d/stat" % pid) as f:
@@ -1756,9 +1768,14 @@ def w12_compressed():
         run_as(BASE, lambda: value(bconn, ZSQL["plain"]))
         curs.update({BASE + k: bconn.cursor() for k in mine})
     wall = {k: [] for k in sql}
+    # where a read's wall time goes in the backend: on a CPU, waiting for
+    # one, or waiting for memcached (the rest), per statement
+    pid = value(conn, "SELECT pg_backend_pid()")
+    split = {k: [] for k in ("floor", "plain", "compressed")}
     for r in range(ROUNDS):
         for i in range(BATCH_REPEAT):
             for k in rotated(list(wall), r * BATCH_REPEAT + i):
+                s0 = sched_ns(pid) if k in split else None
                 t0 = time.perf_counter()
                 if k == "inflate":
                     for b in blobs:
@@ -1768,6 +1785,9 @@ def w12_compressed():
                     if "floor" not in k and curs[k].fetchone()[0] != ZKEYS:
                         raise RuntimeError("workload 12: %s did not find or store every key" % k)
                 wall[k].append((time.perf_counter() - t0) * 1e3)
+                s1 = sched_ns(pid) if s0 is not None else None
+                if s1 is not None:
+                    split[k].append((wall[k][-1], (s1[0] - s0[0]) / 1e6, (s1[1] - s0[1]) / 1e6))
                 if k == "write compressed level 1":
                     curs[k].execute(ZL_DELETE)
         n = BATCH_REPEAT
@@ -1797,6 +1817,20 @@ def w12_compressed():
         "<= 2.0 x plain", check(r_read, "<=", 2.0),
         "what inflating adds per value: %.1f us; Python's zlib alone: %.1f us"
         % ((add_z - add_plain) * 1e3 / ZKEYS, m["inflate"] * 1e3 / ZKEYS))
+    if all(split.values()):
+        # the medians of each statement's split, over the floor's
+        f_cpu = med([c for _, c, _ in split["floor"]])
+        f_rq = med([q for _, _, q in split["floor"]])
+        for k in ("plain", "compressed"):
+            cpu = med([c for _, c, _ in split[k]]) - f_cpu
+            rq = med([q for _, _, q in split[k]]) - f_rq
+            idle = med([wl - c - q for wl, c, q in split[k]])
+            row(w, "mcfdw: %s, backend on a CPU, added over floor (schedstat)" % k, cpu, "ms",
+                note="waiting for a CPU %.1f ms; waiting for memcached %.1f ms (the statement's wall "
+                     "less both)" % (rq, idle))
+        r_cpu = ratio(med([c for _, c, _ in split["compressed"]]) - f_cpu,
+                      med([c for _, c, _ in split["plain"]]) - f_cpu)
+        row(w, "mcfdw: compressed / plain, backend on a CPU over floor (schedstat)", r_cpu, "x")
     # writes: the same 10,000 values, mc_set_multi plain and compressed
     w = "12 10,000-key set_multi, 8 KB values compressed"
     add_wp = med([a - f for a, f in zip(wall["write plain"], wall["write floor"])])
