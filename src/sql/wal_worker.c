@@ -360,6 +360,16 @@ typedef struct Batch
 	int64		nkeys;
 	int64		nrecords;		/* records of the plugin read into it */
 	McKeyArena	arena;			/* the keys' copies, in cxt */
+
+	/*
+	 * The head of the last 'K' record (tag, action, relid, server and its
+	 * NUL) and where its keys went: a transaction's keys come in runs of
+	 * one watch, so a record with the same head skips the lookups.
+	 */
+	char		last_head[2 + 4 + NAMEDATALEN];
+	int			last_headlen;	/* 0: none */
+	KeyGroup   *last_group;
+	WatchCount *last_count;
 } Batch;
 
 /* A copy of a key in the batch's arena: the plugin's buffer is reused. */
@@ -388,7 +398,7 @@ group_of(Batch *b, char action, const char *server)
 	return g;
 }
 
-static void
+static WatchCount *
 count_key(Batch *b, Oid relid, const char *server, char action)
 {
 	ListCell   *lc;
@@ -400,7 +410,7 @@ count_key(Batch *b, Oid relid, const char *server, char action)
 		if (c->relid == relid && strcmp(c->server, server) == 0)
 		{
 			c->nkeys++;
-			return;
+			return c;
 		}
 	}
 	c = palloc0(sizeof(WatchCount));
@@ -409,6 +419,7 @@ count_key(Batch *b, Oid relid, const char *server, char action)
 	c->action = action;
 	c->nkeys = 1;
 	b->counts = lappend(b->counts, c);
+	return c;
 }
 
 static void
@@ -431,6 +442,7 @@ group_add(KeyGroup *g, const char *key, size_t len)
 static void
 parse_record(Batch *b, const char *p, size_t len)
 {
+	const char *start = p;
 	const char *end = p + len;
 	char		tag;
 	char		action = 0;
@@ -440,6 +452,16 @@ parse_record(Batch *b, const char *p, size_t len)
 
 	if (len < 1)
 		return;
+	if (b->last_headlen > 0 && len >= (size_t) b->last_headlen &&
+		memcmp(p, b->last_head, b->last_headlen) == 0)
+	{
+		size_t		klen = len - b->last_headlen;
+
+		group_add(b->last_group, batch_copy(b, p + b->last_headlen, klen), klen);
+		b->last_count->nkeys++;
+		b->nkeys++;
+		return;
+	}
 	tag = *p++;
 	if (tag == 'C')
 	{
@@ -469,9 +491,16 @@ parse_record(Batch *b, const char *p, size_t len)
 	switch (tag)
 	{
 		case 'K':
-			group_add(group_of(b, action, server), batch_copy(b, p, end - p), end - p);
-			count_key(b, relid, server, action);
+			b->last_group = group_of(b, action, server);
+			b->last_count = count_key(b, relid, server, action);
+			group_add(b->last_group, batch_copy(b, p, end - p), end - p);
 			b->nkeys++;
+			b->last_headlen = 0;
+			if (p - start <= (ptrdiff_t) sizeof(b->last_head))
+			{
+				b->last_headlen = (int) (p - start);
+				memcpy(b->last_head, start, b->last_headlen);
+			}
 			break;
 		case 'T':
 			if (action == 'F')
