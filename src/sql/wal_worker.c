@@ -1153,10 +1153,10 @@ worker_role(void)
  * rather than giving it back to the kernel after each batch.  Decoding a
  * large transaction fills the reorder buffer (its 8 MB tuple blocks are
  * above glibc's default mmap threshold, and the rest is trimmed from the
- * heap once freed), so with glibc's defaults every batch touched its
- * memory afresh: a page fault per 4 kB, about a fifth of the worker's
- * time on a 20,000-row UPDATE (docs/benchmarks.md).  Allocations up to
- * MMAP_FROM_BYTES come from the heap, whose free top is kept up to
+ * heap once freed): with glibc's defaults each batch touches its memory
+ * afresh, a page fault per 4 kB (14 % of the worker's samples on a
+ * 20,000-row UPDATE, malloc itself 5 %: docs/benchmarks.md).  Allocations
+ * up to MMAP_FROM_BYTES come from the heap, whose free top is kept up to
  * KEEP_FREED_BYTES; what the decoding context holds is bounded apart
  * (DEC_SLACK).
  */
