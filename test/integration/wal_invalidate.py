@@ -325,6 +325,45 @@ except TimeoutError:
 t.ok(stale() and present(["lease:1"]) == {"lease:1"},
      "action 'mark_stale' marks the key stale (md I) instead of deleting it")
 
+# ---- one transaction's keys for two watches, interleaved ----------------------------------------
+# the worker files a key by its record's head (table, server, action);
+# alternating heads must each reach their own watch's action and count
+q(db, "CREATE TABLE mixd (id int PRIMARY KEY, v int)")
+q(db, "CREATE TABLE mixs (id int PRIMARY KEY, v int)")
+q(db, "INSERT INTO mixd SELECT g, 0 FROM generate_series(1, 50) g")
+q(db, "INSERT INTO mixs SELECT g, 0 FROM generate_series(1, 50) g")
+q(db, "SELECT mc_watch('mixd', ARRAY['mixd:{id}'], 'wt')")
+q(db, "SELECT mc_watch('mixs', ARRAY['mixs:{id}'], 'wt', action => 'mark_stale')")
+mixd = ["mixd:%d" % i for i in range(1, 51)]
+mixs = ["mixs:%d" % i for i in range(1, 51)]
+set_keys(mixd + mixs)
+
+
+def mix_sent():
+    return dict(q(db, "SELECT \"table\"::text, sent FROM mc_wal_watches "
+                      "WHERE \"table\" IN ('mixd'::regclass, 'mixs'::regclass)"))
+
+
+sent0 = mix_sent()
+q(db, "DO $$ BEGIN FOR i IN 1..50 LOOP "
+      "UPDATE mixd SET v = v + 1 WHERE id = i; UPDATE mixs SET v = v + 1 WHERE id = i; "
+      "END LOOP; END $$")
+left, _ = wait_gone(mixd, BOUND)
+t.ok(not left, "one transaction alternating two watched tables: the delete watch's keys are all deleted",
+     "%d left" % len(left))
+try:
+    mcrig.wait_for(lambda: all(mix_sent()[k] - sent0.get(k, 0) == 50 for k in ("mixd", "mixs")),
+                   BOUND, what="sent")
+except TimeoutError:
+    pass
+notstale = [k for k in mixs if q(db, "SELECT (mc_meta(%s, 'wt')).stale", (k,))[0][0] is not True]
+t.ok(present(mixs) == set(mixs) and not notstale,
+     "... and the mark_stale watch's keys are all there, marked stale", "%d not stale" % len(notstale))
+got = mix_sent()
+t.ok(all(got[k] - sent0.get(k, 0) == 50 for k in ("mixd", "mixs")),
+     "... and each watch counts its own 50 keys as sent", repr((sent0, got)))
+q(db, "DROP TABLE mixd, mixs")
+
 # ---- on_truncate 'ignore' -------------------------------------------------------------------
 q(db, "SELECT mc_watch('late', ARRAY['late:{kind}:{id}'], 'wt', on_truncate => 'ignore')")
 set_keys(["unrelated:2"])
