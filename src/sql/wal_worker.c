@@ -399,7 +399,7 @@ group_of(Batch *b, char action, const char *server)
 }
 
 static WatchCount *
-count_key(Batch *b, Oid relid, const char *server, char action)
+count_of(Batch *b, Oid relid, const char *server, char action)
 {
 	ListCell   *lc;
 	WatchCount *c;
@@ -408,16 +408,12 @@ count_key(Batch *b, Oid relid, const char *server, char action)
 	{
 		c = lfirst(lc);
 		if (c->relid == relid && strcmp(c->server, server) == 0)
-		{
-			c->nkeys++;
 			return c;
-		}
 	}
 	c = palloc0(sizeof(WatchCount));
 	c->relid = relid;
 	strlcpy(c->server, server, NAMEDATALEN);
 	c->action = action;
-	c->nkeys = 1;
 	b->counts = lappend(b->counts, c);
 	return c;
 }
@@ -439,6 +435,15 @@ group_add(KeyGroup *g, const char *key, size_t len)
 }
 
 /* Read one record of the plugin (wal.h) into the batch. */
+/* A key of the last 'K' record's group and count (last_group, last_count). */
+static void
+key_add(Batch *b, const char *key, size_t len)
+{
+	group_add(b->last_group, batch_copy(b, key, len), len);
+	b->last_count->nkeys++;
+	b->nkeys++;
+}
+
 static void
 parse_record(Batch *b, const char *p, size_t len)
 {
@@ -455,11 +460,7 @@ parse_record(Batch *b, const char *p, size_t len)
 	if (b->last_headlen > 0 && len >= (size_t) b->last_headlen &&
 		memcmp(p, b->last_head, b->last_headlen) == 0)
 	{
-		size_t		klen = len - b->last_headlen;
-
-		group_add(b->last_group, batch_copy(b, p + b->last_headlen, klen), klen);
-		b->last_count->nkeys++;
-		b->nkeys++;
+		key_add(b, p + b->last_headlen, len - b->last_headlen);
 		return;
 	}
 	tag = *p++;
@@ -492,21 +493,20 @@ parse_record(Batch *b, const char *p, size_t len)
 	{
 		case 'K':
 			b->last_group = group_of(b, action, server);
-			b->last_count = count_key(b, relid, server, action);
-			group_add(b->last_group, batch_copy(b, p, end - p), end - p);
-			b->nkeys++;
+			b->last_count = count_of(b, relid, server, action);
 			b->last_headlen = 0;
 			if (p - start <= (ptrdiff_t) sizeof(b->last_head))
 			{
 				b->last_headlen = (int) (p - start);
 				memcpy(b->last_head, start, b->last_headlen);
 			}
+			key_add(b, p, end - p);
 			break;
 		case 'T':
 			if (action == 'F')
 			{
 				group_add(group_of(b, 'F', server), "", 0);
-				count_key(b, relid, server, action);
+				count_of(b, relid, server, action)->nkeys++;
 			}
 			else
 			{
