@@ -795,6 +795,30 @@ dec_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * The reader's pages, never waited for.  read_local_xlog_page sleeps until
+ * the page it is asked for is flushed, and the tail of a record no commit
+ * flushes (a VACUUM's, a non-transactional message's) may stay unflushed
+ * for as long as the transaction that wrote it runs: the worker would hold
+ * the slot all that while, deaf to pause and to the extension's drop.  A
+ * page beyond the flushed log ends the poll's read instead (the reader
+ * returns no record and no error), and the next read starts again at that
+ * record.
+ */
+static bool dec_at_flush = false;
+
+static int
+dec_page_read(XLogReaderState *state, XLogRecPtr targetPagePtr, int reqLen,
+			  XLogRecPtr targetRecPtr, char *cur_page)
+{
+	if (targetPagePtr + reqLen > GetFlushRecPtr(NULL))
+	{
+		dec_at_flush = true;
+		return -1;
+	}
+	return read_local_xlog_page(state, targetPagePtr, reqLen, targetRecPtr, cur_page);
+}
+
 static void
 dec_open(const char *slot)
 {
@@ -807,7 +831,7 @@ dec_open(const char *slot)
 	McReplicationSlotAcquire(slot);
 	old = MemoryContextSwitchTo(dec_cxt);
 	dec = CreateDecodingContext(InvalidXLogRecPtr, NIL, false,
-								XL_ROUTINE(.page_read = read_local_xlog_page,
+								XL_ROUTINE(.page_read = dec_page_read,
 										   .segment_open = wal_segment_open,
 										   .segment_close = wal_segment_close),
 								dec_prepare_write, dec_write, NULL);
@@ -840,19 +864,22 @@ dec_close(bool clean)
 /*
  * Decode the log up to flush into b, stopping after a record once b is
  * full: the plugin's records of a transaction all come from its commit
- * record, so b always ends with whole transactions.
+ * record, so b always ends with whole transactions.  True when it read
+ * all the log flushed, up to flush or to a record whose end is not
+ * flushed yet.
  */
-static void
+static bool
 dec_read(Batch *b, XLogRecPtr flush)
 {
 	ResourceOwner owner = CurrentResourceOwner;
 	MemoryContext old;
 
 	if (dec->reader->EndRecPtr >= flush)
-		return;
+		return true;
 	/* the catalog caches built outside decoding are not the decoder's */
 	InvalidateSystemCaches();
 	dec_batch = b;
+	dec_at_flush = false;
 	/* the reader allocates its buffers as it goes: they outlive the poll */
 	old = MemoryContextSwitchTo(dec->context);
 	while (dec->reader->EndRecPtr < flush && b->nrecords < mc_wal_batch_changes)
@@ -864,8 +891,16 @@ dec_read(Batch *b, XLogRecPtr flush)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("mcfdw: could not read the write-ahead log for decoding: %s", errm)));
-		if (rec != NULL)
-			LogicalDecodingProcessRecord(dec, dec->reader);
+		if (rec == NULL)
+		{
+			if (!dec_at_flush)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("mcfdw: could not read the write-ahead log for decoding at %X/%X",
+								LSN_FORMAT_ARGS(dec->reader->EndRecPtr))));
+			break;
+		}
+		LogicalDecodingProcessRecord(dec, dec->reader);
 		/* the replay's internal transactions may leave another one current */
 		CurrentResourceOwner = owner;
 		CHECK_FOR_INTERRUPTS();
@@ -873,6 +908,7 @@ dec_read(Batch *b, XLogRecPtr flush)
 	MemoryContextSwitchTo(old);
 	dec_batch = NULL;
 	InvalidateSystemCaches();
+	return dec_at_flush || dec->reader->EndRecPtr >= flush;
 }
 
 /* Everything committed up to lsn is delivered. */
@@ -903,6 +939,7 @@ cycle(void)
 	XLogRecPtr	flush;
 	XLogRecPtr	end;
 	bool		drain_to_drop = false;
+	bool		caught_up;
 	Batch		b;
 	int			failed = 0;
 	char		errbuf[MC_WAL_ERRLEN] = "";
@@ -968,12 +1005,10 @@ cycle(void)
 	memset(&b, 0, sizeof(b));
 	b.cxt = CurrentMemoryContext;
 	b.arena.cxt = b.cxt;
-	dec_read(&b, flush);
+	caught_up = dec_read(&b, flush);
 	end = dec->reader->EndRecPtr;
 	if (b.nrecords == 0)
 	{
-		bool		caught_up = end >= flush;
-
 		/* nothing watched was committed up to end: let the slot move on */
 		dec_confirm(end);
 		keep_restart_close(MyReplicationSlot);
@@ -1071,7 +1106,7 @@ cycle(void)
 	wal->oldest_pending = 0;
 	wal->last_delivered = b.last_time;
 	SpinLockRelease(&wal->mutex);
-	return end < flush ? CYCLE_MORE : CYCLE_IDLE;
+	return caught_up ? CYCLE_IDLE : CYCLE_MORE;
 }
 
 /* Run one cycle; an error is reported, rolled back and retried later. */

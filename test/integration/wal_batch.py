@@ -25,6 +25,7 @@ that changed it: not at each poll, and not after a commit whose write of
 mc_watches rolled back with its subtransaction.
 """
 
+import threading
 import time
 
 import psycopg2
@@ -289,6 +290,53 @@ try:
 except TimeoutError:
     pass
 t.is_(holder(), None, "with nothing in progress the worker does not hold the slot")
+
+# a record no commit flushes: a non-transactional message (no transaction
+# id, so no commit record) from a session that stays in its transaction;
+# the WAL writer flushes whole pages only, so the message's last page stays
+# unflushed until that transaction ends, and a worker waiting for it would
+# hold the slot all that while.  The release counts only while the
+# message's end is still unflushed (else the attempt is repeated).
+def unflushed_tail():
+    ends = []
+
+    def writer():
+        c = pg.connect()
+        c.autocommit = False
+        q(c, "SELECT pg_logical_emit_message(false, 'mcfdw-test', repeat('a', 20000))")
+        ends.append(q(c, "SELECT pg_current_wal_insert_lsn()")[0][0])
+        q(c, "SELECT pg_sleep(6)")
+        c.commit()
+        c.close()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    mcrig.wait_for(lambda: ends, 5, interval=0.05, what="the message written")
+    # time for the WAL writer to flush the message's whole pages and for
+    # the worker to start reading it (its poll interval here is 50 ms)
+    time.sleep(1)
+    got = None
+    deadline = time.time() + 3
+    while time.time() < deadline:
+        h = holder()
+        unflushed = q(db, "SELECT pg_current_wal_flush_lsn() < %s::pg_lsn", (ends[0],))[0][0]
+        if not unflushed:
+            got = "flushed before the end of the wait"
+            break
+        if h is None:
+            got = "released"
+            break
+        time.sleep(0.05)
+    th.join()
+    return got
+
+
+for attempt in range(3):
+    got = unflushed_tail()
+    if got != "flushed before the end of the wait":
+        break
+t.is_(got, "released", "a record whose end no commit flushes (a non-transactional message in a "
+      "running transaction): the worker does not wait for it holding the slot")
 q(db, "CREATE TABLE bulk (id int PRIMARY KEY)")
 q(db, "SELECT mc_watch('bulk', ARRAY['bulk:{id}'], 'ws')")
 sent0 = q(db, "SELECT sent FROM mc_wal_watches WHERE \"table\" = 'bulk'::regclass")[0][0]
