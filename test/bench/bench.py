@@ -1728,12 +1728,108 @@ ZWSQL = {
                                 "FROM bench_zvalues",
 }
 ZL_DELETE = "SELECT mc_delete_multi((SELECT array_agg('zl' || g) FROM generate_series(1, %d) g), 'mcz1')" % ZKEYS
+# JSON-like values: the words and the record of inflate_bench.c's make_json
+JSON_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+              "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
+JSON_RECORD = '{"id":%d,"name":"%s %s","price":%d.%02d,"qty":%d,"tags":["%s","%s"],"sku":"%08x"},'
+
+
+def json_values(n, size=8192):
+    """n JSON-like values of size bytes, made as inflate_bench.c's make_json
+    makes its values, so that docs/benchmarks.md's per-value figures for
+    JSON-ish records (stream size, inflate time and instructions) describe
+    the values workload 12's JSON-like rows read: its LCG, its seed, running
+    on from one value to the next (so every value differs), and its draws in
+    the order gcc makes them (a call's arguments right to left: a record's
+    sku first, its id last).  make_json leaves the array open, a comma after
+    its last record; here that comma and the space after it are "]}", so a
+    value is a JSON document, as an application would cache one, and the
+    first 1,000 values differ from inflate_bench.c's in those two bytes
+    alone.  Spaces, which JSON allows after a value, pad each to size bytes
+    exactly: the plain read then moves as many bytes as the digests' does."""
+    seed = 12345
+    out = []
+    for _ in range(n):
+        seed = (seed * 1103515245 + 12345) & 0xffffffff
+        parts = ['{"user":%d,"items":[' % ((seed >> 8) % 1000000)]
+        off = len(parts[0])
+        while off < size - 200:
+            r = []
+            for _ in range(9):
+                seed = (seed * 1103515245 + 12345) & 0xffffffff
+                r.append(seed >> 8)
+            rec = JSON_RECORD % (r[8] % 100000, JSON_WORDS[r[7] % 16], JSON_WORDS[r[6] % 16],
+                                 r[5] % 1000, r[4] % 100, r[3] % 20,
+                                 JSON_WORDS[r[2] % 16], JSON_WORDS[r[1] % 16], r[0])
+            parts.append(rec)
+            off += len(rec)
+        v = "".join(parts)[:-1] + "]}"
+        out.append(v + " " * (size - len(v)))
+    return out
+
+
+def w12_json_reads(conn):
+    """Workload 12's reads again on JSON-like values (json_values): the
+    digests' floor, plain and compressed statements (ZSQL), in rounds of
+    their own after the digests' (ROUNDS x BATCH_REPEAT, rotated).  The
+    values rewrite the zu and zc keys, plain and through mcz, as the
+    digests' writes do: a second set of 10,000 8 KB values would not fit
+    the rig's memcacheds (-m 64 each).  Returns each statement's wall
+    times (ms), and the bytes the compressed values inflate to and are
+    stored as."""
+    import io
+    import zlib
+    cur = conn.cursor()
+    evictions = "SELECT sum(value::bigint) FROM mc_stats() WHERE name = 'evictions'"
+    ev0 = value(conn, evictions)
+    vals = json_values(ZKEYS)
+    cur.execute("DROP TABLE IF EXISTS bench_jvalues")
+    cur.execute("CREATE UNLOGGED TABLE bench_jvalues (g integer PRIMARY KEY, v text)")
+    cur.execute("ALTER TABLE bench_jvalues ALTER v SET STORAGE EXTERNAL")
+    # no tab, newline or backslash in the values: COPY's text format as is
+    cur.copy_expert("COPY bench_jvalues (g, v) FROM STDIN",
+                    io.StringIO("".join("%d\t%s\n" % (g, v) for g, v in enumerate(vals, 1))))
+    valid = value(conn, "SELECT count(*) FROM bench_jvalues WHERE json_typeof(v::json) = 'object'")
+    stored = value(conn, "SELECT mc_set_multi(array_agg('zu' || g), array_agg(v)) FROM bench_jvalues")
+    stored += value(conn, "SELECT mc_set_multi(array_agg('zc' || g), array_agg(v), server => 'mcz') "
+                          "FROM bench_jvalues")
+    plain = value(conn, "SELECT count(*) FROM mc_get_multi(%s) m JOIN bench_jvalues j "
+                        "ON m.key = 'zu' || j.g AND m.value = j.v" % (ZARR % ("zu", ZKEYS)))
+    cur.execute("DROP TABLE bench_jvalues")
+    # the stored streams, through the server without compression
+    cur.execute("SELECT key, value FROM mc_get_multi_bytea(%s)" % (ZARR % ("zc", ZKEYS)))
+    blobs = {k: bytes(v) for k, v in cur.fetchall()}
+    same = sum(1 for g, v in enumerate(vals, 1)
+               if "zc%d" % g in blobs and zlib.decompress(blobs["zc%d" % g]) == v.encode())
+    if (valid, stored, plain, same) != (ZKEYS, 2 * ZKEYS, ZKEYS, ZKEYS):
+        raise RuntimeError("workload 12, JSON-like values: %d valid JSON, %d stored, %d plain and %d "
+                           "compressed read back as written, of %d" % (valid, stored, plain, same, ZKEYS))
+    inflated = ZKEYS * len(vals[0])
+    stored_bytes = sum(len(b) for b in blobs.values())
+    wall = {k: [] for k in ZSQL}
+    for r in range(ROUNDS):
+        for i in range(BATCH_REPEAT):
+            for k in rotated(list(wall), r * BATCH_REPEAT + i):
+                t0 = time.perf_counter()
+                cur.execute(ZSQL[k])
+                if k != "floor" and cur.fetchone()[0] != ZKEYS:
+                    raise RuntimeError("workload 12: %s on JSON-like values did not find every key" % k)
+                wall[k].append((time.perf_counter() - t0) * 1e3)
+        n = BATCH_REPEAT
+        say("   JSON-like round %d: ms/statement %s"
+            % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in wall)))
+    # the rewrite keeps the memcacheds' items within their memory: any item
+    # evicted meanwhile (a key of another workload) would say otherwise
+    say("   JSON-like values: %.1f MB stored compressed, %d items evicted by the memcacheds meanwhile"
+        % (stored_bytes / 1e6, value(conn, evictions) - ev0))
+    return wall, inflated, stored_bytes
 
 
 def w12_compressed():
     say("12. %s-key multi-get and mc_set_multi of 8 KB values, compressed (zlib, flag 2) and "
-        "plain: %d rounds x %d statements, and zlib's inflate alone on the same values"
-        % (format(ZKEYS, ","), ROUNDS, BATCH_REPEAT))
+        "plain: %d rounds x %d statements, and zlib's inflate alone on the same values; then the "
+        "multi-get alone on JSON-like 8 KB values: %d rounds x %d statements"
+        % (format(ZKEYS, ","), ROUNDS, BATCH_REPEAT, ROUNDS, BATCH_REPEAT))
     import zlib
     conn = connect()
     cur = conn.cursor()
@@ -1795,6 +1891,7 @@ def w12_compressed():
             % (r + 1, ", ".join("%s %.1f" % (k, med(wall[k][-n:])) for k in wall)))
     if bconn:
         bconn.close()
+    jwall, j_inflated, j_stored = w12_json_reads(conn)
     cur.execute("DROP SERVER mcz, mcz1")
     cur.execute("DROP TABLE bench_zvalues")
     conn.close()
@@ -1817,6 +1914,17 @@ def w12_compressed():
         "<= 2.0 x plain", check(r_read, "<=", 2.0),
         "what inflating adds per value: %.1f us; Python's zlib alone: %.1f us"
         % ((add_z - add_plain) * 1e3 / ZKEYS, m["inflate"] * 1e3 / ZKEYS))
+    # the same reads on JSON-like values, in rounds of their own after these
+    jrounds = "%d rounds x %d statements after the digests'" % (ROUNDS, BATCH_REPEAT)
+    add_jp = med([a - f for a, f in zip(jwall["plain"], jwall["floor"])])
+    add_jz = med([a - f for a, f in zip(jwall["compressed"], jwall["floor"])])
+    row(w, "mcfdw: JSON-like values, plain, added over floor", add_jp, "ms", note=jrounds)
+    row(w, "mcfdw: JSON-like values, compressed, added over floor", add_jz, "ms", note=
+        "%.1f MB inflated from %.1f MB; %s" % (j_inflated / 1e6, j_stored / 1e6, jrounds))
+    r_json = ratio(add_jz, add_jp)
+    row(w, "mcfdw: JSON-like values, compressed added / plain added", r_json, "x", None, r_json,
+        "<= 2.0 x plain", check(r_json, "<=", 2.0),
+        "what inflating adds per value: %.1f us; %s" % ((add_jz - add_jp) * 1e3 / ZKEYS, jrounds))
     if all(split.values()):
         # the medians of each statement's split, over the floor's
         f_cpu = med([c for _, c, _ in split["floor"]])
