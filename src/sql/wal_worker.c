@@ -434,7 +434,6 @@ group_add(KeyGroup *g, const char *key, size_t len)
 	g->nkeys++;
 }
 
-/* Read one record of the plugin (wal.h) into the batch. */
 /* A key of the last 'K' record's group and count (last_group, last_count). */
 static void
 key_add(Batch *b, const char *key, size_t len)
@@ -444,6 +443,7 @@ key_add(Batch *b, const char *key, size_t len)
 	b->nkeys++;
 }
 
+/* Read one record of the plugin (wal.h) into the batch. */
 static void
 parse_record(Batch *b, const char *p, size_t len)
 {

@@ -331,7 +331,7 @@ def unflushed_tail():
     return got
 
 
-for attempt in range(3):
+for _ in range(3):
     got = unflushed_tail()
     if got != "flushed before the end of the wait":
         break
