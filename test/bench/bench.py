@@ -1740,11 +1740,11 @@ def json_values(n, size=8192):
     JSON-ish records (stream size, inflate time and instructions) describe
     the values workload 12's JSON-like rows read: its LCG, its seed, running
     on from one value to the next (so every value differs), and its draws in
-    make_json's order (a record's sku first, its id last).  make_json leaves the array open, a comma after
-    its last record; here that comma and the space after it are "]}", so a
-    value is a JSON document, as an application would cache one, and the
-    first 1,000 values differ from inflate_bench.c's in those two bytes
-    alone.  Spaces, which JSON allows after a value, pad each to size bytes
+    make_json's order (a record's sku first, its id last).  make_json leaves
+    the array open, a comma after its last record; here that comma and the
+    space after it are "]}", so a value is a JSON document, as an
+    application would cache one, and the first 1,000 values differ from
+    inflate_bench.c's in those two bytes alone.  Spaces, which JSON allows after a value, pad each to size bytes
     exactly: the plain read then moves as many bytes as the digests' does."""
     seed = 12345
     out = []
