@@ -1744,8 +1744,9 @@ def json_values(n, size=8192):
     the array open, a comma after its last record; here that comma and the
     space after it are "]}", so a value is a JSON document, as an
     application would cache one, and the first 1,000 values differ from
-    inflate_bench.c's in those two bytes alone.  Spaces, which JSON allows after a value, pad each to size bytes
-    exactly: the plain read then moves as many bytes as the digests' does."""
+    inflate_bench.c's in those two bytes alone.  Spaces, which JSON allows
+    after a value, pad each to size bytes exactly: the plain read then moves
+    as many bytes as the digests' does."""
     seed = 12345
     out = []
     for _ in range(n):

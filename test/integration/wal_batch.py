@@ -292,11 +292,12 @@ try:
     mcrig.wait_for(lambda: holder() is None, 5, interval=0.05, what="the slot released")
 except TimeoutError:
     pass
-running = q(db, "SELECT pid, backend_type, backend_xid, backend_xmin, state, left(query, 60) "
-               "FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL "
-               "OR backend_type = 'autovacuum worker'")
-t.ok(holder() is None, "with nothing in progress the worker does not hold the slot",
-     "holder: %r" % (holder(),), "sessions with an xid or an xmin, and autovacuum: %r" % (running,))
+held_by = holder()
+running = held_by and q(db, "SELECT pid, backend_type, backend_xid, backend_xmin, state, "
+                            "left(query, 60) FROM pg_stat_activity WHERE backend_xid IS NOT NULL "
+                            "OR backend_xmin IS NOT NULL OR backend_type = 'autovacuum worker'")
+t.ok(held_by is None, "with nothing in progress the worker does not hold the slot",
+     "holder: %r" % (held_by,), "sessions with an xid or an xmin, and autovacuum: %r" % (running,))
 
 # a record no commit flushes: a non-transactional message (no transaction
 # id, so no commit record) from a session that stays in its transaction;
